@@ -1,0 +1,25 @@
+# gyre_library(NAME name SRCS ... DEPS ...): one library per layer directory. Dependencies
+# are PUBLIC so a layer sees exactly what it declares; a wrong include fails to link.
+function(gyre_library)
+  cmake_parse_arguments(G "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_library(${G_NAME} STATIC ${G_SRCS})
+  target_include_directories(${G_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_link_libraries(${G_NAME} PUBLIC ${G_DEPS})
+  target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
+endfunction()
+
+# gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds): one GoogleTest binary,
+# registered as one CTest test per binary with a timeout and labels.
+function(gyre_test)
+  cmake_parse_arguments(G "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT G_TIMEOUT)
+    set(G_TIMEOUT 120)
+  endif()
+  add_executable(${G_NAME} ${G_SRCS})
+  target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
+  set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${G_NAME} COMMAND ${G_NAME})
+  set_tests_properties(${G_NAME} PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${G_LABELS}"
+                       ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+endfunction()

@@ -1,0 +1,182 @@
+#include "core/algo/collective.h"
+
+#include <sstream>
+
+namespace gyre::algo {
+namespace {
+
+const char* const kCollectiveNames[kNumCollectives] = {
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
+    "alltoall",  "gather",    "scatter", "barrier"};
+
+const char* const kAlgorithmNames[kNumAlgorithms] = {
+    "auto",      "ring",   "tree",    "recursive_doubling", "rabenseifner",      "direct",
+    "binomial",  "chain",  "scatter_allgather", "ring_gather", "bruck",      "recursive_halving",
+    "pairwise",  "linear", "dissemination",     "canonical"};
+
+}  // namespace
+
+const char* CollectiveName(Collective c) {
+  int i = static_cast<int>(c);
+  return (i >= 0 && i < kNumCollectives) ? kCollectiveNames[i] : "unknown";
+}
+
+StatusOr<Collective> ParseCollective(const std::string& name) {
+  for (int i = 0; i < kNumCollectives; ++i) {
+    if (name == kCollectiveNames[i]) return static_cast<Collective>(i);
+  }
+  return InvalidArgumentError("unknown collective '" + name +
+                              "' (known: allreduce broadcast reduce allgather reduce_scatter "
+                              "alltoall gather scatter barrier)");
+}
+
+const char* AlgorithmName(Algorithm a) {
+  int i = static_cast<int>(a);
+  return (i >= 0 && i < kNumAlgorithms) ? kAlgorithmNames[i] : "unknown";
+}
+
+StatusOr<Algorithm> ParseAlgorithm(const std::string& name) {
+  for (int i = 0; i < kNumAlgorithms; ++i) {
+    if (name == kAlgorithmNames[i]) return static_cast<Algorithm>(i);
+  }
+  if (name == "rd") return Algorithm::kRecursiveDoubling;
+  if (name == "halving_doubling") return Algorithm::kRabenseifner;
+  std::string known;
+  for (int i = 0; i < kNumAlgorithms; ++i) known += std::string(" ") + kAlgorithmNames[i];
+  return InvalidArgumentError("unknown algorithm '" + name + "' (known:" + known + ")");
+}
+
+std::vector<Algorithm> AlgorithmsFor(Collective c) {
+  switch (c) {
+    case Collective::kAllreduce:
+      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kRecursiveDoubling,
+              Algorithm::kRabenseifner, Algorithm::kDirect};
+    case Collective::kBroadcast:
+      return {Algorithm::kBinomial, Algorithm::kChain, Algorithm::kScatterAllgather};
+    case Collective::kReduce:
+      return {Algorithm::kBinomial, Algorithm::kRingGather};
+    case Collective::kAllgather:
+      return {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kBruck};
+    case Collective::kReduceScatter:
+      return {Algorithm::kRing, Algorithm::kRecursiveHalving};
+    case Collective::kAlltoall:
+      return {Algorithm::kPairwise, Algorithm::kBruck};
+    case Collective::kGather:
+    case Collective::kScatter:
+      return {Algorithm::kBinomial, Algorithm::kLinear};
+    case Collective::kBarrier:
+      return {Algorithm::kDissemination};
+  }
+  return {};
+}
+
+bool IsReducing(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduce ||
+         c == Collective::kReduceScatter;
+}
+
+std::string CollectiveSpec::ToString() const {
+  std::ostringstream os;
+  os << CollectiveName(collective) << " " << AlgorithmName(algorithm) << " p=" << world_size
+     << " count=" << count << " " << DataTypeName(dtype);
+  if (IsReducing(collective)) os << " " << ReduceOpName(op);
+  if (collective == Collective::kBroadcast || collective == Collective::kReduce ||
+      collective == Collective::kGather || collective == Collective::kScatter) {
+    os << " root=" << root;
+  }
+  if (segment_elems > 0) os << " segment=" << segment_elems;
+  if (deterministic) os << " deterministic";
+  return os.str();
+}
+
+int64_t InputCount(const CollectiveSpec& s, int rank) {
+  const int64_t p = s.world_size;
+  switch (s.collective) {
+    case Collective::kAllreduce:
+    case Collective::kReduce:
+    case Collective::kAllgather:
+    case Collective::kGather:
+      return s.count;
+    case Collective::kBroadcast:
+      return rank == s.root ? s.count : 0;
+    case Collective::kReduceScatter:
+    case Collective::kAlltoall:
+      return p * s.count;
+    case Collective::kScatter:
+      return rank == s.root ? p * s.count : 0;
+    case Collective::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
+int64_t OutputCount(const CollectiveSpec& s, int rank) {
+  const int64_t p = s.world_size;
+  switch (s.collective) {
+    case Collective::kAllreduce:
+    case Collective::kBroadcast:
+    case Collective::kReduceScatter:
+    case Collective::kScatter:
+      return s.count;
+    case Collective::kReduce:
+      return rank == s.root ? s.count : 0;
+    case Collective::kAllgather:
+    case Collective::kAlltoall:
+      return p * s.count;
+    case Collective::kGather:
+      return rank == s.root ? p * s.count : 0;
+    case Collective::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
+Status ValidateSpec(const CollectiveSpec& s) {
+  if (static_cast<int>(s.collective) >= kNumCollectives) {
+    return InvalidArgumentError("collective value " +
+                                std::to_string(static_cast<int>(s.collective)) + " is unknown");
+  }
+  const char* name = CollectiveName(s.collective);
+  if (s.world_size < 1) {
+    return InvalidArgumentError(std::string(name) + ": world size " +
+                                std::to_string(s.world_size) + " must be at least 1");
+  }
+  if (s.count < 0) {
+    return InvalidArgumentError(std::string(name) + ": count " + std::to_string(s.count) +
+                                " must not be negative");
+  }
+  if (s.segment_elems < 0) {
+    return InvalidArgumentError(std::string(name) + ": segment size " +
+                                std::to_string(s.segment_elems) + " must not be negative");
+  }
+  if (!IsValidDataType(static_cast<int>(s.dtype))) {
+    return InvalidArgumentError(std::string(name) + ": dtype value " +
+                                std::to_string(static_cast<int>(s.dtype)) + " is unknown");
+  }
+  if (IsReducing(s.collective)) {
+    GYRE_RETURN_IF_ERROR(CheckReduceSupported(s.dtype, s.op).WithContext(name));
+  }
+  bool rooted = s.collective == Collective::kBroadcast || s.collective == Collective::kReduce ||
+                s.collective == Collective::kGather || s.collective == Collective::kScatter;
+  if (rooted && (s.root < 0 || s.root >= s.world_size)) {
+    return InvalidArgumentError(std::string(name) + ": root " + std::to_string(s.root) +
+                                " is out of range: it must be in [0, " +
+                                std::to_string(s.world_size) + ")");
+  }
+  if (s.algorithm == Algorithm::kAuto) return Status::Ok();
+  if (s.algorithm == Algorithm::kCanonical) {
+    if (s.collective == Collective::kAllreduce || s.collective == Collective::kReduce ||
+        s.collective == Collective::kReduceScatter) {
+      return Status::Ok();
+    }
+  }
+  for (Algorithm a : AlgorithmsFor(s.collective)) {
+    if (a == s.algorithm) return Status::Ok();
+  }
+  std::string known;
+  for (Algorithm a : AlgorithmsFor(s.collective)) known += std::string(" ") + AlgorithmName(a);
+  return InvalidArgumentError(std::string(name) + " has no algorithm '" +
+                              AlgorithmName(s.algorithm) + "' (it has:" + known + ")");
+}
+
+}  // namespace gyre::algo

@@ -1,0 +1,99 @@
+// What a collective call is, independent of how it runs: the collective, its algorithm, the
+// world size, the element count and type, the root. The count convention follows NCCL:
+// allreduce/broadcast/reduce: `count` is each rank's buffer; allgather and gather: `count`
+// is each rank's contribution (the output holds p*count); reduce_scatter: `count` is each
+// rank's share of the result (the input holds p*count); alltoall: `count` is one block
+// (input and output hold p*count); scatter: `count` is each rank's share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/dtype.h"
+#include "core/base/status.h"
+
+namespace gyre::algo {
+
+enum class Collective : uint8_t {
+  kAllreduce = 0,
+  kBroadcast = 1,
+  kReduce = 2,
+  kAllgather = 3,
+  kReduceScatter = 4,
+  kAlltoall = 5,
+  kGather = 6,
+  kScatter = 7,
+  kBarrier = 8,
+};
+inline constexpr int kNumCollectives = 9;
+
+enum class Algorithm : uint8_t {
+  kAuto = 0,
+  kRing = 1,               // allreduce, allgather, reduce_scatter
+  kTree = 2,               // allreduce: binomial reduce to rank 0 + binomial broadcast
+  kRecursiveDoubling = 3,  // allreduce, allgather
+  kRabenseifner = 4,       // allreduce: recursive halving RS + recursive doubling AG
+  kDirect = 5,             // allreduce: every rank sends its whole buffer to every other
+  kBinomial = 6,           // broadcast, reduce, gather, scatter
+  kChain = 7,              // broadcast: pipelined chain
+  kScatterAllgather = 8,   // broadcast: scatter from root + ring allgather
+  kRingGather = 9,         // reduce: ring reduce-scatter + gather to root
+  kBruck = 10,             // allgather, alltoall
+  kRecursiveHalving = 11,  // reduce_scatter
+  kPairwise = 12,          // alltoall
+  kLinear = 13,            // gather, scatter
+  kDissemination = 14,     // barrier
+  kCanonical = 15,         // deterministic mode's schedule (see docs/algorithms.md)
+};
+inline constexpr int kNumAlgorithms = 16;
+
+const char* CollectiveName(Collective c);  // "allreduce"
+StatusOr<Collective> ParseCollective(const std::string& name);
+const char* AlgorithmName(Algorithm a);  // "recursive_doubling"
+StatusOr<Algorithm> ParseAlgorithm(const std::string& name);
+
+// The algorithms built for `c`, in a stable order (kCanonical excluded).
+std::vector<Algorithm> AlgorithmsFor(Collective c);
+bool IsReducing(Collective c);  // allreduce, reduce, reduce_scatter
+
+struct CollectiveSpec {
+  Collective collective = Collective::kAllreduce;
+  Algorithm algorithm = Algorithm::kAuto;
+  int world_size = 1;
+  int64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  // Pipelining: each chunk is cut into segments of at most this many elements, each sent
+  // as its own message so the next segment's transfer overlaps this one's reduction.
+  // 0 means one message per chunk.
+  int64_t segment_elems = 0;
+  // Canonical reduction order: every output element is reduced as the fixed tree
+  // ((r0+r1)+(r2+r3))+... over ranks, whatever the algorithm, so results are bitwise
+  // reproducible. Only meaningful for reducing collectives.
+  bool deterministic = false;
+
+  std::string ToString() const;  // "allreduce ring p=4 count=12 float32 sum root=0"
+};
+
+// Elements of the input and output buffers of `rank` for `spec` (0 where unused, e.g. the
+// output of reduce and gather on a non-root rank).
+int64_t InputCount(const CollectiveSpec& spec, int rank);
+int64_t OutputCount(const CollectiveSpec& spec, int rank);
+
+// InvalidArgument naming the value and the rule for: world_size < 1, negative count, root
+// out of range, unknown dtype/op, unsupported (dtype, op), an algorithm that does not
+// implement the collective.
+Status ValidateSpec(const CollectiveSpec& spec);
+
+// Balanced partition of n elements into `parts` chunks: the first n % parts chunks have
+// one element more.
+inline int64_t ChunkCount(int64_t n, int64_t parts, int64_t i) {
+  return n / parts + (i < n % parts ? 1 : 0);
+}
+inline int64_t ChunkOffset(int64_t n, int64_t parts, int64_t i) {
+  return i * (n / parts) + (i < n % parts ? i : n % parts);
+}
+
+}  // namespace gyre::algo

@@ -1,0 +1,52 @@
+#include "core/base/clock.h"
+
+#include <cstdio>
+
+namespace gyre {
+
+SteadyClock* SteadyClock::Get() {
+  static SteadyClock* clock = new SteadyClock();
+  return clock;
+}
+
+TimePoint ManualClock::Now() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_;
+}
+
+void ManualClock::Advance(Duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ += d;
+}
+
+void ManualClock::Set(TimePoint t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ = t;
+}
+
+Deadline Deadline::After(const Clock& clock, Duration d) {
+  TimePoint now = clock.Now();
+  if (d >= TimePoint::max() - now) return Infinite();
+  return Deadline(now + d);
+}
+
+Duration Deadline::Remaining(const Clock& clock) const {
+  if (infinite()) return Duration::max();
+  TimePoint now = clock.Now();
+  return now >= when_ ? Duration::zero() : when_ - now;
+}
+
+std::string FormatDuration(Duration d) {
+  double ns = static_cast<double>(d.count());
+  char buf[64];
+  if (ns >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2f s", ns / 1e9);
+  } else if (ns >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.1f ms", ns / 1e6);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f us", ns / 1e3);
+  }
+  return buf;
+}
+
+}  // namespace gyre

@@ -1,0 +1,70 @@
+// Clocks and deadlines. Every wait in gyre is bounded by a Deadline: an absolute point on a
+// steady clock, never a duration that restarts. The clock is injected so tests and the
+// simulator can drive time by hand.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace gyre {
+
+using Duration = std::chrono::nanoseconds;
+using TimePoint = std::chrono::time_point<std::chrono::steady_clock, Duration>;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual TimePoint Now() const = 0;
+};
+
+// The process-wide steady clock. Thread-safe; never goes backwards.
+class SteadyClock final : public Clock {
+ public:
+  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+  static SteadyClock* Get();
+};
+
+// A clock that moves only when told to. Thread-safe.
+class ManualClock final : public Clock {
+ public:
+  TimePoint Now() const override;
+  void Advance(Duration d);
+  void Set(TimePoint t);
+
+ private:
+  mutable std::mutex mu_;
+  TimePoint now_{};
+};
+
+class Deadline {
+ public:
+  // A deadline that never fires.
+  static Deadline Infinite() { return Deadline(TimePoint::max()); }
+  static Deadline At(TimePoint t) { return Deadline(t); }
+  // `d` from clock->Now(); a non-positive `d` is already expired.
+  static Deadline After(const Clock& clock, Duration d);
+
+  TimePoint when() const { return when_; }
+  bool infinite() const { return when_ == TimePoint::max(); }
+  bool Expired(const Clock& clock) const { return clock.Now() >= when_; }
+  // Time left (zero when expired; Duration::max() when infinite).
+  Duration Remaining(const Clock& clock) const;
+  // The earlier of the two.
+  Deadline Min(const Deadline& other) const { return when_ <= other.when_ ? *this : other; }
+
+ private:
+  explicit Deadline(TimePoint t) : when_(t) {}
+  TimePoint when_;
+};
+
+// "1.25 s", "340 ms", "12 us": for error messages.
+std::string FormatDuration(Duration d);
+
+inline Duration Seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+inline Duration Millis(int64_t ms) { return std::chrono::milliseconds(ms); }
+
+}  // namespace gyre

@@ -1,0 +1,23 @@
+#include "core/transport/transport.h"
+
+#include <atomic>
+
+namespace gyre {
+namespace {
+
+std::string DefaultFormatter(const OpDesc& d) {
+  return "op" + std::to_string(d.collective) + "(count=" + std::to_string(d.count) +
+         ", dtype=" + std::to_string(d.dtype) + ", op=" + std::to_string(d.reduce_op) +
+         ", root=" + std::to_string(d.root) + ", algo=" + std::to_string(d.algorithm) + ")";
+}
+
+std::atomic<OpDescFormatter> g_formatter{&DefaultFormatter};
+
+}  // namespace
+
+std::string DescribeOpDesc(const OpDesc& d) { return g_formatter.load()(d); }
+void SetOpDescFormatter(OpDescFormatter f) { g_formatter.store(f ? f : &DefaultFormatter); }
+
+std::string Transport::DescribePeer(int peer) const { return "rank " + std::to_string(peer); }
+
+}  // namespace gyre

@@ -1,0 +1,90 @@
+// The transport seam: asynchronous, tagged, point-to-point messages with completion
+// callbacks. The executor drives every algorithm through this interface only, so the same
+// schedule runs over the in-process loopback, the fault-injecting wrapper, TCP and the
+// network simulator.
+//
+// Contract for every implementation:
+//  - Send/Recv never block. `done` runs exactly once, with OK or an error, either inline
+//    (before Send/Recv returns) or later on a transport thread. `done` must not block and
+//    must not call back into the transport while holding locks of its own.
+//  - A message is identified by (sender, receiver, seq, tag). A receive matches the one
+//    message from `peer` with the same seq and tag; messages may arrive before their
+//    receive is posted (the transport holds them) and in any order across tags.
+//  - A receive whose matching message has a different size or a different OpDesc fails
+//    with InvalidArgument describing both sides (a mismatched collective call).
+//  - `data` passed to Send/Recv stays valid until `done` runs; after CancelOperation(seq)
+//    returns, the transport no longer touches the buffers of that operation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+
+namespace gyre {
+
+// The fingerprint of a collective call, carried by every data message so a receiver
+// detects a mismatched call (different collective, dtype, count, root, op or algorithm).
+struct OpDesc {
+  uint8_t collective = 0;
+  uint8_t dtype = 0;
+  uint8_t reduce_op = 0;
+  uint8_t algorithm = 0;
+  int32_t root = 0;
+  int64_t count = 0;
+
+  bool operator==(const OpDesc& o) const {
+    return collective == o.collective && dtype == o.dtype && reduce_op == o.reduce_op &&
+           algorithm == o.algorithm && root == o.root && count == o.count;
+  }
+  bool operator!=(const OpDesc& o) const { return !(*this == o); }
+};
+static_assert(sizeof(OpDesc) == 16, "OpDesc is part of the wire format");
+
+// "allreduce(count=12, float32, sum, root=0, algo=ring)"; the names come from the algo
+// layer through a formatter installed at start-up, so the transport stays below it.
+std::string DescribeOpDesc(const OpDesc& d);
+using OpDescFormatter = std::string (*)(const OpDesc&);
+void SetOpDescFormatter(OpDescFormatter f);
+
+struct MessageHeader {
+  uint64_t seq = 0;  // operation sequence number within the communicator
+  uint64_t tag = 0;  // message tag within the operation's schedule
+  OpDesc desc;
+};
+
+using DoneCallback = std::function<void(Status)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const Clock& clock() const = 0;
+
+  virtual void Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
+                    DoneCallback done) = 0;
+  virtual void Recv(int peer, const MessageHeader& header, void* data, size_t bytes,
+                    DoneCallback done) = 0;
+
+  // Completes every pending Send and Recv of operation `seq` with `reason` (their `done`
+  // may run inside this call) and drops messages of `seq` that arrive later. When it
+  // returns, no transport thread reads or writes a buffer of that operation.
+  virtual void CancelOperation(uint64_t seq, const Status& reason) = 0;
+
+  // Payload bytes received from `peer` so far, counting frames still in progress. The
+  // executor uses it to tell a slow peer (this grows) from a silent one.
+  virtual uint64_t BytesReceivedFrom(int peer) const = 0;
+
+  // "rank 3 (127.0.0.1:40123)" or "rank 3" where there is no address.
+  virtual std::string DescribePeer(int peer) const;
+
+  // Closes every connection. Pending operations fail; peers see this rank as gone.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace gyre

@@ -1,0 +1,142 @@
+// base: Status, deadlines, dtypes and the reduction kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
+
+namespace gyre {
+namespace {
+
+TEST(StatusTest, CodesAndContext) {
+  Status ok;
+  EXPECT_TRUE(ok.ok());
+  Status s = DeadlineExceededError("recv from rank 3");
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.ToString(), "DeadlineExceeded: recv from rank 3");
+  EXPECT_EQ(s.WithContext("allreduce seq=4").message(), "allreduce seq=4: recv from rank 3");
+  StatusOr<int> v = 5;
+  EXPECT_TRUE(v.ok());
+  EXPECT_EQ(*v, 5);
+  StatusOr<int> e = UnavailableError("gone");
+  EXPECT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(ClockTest, DeadlineOnManualClock) {
+  ManualClock clock;
+  Deadline d = Deadline::After(clock, Millis(100));
+  EXPECT_FALSE(d.Expired(clock));
+  EXPECT_EQ(d.Remaining(clock), Millis(100));
+  clock.Advance(Millis(60));
+  EXPECT_EQ(d.Remaining(clock), Millis(40));
+  clock.Advance(Millis(40));
+  EXPECT_TRUE(d.Expired(clock));
+  EXPECT_EQ(d.Remaining(clock), Duration::zero());
+  EXPECT_FALSE(Deadline::Infinite().Expired(clock));
+  EXPECT_EQ(Deadline::After(clock, Duration::max()).infinite(), true);
+  EXPECT_EQ(FormatDuration(Millis(1500)), "1.50 s");
+}
+
+TEST(DtypeTest, NamesRoundTrip) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    DataType t = static_cast<DataType>(i);
+    auto parsed = ParseDataType(DataTypeName(t));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_EQ(ParseDataType("complex64").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseReduceOp("mean").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DtypeTest, UnsupportedPairsAreInvalidArgument) {
+  EXPECT_EQ(CheckReduceSupported(DataType::kInt32, ReduceOp::kAvg).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckReduceSupported(DataType::kFloat32, ReduceOp::kBxor).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_NE(CheckReduceSupported(DataType::kFloat32, ReduceOp::kBand).message().find("float32"),
+            std::string::npos);
+  EXPECT_EQ(CheckReduceSupported(static_cast<DataType>(42), ReduceOp::kSum).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(GetReduceFn(DataType::kUint8, ReduceOp::kAvg).ok());
+}
+
+TEST(DtypeTest, HalfConversionsRoundTripExactValues) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.9604645e-08f}) {
+    EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;
+  }
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(1e6f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::nanf("")))));
+  // 1 + 2^-11 is halfway between two halves: ties go to even (1.0).
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 1.0f / 2048)), 1.0f);
+  for (float f : {0.0f, 1.0f, -3.0f, 256.0f}) EXPECT_EQ(Bfloat16ToFloat(FloatToBfloat16(f)), f);
+}
+
+// Every supported (dtype, op) kernel against element-wise arithmetic in double (exact for
+// the small integers used here).
+TEST(ReduceKernelTest, EverySupportedPairMatchesScalarReference) {
+  const size_t n = 1037;  // not a multiple of any vector width
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      DataType dt = static_cast<DataType>(t);
+      ReduceOp op = static_cast<ReduceOp>(o);
+      auto fn = GetReduceFn(dt, op);
+      if (!CheckReduceSupported(dt, op).ok()) {
+        EXPECT_FALSE(fn.ok());
+        continue;
+      }
+      ASSERT_TRUE(fn.ok()) << DataTypeName(dt) << " " << ReduceOpName(op);
+      const size_t es = DataTypeSize(dt);
+      std::vector<unsigned char> a(n * es), b(n * es);
+      for (size_t i = 0; i < n; ++i) {
+        StoreFromDouble(dt, a.data(), i, static_cast<double>((i * 7) % 11));
+        StoreFromDouble(dt, b.data(), i, static_cast<double>((i * 3) % 5 + 1));
+      }
+      std::vector<unsigned char> expect = a;
+      for (size_t i = 0; i < n; ++i) {
+        double x = LoadAsDouble(dt, a.data(), i), y = LoadAsDouble(dt, b.data(), i), z = 0;
+        int64_t xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
+        switch (op) {
+          case ReduceOp::kSum:
+          case ReduceOp::kAvg: z = x + y; break;
+          case ReduceOp::kProd: z = x * y; break;
+          case ReduceOp::kMin: z = std::min(x, y); break;
+          case ReduceOp::kMax: z = std::max(x, y); break;
+          case ReduceOp::kBand: z = static_cast<double>(xi & yi); break;
+          case ReduceOp::kBor: z = static_cast<double>(xi | yi); break;
+          case ReduceOp::kBxor: z = static_cast<double>(xi ^ yi); break;
+        }
+        StoreFromDouble(dt, expect.data(), i, z);
+      }
+      (*fn)(a.data(), b.data(), n);
+      EXPECT_EQ(std::memcmp(a.data(), expect.data(), a.size()), 0)
+          << DataTypeName(dt) << " " << ReduceOpName(op);
+    }
+  }
+}
+
+TEST(ReduceKernelTest, SignedOverflowWrapsLikeUnsigned) {
+  auto fn = GetReduceFn(DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(fn.ok());
+  int32_t a[1] = {std::numeric_limits<int32_t>::max()};
+  int32_t b[1] = {1};
+  (*fn)(a, b, 1);
+  EXPECT_EQ(a[0], std::numeric_limits<int32_t>::min());
+}
+
+TEST(ReduceKernelTest, AverageDividesFloatsAndRejectsIntegers) {
+  float v[3] = {3, 6, 9};
+  ASSERT_TRUE(ScaleForAverage(DataType::kFloat32, v, 3, 3).ok());
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[2], 3);
+  int32_t w[1] = {4};
+  EXPECT_EQ(ScaleForAverage(DataType::kInt32, w, 1, 2).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gyre
