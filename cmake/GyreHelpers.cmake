@@ -8,8 +8,8 @@ function(gyre_library)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
 endfunction()
 
-# gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds): one GoogleTest binary,
-# registered as one CTest test per binary with a timeout and labels.
+# gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds): one GoogleTest binary;
+# each of its test cases becomes a CTest test with that timeout and those labels.
 function(gyre_test)
   cmake_parse_arguments(G "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT G_TIMEOUT)
@@ -19,7 +19,9 @@ function(gyre_test)
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  add_test(NAME ${G_NAME} COMMAND ${G_NAME})
-  set_tests_properties(${G_NAME} PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${G_LABELS}"
-                       ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  gtest_discover_tests(${G_NAME}
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 30
+    PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${G_LABELS}"
+               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
 endfunction()

@@ -169,9 +169,12 @@ class Verifier {
     bool output_alias = false;
     SymBuffer* Get(BufferId id) {
       switch (id) {
-        case BufferId::kInput: return input.get();
-        case BufferId::kOutput: return output_alias ? input.get() : output.get();
-        case BufferId::kScratch: return scratch.get();
+        case BufferId::kInput:
+          return input.get();
+        case BufferId::kOutput:
+          return output_alias ? input.get() : output.get();
+        case BufferId::kScratch:
+          return scratch.get();
       }
       return nullptr;
     }
@@ -193,9 +196,15 @@ class Verifier {
     }
     int64_t size = 0;
     switch (reg.buffer) {
-      case BufferId::kInput: size = InputCount(s_.spec, r); break;
-      case BufferId::kOutput: size = OutputCount(s_.spec, r); break;
-      case BufferId::kScratch: size = s_.ranks[r].scratch_count; break;
+      case BufferId::kInput:
+        size = InputCount(s_.spec, r);
+        break;
+      case BufferId::kOutput:
+        size = OutputCount(s_.spec, r);
+        break;
+      case BufferId::kScratch:
+        size = s_.ranks[r].scratch_count;
+        break;
     }
     if (reg.count > 0 && reg.offset + reg.count > size) {
       return InternalError(Where(r, i) + " touches " + FormatRegion(reg) +
@@ -216,8 +225,12 @@ class Verifier {
     for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
       const Step& st = steps[i];
       switch (st.kind) {
-        case StepKind::kSend: GYRE_RETURN_IF_ERROR(CheckRegion(r, i, st.src, false)); break;
-        case StepKind::kRecv: GYRE_RETURN_IF_ERROR(CheckRegion(r, i, st.dst, true)); break;
+        case StepKind::kSend:
+          GYRE_RETURN_IF_ERROR(CheckRegion(r, i, st.src, false));
+          break;
+        case StepKind::kRecv:
+          GYRE_RETURN_IF_ERROR(CheckRegion(r, i, st.dst, true));
+          break;
         case StepKind::kReduce:
         case StepKind::kCopy:
           GYRE_RETURN_IF_ERROR(CheckRegion(r, i, st.src, false));
@@ -295,9 +308,9 @@ class Verifier {
                      std::back_inserter(*merged));
           for (size_t k = 1; k < merged->size(); ++k) {
             if ((*merged)[k].rank == (*merged)[k - 1].rank) {
-              return InternalError(Where(r, i) + " counts rank " +
-                                   std::to_string((*merged)[k].rank) + " twice: " +
-                                   DescribeValue(x.value) + " + " + DescribeValue(y.value));
+              return InternalError(
+                  Where(r, i) + " counts rank " + std::to_string((*merged)[k].rank) +
+                  " twice: " + DescribeValue(x.value) + " + " + DescribeValue(y.value));
             }
           }
           result.push_back(Piece{x.len, std::move(merged)});
@@ -377,11 +390,10 @@ class Verifier {
         return *a == *b;
       };
       if (!same(g.value, w.value)) {
-        return InternalError(s_.spec.ToString() + (in_place_ ? " (in place)" : "") +
-                             ": rank " + std::to_string(q) + " output elements [" +
-                             std::to_string(pos) + ", " + std::to_string(pos + g.len) +
-                             ") end as " + DescribeValue(g.value) + " but must be " +
-                             DescribeValue(w.value) + " (x = element index)");
+        return InternalError(s_.spec.ToString() + (in_place_ ? " (in place)" : "") + ": rank " +
+                             std::to_string(q) + " output elements [" + std::to_string(pos) + ", " +
+                             std::to_string(pos + g.len) + ") end as " + DescribeValue(g.value) +
+                             " but must be " + DescribeValue(w.value) + " (x = element index)");
       }
       pos += g.len;
     }
@@ -445,8 +457,12 @@ Status CheckRaces(const Schedule& s, int r) {
         }
       };
       switch (st.kind) {
-        case StepKind::kSend: add(st.src, false); break;
-        case StepKind::kRecv: add(st.dst, true); break;
+        case StepKind::kSend:
+          add(st.src, false);
+          break;
+        case StepKind::kRecv:
+          add(st.dst, true);
+          break;
         case StepKind::kReduce:
         case StepKind::kCopy:
           add(st.src, false);

@@ -27,8 +27,7 @@ std::string DescribeStep(const Schedule& s, StepRef ref) {
       os << "send " << FormatRegion(st.src) << " to rank " << st.peer << " " << FormatTag(st.tag);
       break;
     case StepKind::kRecv:
-      os << "recv " << FormatRegion(st.dst) << " from rank " << st.peer << " "
-         << FormatTag(st.tag);
+      os << "recv " << FormatRegion(st.dst) << " from rank " << st.peer << " " << FormatTag(st.tag);
       break;
     case StepKind::kReduce:
       os << "reduce " << FormatRegion(st.dst) << " += " << FormatRegion(st.src);
@@ -116,8 +115,8 @@ Status WalkSchedule(const Schedule& s, const CostParams& params, size_t elem_byt
     for (int i = 0; i < n; ++i) {
       for (int32_t d : steps[i].deps) {
         if (d < 0 || d >= i) {
-          return InternalError(DescribeStep(s, {r, i}) + " depends on step #" +
-                               std::to_string(d) + ", which is not an earlier step");
+          return InternalError(DescribeStep(s, {r, i}) + " depends on step #" + std::to_string(d) +
+                               ", which is not an earlier step");
         }
         dependents[r][d].push_back(i);
         ++remaining[r][i];

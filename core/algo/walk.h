@@ -20,7 +20,7 @@ struct StepRef {
 using StepVisitor = std::function<Status(StepRef step, StepRef send)>;
 
 struct WalkTimes {
-  std::vector<std::vector<double>> finish;  // [rank][step]
+  std::vector<std::vector<double>> finish;   // [rank][step]
   std::vector<std::vector<int64_t>> rounds;  // [rank][step]
 };
 

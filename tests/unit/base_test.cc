@@ -103,13 +103,27 @@ TEST(ReduceKernelTest, EverySupportedPairMatchesScalarReference) {
         int64_t xi = static_cast<int64_t>(x), yi = static_cast<int64_t>(y);
         switch (op) {
           case ReduceOp::kSum:
-          case ReduceOp::kAvg: z = x + y; break;
-          case ReduceOp::kProd: z = x * y; break;
-          case ReduceOp::kMin: z = std::min(x, y); break;
-          case ReduceOp::kMax: z = std::max(x, y); break;
-          case ReduceOp::kBand: z = static_cast<double>(xi & yi); break;
-          case ReduceOp::kBor: z = static_cast<double>(xi | yi); break;
-          case ReduceOp::kBxor: z = static_cast<double>(xi ^ yi); break;
+          case ReduceOp::kAvg:
+            z = x + y;
+            break;
+          case ReduceOp::kProd:
+            z = x * y;
+            break;
+          case ReduceOp::kMin:
+            z = std::min(x, y);
+            break;
+          case ReduceOp::kMax:
+            z = std::max(x, y);
+            break;
+          case ReduceOp::kBand:
+            z = static_cast<double>(xi & yi);
+            break;
+          case ReduceOp::kBor:
+            z = static_cast<double>(xi | yi);
+            break;
+          case ReduceOp::kBxor:
+            z = static_cast<double>(xi ^ yi);
+            break;
         }
         StoreFromDouble(dt, expect.data(), i, z);
       }

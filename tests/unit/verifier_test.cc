@@ -1,11 +1,12 @@
 // The verifier and the cost model, on the ring allreduce and on hand-broken schedules that
 // each violate one rule.
+#include "core/algo/verifier.h"
+
 #include <gtest/gtest.h>
 
 #include "core/algo/builders.h"
 #include "core/algo/cost.h"
 #include "core/algo/formulas.h"
-#include "core/algo/verifier.h"
 
 namespace gyre::algo {
 namespace {

@@ -1,0 +1,198 @@
+#include "core/comm/communicator.h"
+
+#include <cstdio>
+
+#include "core/algo/builders.h"
+#include "core/algo/verifier.h"
+
+namespace gyre {
+
+using algo::Algorithm;
+using algo::Collective;
+using algo::CollectiveSpec;
+
+std::string FormatOpDesc(const OpDesc& d) {
+  std::string s = std::string(algo::CollectiveName(static_cast<Collective>(d.collective))) +
+                  "(count=" + std::to_string(d.count) + ", " +
+                  (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?");
+  if (algo::IsReducing(static_cast<Collective>(d.collective))) {
+    s += std::string(", ") +
+         (IsValidReduceOp(d.reduce_op) ? ReduceOpName(static_cast<ReduceOp>(d.reduce_op)) : "?");
+  }
+  Collective c = static_cast<Collective>(d.collective);
+  if (c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+      c == Collective::kScatter) {
+    s += ", root=" + std::to_string(d.root);
+  }
+  s += std::string(", algo=") + algo::AlgorithmName(static_cast<Algorithm>(d.algorithm)) + ")";
+  return s;
+}
+
+OpDesc MakeOpDesc(const CollectiveSpec& spec) {
+  OpDesc d;
+  d.collective = static_cast<uint8_t>(spec.collective);
+  d.dtype = static_cast<uint8_t>(spec.dtype);
+  d.reduce_op = algo::IsReducing(spec.collective) ? static_cast<uint8_t>(spec.op) : 0;
+  d.algorithm = static_cast<uint8_t>(spec.algorithm);
+  d.root = spec.root;
+  d.count = spec.count;
+  return d;
+}
+
+namespace {
+
+std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
+  const double bytes = static_cast<double>(spec.count) * DataTypeSize(spec.dtype);
+  char size[32];
+  if (bytes >= 1 << 20) {
+    std::snprintf(size, sizeof(size), "%.1f MiB", bytes / (1 << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(size, sizeof(size), "%.1f KiB", bytes / 1024);
+  } else {
+    std::snprintf(size, sizeof(size), "%.0f B", bytes);
+  }
+  std::string name = std::string(algo::CollectiveName(spec.collective)) +
+                     " seq=" + std::to_string(seq) + " (" + algo::AlgorithmName(spec.algorithm);
+  if (spec.collective != Collective::kBarrier) {
+    name += std::string(", ") + size + " " + DataTypeName(spec.dtype);
+  }
+  return name + ")";
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
+    : transport_(std::move(transport)), options_(options) {
+  SetOpDescFormatter(&FormatOpDesc);
+}
+
+Communicator::~Communicator() = default;
+
+StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOptions& opts) const {
+  spec.world_size = size();
+  if (opts.algorithm != Algorithm::kAuto) spec.algorithm = opts.algorithm;
+  const bool det = opts.deterministic >= 0 ? opts.deterministic != 0 : options_.deterministic;
+  spec.deterministic = det && algo::IsReducing(spec.collective);
+  const int64_t seg_bytes = opts.segment_bytes >= 0 ? opts.segment_bytes : options_.segment_bytes;
+  if (spec.segment_elems == 0 && seg_bytes > 0) {
+    spec.segment_elems =
+        std::max<int64_t>(1, seg_bytes / static_cast<int64_t>(DataTypeSize(spec.dtype)));
+  }
+  GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
+  if (spec.deterministic) {
+    spec.algorithm = Algorithm::kCanonical;
+  } else if (spec.algorithm == Algorithm::kAuto) {
+    spec.algorithm = algo::SelectAlgorithm(spec, options_.thresholds);
+  }
+  return spec;
+}
+
+StatusOr<std::shared_ptr<const algo::RankSchedule>> Communicator::GetSchedule(
+    const CollectiveSpec& spec) {
+  CacheKey key{static_cast<int>(spec.collective),
+               static_cast<int>(spec.algorithm),
+               spec.count,
+               static_cast<int>(spec.dtype),
+               static_cast<int>(spec.op),
+               spec.root,
+               spec.segment_elems,
+               spec.deterministic};
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  std::shared_ptr<const algo::RankSchedule> mine;
+  if (options_.verify_schedules) {
+    GYRE_ASSIGN_OR_RETURN(algo::Schedule all, algo::BuildSchedule(spec));
+    Status v = algo::VerifySchedule(all);
+    if (!v.ok()) return InternalError("schedule failed verification: " + v.message());
+    mine = std::make_shared<algo::RankSchedule>(std::move(all.ranks[rank()]));
+  } else {
+    GYRE_ASSIGN_OR_RETURN(algo::RankSchedule rs, algo::BuildRankSchedule(spec, rank()));
+    mine = std::make_shared<algo::RankSchedule>(std::move(rs));
+  }
+  if (cache_.size() > 256) cache_.clear();
+  cache_[key] = mine;
+  return mine;
+}
+
+Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const CallOptions& opts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t seq = next_seq_++;
+  const TimePoint start = transport_->clock().Now();
+  auto resolved = Resolve(spec, opts);
+  if (!resolved.ok()) {
+    last_ = OpResult{seq, spec, {}, {}, resolved.status()};
+    return resolved.status().WithContext(std::string(algo::CollectiveName(spec.collective)) +
+                                         " seq=" + std::to_string(seq) + " on rank " +
+                                         std::to_string(rank()));
+  }
+  spec = *resolved;
+  auto schedule = GetSchedule(spec);
+  if (!schedule.ok()) {
+    last_ = OpResult{seq, spec, {}, {}, schedule.status()};
+    return schedule.status();
+  }
+  OpContext ctx;
+  ctx.seq = seq;
+  ctx.desc = MakeOpDesc(spec);
+  ctx.name = OpName(spec, seq);
+  ExecOptions eo;
+  eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
+  eo.total_deadline = opts.deadline;
+  OpCounters counters;
+  Status st =
+      executor_.Run(**schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo, &counters);
+  total_.Add(counters);
+  last_ = OpResult{seq, spec, std::move(counters), transport_->clock().Now() - start, st};
+  return st;
+}
+
+namespace {
+CollectiveSpec Spec(Collective c, int64_t count, DataType dtype, ReduceOp op, int root) {
+  CollectiveSpec s;
+  s.collective = c;
+  s.count = count;
+  s.dtype = dtype;
+  s.op = op;
+  s.root = root;
+  return s;
+}
+}  // namespace
+
+Status Communicator::Allreduce(const void* in, void* out, int64_t count, DataType dtype,
+                               ReduceOp op, const CallOptions& opts) {
+  return Run(Spec(Collective::kAllreduce, count, dtype, op, 0), in, out, opts);
+}
+Status Communicator::Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
+                               const CallOptions& opts) {
+  return Run(Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in, out, opts);
+}
+Status Communicator::Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                            int root, const CallOptions& opts) {
+  return Run(Spec(Collective::kReduce, count, dtype, op, root), in, out, opts);
+}
+Status Communicator::Allgather(const void* in, void* out, int64_t count, DataType dtype,
+                               const CallOptions& opts) {
+  return Run(Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out, opts);
+}
+Status Communicator::ReduceScatter(const void* in, void* out, int64_t count, DataType dtype,
+                                   ReduceOp op, const CallOptions& opts) {
+  return Run(Spec(Collective::kReduceScatter, count, dtype, op, 0), in, out, opts);
+}
+Status Communicator::Alltoall(const void* in, void* out, int64_t count, DataType dtype,
+                              const CallOptions& opts) {
+  return Run(Spec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out, opts);
+}
+Status Communicator::Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
+                            const CallOptions& opts) {
+  return Run(Spec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out, opts);
+}
+Status Communicator::Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
+                             const CallOptions& opts) {
+  return Run(Spec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out, opts);
+}
+Status Communicator::Barrier(const CallOptions& opts) {
+  return Run(Spec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0), nullptr, nullptr,
+             opts);
+}
+
+}  // namespace gyre

@@ -1,0 +1,117 @@
+// Communicator: one rank's view of a job — its transport, sequence numbers, algorithm
+// choice, schedule cache and counters. This is gyre's embedded, in-process API: a program
+// that owns a Transport calls collectives here directly; the daemon calls the same object
+// on behalf of its clients.
+//
+// Thread-safety: calls are serialised (one operation at a time per communicator); every
+// rank must call the same collectives in the same order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "core/algo/collective.h"
+#include "core/algo/schedule.h"
+#include "core/algo/select.h"
+#include "core/base/clock.h"
+#include "core/base/dtype.h"
+#include "core/exec/executor.h"
+#include "core/transport/transport.h"
+
+namespace gyre {
+
+struct CommOptions {
+  // Progress timeout T: how long to wait for the next byte from a peer (RELIABILITY.md).
+  Duration timeout = Seconds(30);
+  // Canonical reduction order for every reducing call unless the call says otherwise.
+  bool deterministic = false;
+  // Pipelining segment for the algorithms that cut chunks; 0 = one message per chunk.
+  int64_t segment_bytes = 0;
+  // Verify each schedule (all ranks, symbolically) the first time it is built.
+  bool verify_schedules = true;
+  algo::SelectionThresholds thresholds;
+};
+
+struct CallOptions {
+  algo::Algorithm algorithm = algo::Algorithm::kAuto;
+  int deterministic = -1;                    // -1: the communicator's default; 0 / 1 override
+  Duration timeout = Duration::zero();       // zero: the communicator's progress timeout
+  Deadline deadline = Deadline::Infinite();  // total deadline of this one call
+  int64_t segment_bytes = -1;                // -1: the communicator's default
+};
+
+struct OpResult {
+  uint64_t seq = 0;
+  algo::CollectiveSpec spec;  // with the algorithm actually run
+  OpCounters counters;
+  Duration elapsed{};
+  Status status;
+};
+
+class Communicator {
+ public:
+  Communicator(std::unique_ptr<Transport> transport, CommOptions options = {});
+  ~Communicator();
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  Transport* transport() { return transport_.get(); }
+
+  // Counts follow collective.h: allreduce/broadcast/reduce `count` is the buffer; allgather
+  // and gather `count` is each rank's part (output p*count); reduce_scatter `count` is each
+  // rank's result (input p*count); alltoall `count` is one block; scatter `count` is each
+  // rank's part. Buffers may be null where unused (reduce/gather output off the root,
+  // broadcast/scatter input off the root). `in` may equal `out` for allreduce and for
+  // broadcast at the root.
+  Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                   const CallOptions& opts = {});
+  Status Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
+                   const CallOptions& opts = {});
+  Status Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op, int root,
+                const CallOptions& opts = {});
+  Status Allgather(const void* in, void* out, int64_t count, DataType dtype,
+                   const CallOptions& opts = {});
+  Status ReduceScatter(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                       const CallOptions& opts = {});
+  Status Alltoall(const void* in, void* out, int64_t count, DataType dtype,
+                  const CallOptions& opts = {});
+  Status Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
+                const CallOptions& opts = {});
+  Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
+                 const CallOptions& opts = {});
+  Status Barrier(const CallOptions& opts = {});
+
+  // Any collective from its spec (world_size is filled in; algorithm kAuto selects).
+  Status Run(algo::CollectiveSpec spec, const void* in, void* out, const CallOptions& opts = {});
+
+  // The concrete spec a call would run with (algorithm chosen, deterministic applied).
+  StatusOr<algo::CollectiveSpec> Resolve(algo::CollectiveSpec spec, const CallOptions& opts) const;
+
+  const OpResult& last() const { return last_; }
+  const OpCounters& total_counters() const { return total_; }
+  uint64_t next_seq() const { return next_seq_; }
+
+ private:
+  StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
+
+  std::unique_ptr<Transport> transport_;
+  CommOptions options_;
+  std::mutex mu_;
+  uint64_t next_seq_ = 1;
+  Executor executor_;
+  OpResult last_;
+  OpCounters total_;
+  using CacheKey = std::tuple<int, int, int64_t, int, int, int, int64_t, bool>;
+  std::map<CacheKey, std::shared_ptr<const algo::RankSchedule>> cache_;
+};
+
+// "allreduce(count=12, float32, sum, algo=ring)": installed as the transport's OpDesc
+// formatter so mismatch errors read well.
+std::string FormatOpDesc(const OpDesc& d);
+OpDesc MakeOpDesc(const algo::CollectiveSpec& spec);
+
+}  // namespace gyre
