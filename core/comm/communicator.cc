@@ -126,6 +126,17 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
                                          std::to_string(rank()));
   }
   spec = *resolved;
+  const std::string name = OpName(spec, seq);
+  const int64_t in_count = algo::InputCount(spec, rank());
+  const int64_t out_count = algo::OutputCount(spec, rank());
+  if ((in_count > 0 && in == nullptr) || (out_count > 0 && out == nullptr)) {
+    Status s = InvalidArgumentError(
+        name + " on rank " + std::to_string(rank()) + ": the " +
+        (in_count > 0 && in == nullptr ? "input" : "output") + " buffer is null but must hold " +
+        std::to_string(in_count > 0 && in == nullptr ? in_count : out_count) + " elements");
+    last_ = OpResult{seq, spec, {}, {}, s};
+    return s;
+  }
   auto schedule = GetSchedule(spec);
   if (!schedule.ok()) {
     last_ = OpResult{seq, spec, {}, {}, schedule.status()};
@@ -134,7 +145,7 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   OpContext ctx;
   ctx.seq = seq;
   ctx.desc = MakeOpDesc(spec);
-  ctx.name = OpName(spec, seq);
+  ctx.name = name;
   ExecOptions eo;
   eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   eo.total_deadline = opts.deadline;

@@ -1,0 +1,89 @@
+#include "client/call_queue.h"
+
+namespace gyre::client {
+
+struct CallQueue::Item : public Work {
+  std::function<Status()> call;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+
+  Status Wait(Deadline deadline) override {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!done) {
+      if (deadline.infinite()) {
+        cv.wait(lock);
+      } else if (cv.wait_until(lock, deadline.when()) == std::cv_status::timeout && !done) {
+        return DeadlineExceededError("asynchronous call not finished by its wait deadline");
+      }
+    }
+    return status;
+  }
+  bool Done() const override {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+};
+
+CallQueue::CallQueue() : worker_([this] { Loop(); }) {}
+
+CallQueue::~CallQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+std::shared_ptr<Work> CallQueue::Submit(std::function<Status()> call) {
+  auto item = std::make_shared<Item>();
+  item->call = std::move(call);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(item);
+  }
+  cv_.notify_all();
+  return item;
+}
+
+Status CallQueue::RunInline(const std::function<Status()>& call) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  }
+  std::lock_guard<std::mutex> lock(call_mu_);
+  return call();
+}
+
+void CallQueue::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) {
+      if (stopping_) return;
+      continue;
+    }
+    auto item = queue_.front();
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    Status s;
+    {
+      std::lock_guard<std::mutex> call_lock(call_mu_);
+      s = item->call();
+    }
+    {
+      std::lock_guard<std::mutex> il(item->mu);
+      item->status = s;
+      item->done = true;
+    }
+    item->cv.notify_all();
+    lock.lock();
+    --running_;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace gyre::client

@@ -1,0 +1,38 @@
+// Runs a Comm's calls in the order they were made: asynchronous calls on one worker
+// thread, blocking calls inline once every earlier asynchronous call has finished.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "client/include/gyre/gyre.h"
+
+namespace gyre::client {
+
+class CallQueue {
+ public:
+  CallQueue();
+  ~CallQueue();
+
+  std::shared_ptr<Work> Submit(std::function<Status()> call);
+  // Runs `call` after all submitted calls finished.
+  Status RunInline(const std::function<Status()>& call);
+
+ private:
+  struct Item;
+  void Loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Item>> queue_;
+  int running_ = 0;
+  bool stopping_ = false;
+  std::mutex call_mu_;  // one call at a time
+  std::thread worker_;
+};
+
+}  // namespace gyre::client

@@ -1,0 +1,116 @@
+#include <cstdlib>
+
+#include "client/comm_impl.h"
+
+namespace gyre {
+
+StatusOr<std::unique_ptr<Comm>> Comm::ConnectDaemon(const std::string& socket_path,
+                                                    Deadline deadline) {
+  return client::MakeDaemonClient(socket_path, deadline);
+}
+
+StatusOr<std::unique_ptr<Comm>> Comm::Embedded() { return client::MakeEmbedded(); }
+
+StatusOr<std::unique_ptr<Comm>> Comm::FromEnvironment() {
+  const char* mode = std::getenv("GYRE_MODE");
+  const char* socket = std::getenv("GYRE_SOCKET");
+  if (mode != nullptr && std::string(mode) == "embedded") return Embedded();
+  if (socket != nullptr && *socket) {
+    return ConnectDaemon(socket, Deadline::After(*SteadyClock::Get(), Seconds(60)));
+  }
+  if (mode != nullptr && std::string(mode) != "daemon") {
+    return InvalidArgumentError(std::string("GYRE_MODE='") + mode +
+                                "' is not 'daemon' or 'embedded'");
+  }
+  return InvalidArgumentError(
+      "no gyre job in the environment: run under gyrerun, or set GYRE_SOCKET (the daemon's "
+      "socket) or GYRE_MODE=embedded with GYRE_RANK, GYRE_WORLD_SIZE and GYRE_STORE");
+}
+
+namespace client {
+
+using algo::Collective;
+using algo::CollectiveSpec;
+
+StatusOr<CallOptions> ToCallOptions(const Options& o) {
+  CallOptions c;
+  if (!o.algorithm.empty() && o.algorithm != "auto") {
+    GYRE_ASSIGN_OR_RETURN(c.algorithm, algo::ParseAlgorithm(o.algorithm));
+  }
+  c.deterministic = o.deterministic;
+  c.timeout = o.timeout;
+  c.deadline = o.deadline;
+  return c;
+}
+
+namespace {
+CollectiveSpec Spec(Collective c, int64_t count, DataType dtype, ReduceOp op, int root) {
+  CollectiveSpec s;
+  s.collective = c;
+  s.count = count;
+  s.dtype = dtype;
+  s.op = op;
+  s.root = root;
+  return s;
+}
+}  // namespace
+
+Status CommBase::Blocking(CollectiveSpec spec, const void* in, void* out, const Options& o) {
+  return queue_.RunInline([&] { return Call(spec, in, out, o); });
+}
+
+Status CommBase::Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                           const Options& o) {
+  return Blocking(Spec(Collective::kAllreduce, count, dtype, op, 0), in, out, o);
+}
+Status CommBase::Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
+                           const Options& o) {
+  return Blocking(Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in, out, o);
+}
+Status CommBase::Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                        int root, const Options& o) {
+  return Blocking(Spec(Collective::kReduce, count, dtype, op, root), in, out, o);
+}
+Status CommBase::Allgather(const void* in, void* out, int64_t count, DataType dtype,
+                           const Options& o) {
+  return Blocking(Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out, o);
+}
+Status CommBase::ReduceScatter(const void* in, void* out, int64_t count, DataType dtype,
+                               ReduceOp op, const Options& o) {
+  return Blocking(Spec(Collective::kReduceScatter, count, dtype, op, 0), in, out, o);
+}
+Status CommBase::Alltoall(const void* in, void* out, int64_t count, DataType dtype,
+                          const Options& o) {
+  return Blocking(Spec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out, o);
+}
+Status CommBase::Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
+                        const Options& o) {
+  return Blocking(Spec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out, o);
+}
+Status CommBase::Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
+                         const Options& o) {
+  return Blocking(Spec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out, o);
+}
+Status CommBase::Barrier(const Options& o) {
+  return Blocking(Spec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0), nullptr,
+                  nullptr, o);
+}
+
+std::shared_ptr<Work> CommBase::AllreduceAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, ReduceOp op, const Options& o) {
+  CollectiveSpec spec = Spec(Collective::kAllreduce, count, dtype, op, 0);
+  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+}
+
+CallInfo CommBase::last() const {
+  std::lock_guard<std::mutex> lock(last_mu_);
+  return last_;
+}
+
+void CommBase::SetLast(const CallInfo& info) {
+  std::lock_guard<std::mutex> lock(last_mu_);
+  last_ = info;
+}
+
+}  // namespace client
+}  // namespace gyre

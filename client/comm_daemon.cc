@@ -1,0 +1,191 @@
+// The daemon Comm: each call is a request to this rank's gyred over its Unix socket; the
+// payload goes through a shared-memory file that this process creates and maps, and the
+// daemon maps too, so no tensor byte crosses the socket.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "client/comm_impl.h"
+#include "client/ipc.h"
+#include "proto/client.pb.h"
+
+namespace gyre::client {
+namespace {
+
+constexpr int kProtocolVersion = 1;
+
+Status FromProto(const proto::StatusProto& s) {
+  if (s.code() == 0) return Status::Ok();
+  return Status(static_cast<StatusCode>(s.code()), s.message());
+}
+
+size_t Align(size_t v) { return (v + 63) & ~size_t{63}; }
+
+class DaemonComm final : public CommBase {
+ public:
+  DaemonComm(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~DaemonComm() override {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Hello(Deadline deadline) {
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    req.mutable_hello()->set_protocol_version(kProtocolVersion);
+    req.mutable_hello()->set_client_pid(::getpid());
+    proto::ClientResponse resp;
+    GYRE_RETURN_IF_ERROR(RoundTrip(req, &resp, deadline));
+    rank_ = resp.rank();
+    size_ = resp.world_size();
+    return Status::Ok();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string mode() const override { return "daemon"; }
+
+ protected:
+  Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
+    GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
+    spec.world_size = size_;
+    GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
+    const size_t es = DataTypeSize(spec.dtype);
+    const size_t in_bytes = static_cast<size_t>(algo::InputCount(spec, rank_)) * es;
+    const size_t out_bytes = static_cast<size_t>(algo::OutputCount(spec, rank_)) * es;
+    if (in_bytes > 0 && in == nullptr) {
+      return InvalidArgumentError(std::string(algo::CollectiveName(spec.collective)) +
+                                  ": the input buffer is null but must hold " +
+                                  std::to_string(in_bytes) + " bytes");
+    }
+    if (out_bytes > 0 && out == nullptr) {
+      return InvalidArgumentError(std::string(algo::CollectiveName(spec.collective)) +
+                                  ": the output buffer is null but must hold " +
+                                  std::to_string(out_bytes) + " bytes");
+    }
+    const size_t out_offset = Align(in_bytes);
+    GYRE_RETURN_IF_ERROR(EnsureMapped(out_offset + out_bytes));
+    if (in_bytes > 0) std::memcpy(map_, in, in_bytes);
+
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    proto::CollectiveCall* c = req.mutable_collective();
+    c->set_collective(static_cast<int>(spec.collective));
+    c->set_algorithm(static_cast<int>(co.algorithm));
+    c->set_count(spec.count);
+    c->set_dtype(static_cast<int>(spec.dtype));
+    c->set_reduce_op(static_cast<int>(spec.op));
+    c->set_root(spec.root);
+    c->set_deterministic(co.deterministic);
+    c->set_timeout_ms(std::chrono::duration_cast<std::chrono::milliseconds>(co.timeout).count());
+    if (!co.deadline.infinite()) {
+      c->set_deadline_ms(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  co.deadline.Remaining(*SteadyClock::Get()))
+                                                  .count()));
+    }
+    c->set_input_offset(0);
+    c->set_output_offset(out_offset);
+    c->set_has_input(in_bytes > 0);
+    c->set_has_output(out_bytes > 0);
+    proto::ClientResponse resp;
+    // The daemon bounds the operation by its own progress and total deadlines and always
+    // answers; the only way for this wait to end otherwise is the daemon dying, which
+    // closes the socket.
+    GYRE_RETURN_IF_ERROR(RoundTrip(req, &resp, Deadline::Infinite()));
+    CallInfo info;
+    info.algorithm = algo::AlgorithmName(static_cast<algo::Algorithm>(resp.algorithm()));
+    info.seq = resp.seq();
+    info.elapsed = Duration(resp.elapsed_ns());
+    info.bytes_sent = resp.bytes_sent();
+    info.msgs_sent = resp.msgs_sent();
+    info.bytes_recv = resp.bytes_recv();
+    info.msgs_recv = resp.msgs_recv();
+    SetLast(info);
+    Status st = FromProto(resp.status());
+    if (st.ok() && out_bytes > 0) {
+      std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
+    }
+    return st;
+  }
+
+ private:
+  Status RoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
+                   Deadline deadline) {
+    const std::string what = "gyre client talking to daemon at " + path_;
+    GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
+    GYRE_RETURN_IF_ERROR(ipc::ReadMessage(fd_, resp, deadline, what));
+    if (resp->id() != req.id()) {
+      return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
+                           std::to_string(req.id()));
+    }
+    if (!req.has_collective()) return FromProto(resp->status());
+    return Status::Ok();
+  }
+
+  // Grows the shared payload area to at least `bytes`: a new file, mapped here and by the
+  // daemon, then unlinked so nothing is left behind whoever dies first.
+  Status EnsureMapped(size_t bytes) {
+    if (bytes <= map_bytes_ && map_ != nullptr) return Status::Ok();
+    size_t want = std::max<size_t>(Align(bytes), 1 << 20);
+    if (map_bytes_ > 0) want = std::max(want, map_bytes_ * 2);
+    static std::atomic<int> counter{0};
+    const std::string file =
+        "/dev/shm/gyre-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return ResourceExhaustedError("cannot create shared memory " + file + ": " +
+                                    std::strerror(errno));
+    }
+    if (::ftruncate(fd, static_cast<off_t>(want)) != 0) {
+      std::string e = std::strerror(errno);
+      ::close(fd);
+      ::unlink(file.c_str());
+      return ResourceExhaustedError("cannot size shared memory " + file + " to " +
+                                    std::to_string(want) + " bytes: " + e);
+    }
+    void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) {
+      ::unlink(file.c_str());
+      return ResourceExhaustedError("cannot map " + file + ": " + std::strerror(errno));
+    }
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    req.mutable_map_buffer()->set_path(file);
+    req.mutable_map_buffer()->set_bytes(want);
+    proto::ClientResponse resp;
+    Status s = RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    ::unlink(file.c_str());
+    if (!s.ok()) {
+      ::munmap(m, want);
+      return s;
+    }
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    map_ = m;
+    map_bytes_ = want;
+    return Status::Ok();
+  }
+
+  int fd_;
+  std::string path_;
+  int rank_ = 0;
+  int size_ = 1;
+  uint64_t next_id_ = 0;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path,
+                                                 Deadline deadline) {
+  GYRE_ASSIGN_OR_RETURN(int fd, ipc::ConnectUnix(socket_path, deadline));
+  auto comm = std::make_unique<DaemonComm>(fd, socket_path);
+  GYRE_RETURN_IF_ERROR(comm->Hello(deadline));
+  return std::unique_ptr<Comm>(std::move(comm));
+}
+
+}  // namespace gyre::client

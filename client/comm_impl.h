@@ -1,0 +1,56 @@
+// Shared plumbing of the two Comm implementations: each collective becomes a
+// CollectiveSpec and one Call(); asynchronous calls go through a CallQueue.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "client/call_queue.h"
+#include "client/include/gyre/gyre.h"
+#include "core/algo/collective.h"
+#include "core/comm/communicator.h"
+
+namespace gyre::client {
+
+StatusOr<CallOptions> ToCallOptions(const Options& o);
+
+class CommBase : public Comm {
+ public:
+  Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                   const Options& o) override;
+  Status Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
+                   const Options& o) override;
+  Status Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op, int root,
+                const Options& o) override;
+  Status Allgather(const void* in, void* out, int64_t count, DataType dtype,
+                   const Options& o) override;
+  Status ReduceScatter(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                       const Options& o) override;
+  Status Alltoall(const void* in, void* out, int64_t count, DataType dtype,
+                  const Options& o) override;
+  Status Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
+                const Options& o) override;
+  Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
+                 const Options& o) override;
+  Status Barrier(const Options& o) override;
+  std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count, DataType dtype,
+                                       ReduceOp op, const Options& o) override;
+  CallInfo last() const override;
+
+ protected:
+  // Runs one collective; implementations set the CallInfo with SetLast.
+  virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
+  void SetLast(const CallInfo& info);
+
+ private:
+  Status Blocking(algo::CollectiveSpec spec, const void* in, void* out, const Options& o);
+
+  mutable std::mutex last_mu_;
+  CallInfo last_;
+  CallQueue queue_;
+};
+
+StatusOr<std::unique_ptr<Comm>> MakeEmbedded();
+StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path, Deadline deadline);
+
+}  // namespace gyre::client

@@ -1,0 +1,150 @@
+// libgyre: the public API for programs. A gyre::Comm runs collectives either through this
+// rank's daemon (gyred, over a Unix socket with payloads in shared memory) or embedded in
+// the program (a Communicator joined to the job directly, for the lowest latency). Both
+// behave the same: every call is bounded by deadlines and returns a Status whose message
+// carries the full explanation from the rank that saw the failure.
+//
+//   auto comm = gyre::Comm::FromEnvironment();   // gyrerun sets the environment
+//   if (!comm.ok()) { ... }
+//   std::vector<float> grad(n);
+//   gyre::Status s = (*comm)->Allreduce(grad.data(), grad.data(), n, gyre::DataType::kFloat32,
+//                                       gyre::ReduceOp::kSum);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/dtype.h"
+#include "core/base/status.h"
+
+namespace gyre {
+
+struct CallOptions;  // core/comm/communicator.h
+
+// Per-call options. Algorithm names are those of docs/algorithms.md ("ring", "tree", ...),
+// empty for automatic choice.
+struct Options {
+  std::string algorithm;
+  int deterministic = -1;                    // -1: job default; 0 off; 1 canonical order
+  Duration timeout = Duration::zero();       // progress timeout; zero: the job default
+  Deadline deadline = Deadline::Infinite();  // total deadline of the call
+};
+
+// What the last call did.
+struct CallInfo {
+  std::string algorithm;  // the algorithm that ran
+  uint64_t seq = 0;
+  Duration elapsed{};
+  int64_t bytes_sent = 0, msgs_sent = 0, bytes_recv = 0, msgs_recv = 0;
+};
+
+class Work;
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+
+  // Connects to the daemon listening on `socket_path`, retrying until `deadline`.
+  static StatusOr<std::unique_ptr<Comm>> ConnectDaemon(const std::string& socket_path,
+                                                       Deadline deadline);
+  // Joins the job in-process. Identity and store come from the environment (as gyred
+  // reads them: GYRE_RANK, GYRE_WORLD_SIZE, GYRE_STORE, GYRE_JOB_ID, or torchrun's, Open
+  // MPI's, Slurm's variables).
+  static StatusOr<std::unique_ptr<Comm>> Embedded();
+  // GYRE_SOCKET set: the daemon; GYRE_MODE=embedded: in-process; the launcher sets these.
+  static StatusOr<std::unique_ptr<Comm>> FromEnvironment();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string mode() const = 0;  // "daemon" or "embedded"
+
+  // Counts and buffers follow NCCL: allreduce/broadcast/reduce `count` is the buffer;
+  // allgather/gather `count` is each rank's part (output holds size()*count);
+  // reduce_scatter `count` is each rank's result (input holds size()*count); alltoall
+  // `count` is one block; scatter `count` is each rank's part. Unused buffers may be null.
+  virtual Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                           const Options& o = {}) = 0;
+  virtual Status Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
+                           const Options& o = {}) = 0;
+  virtual Status Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
+                        int root, const Options& o = {}) = 0;
+  virtual Status Allgather(const void* in, void* out, int64_t count, DataType dtype,
+                           const Options& o = {}) = 0;
+  virtual Status ReduceScatter(const void* in, void* out, int64_t count, DataType dtype,
+                               ReduceOp op, const Options& o = {}) = 0;
+  virtual Status Alltoall(const void* in, void* out, int64_t count, DataType dtype,
+                          const Options& o = {}) = 0;
+  virtual Status Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
+                        const Options& o = {}) = 0;
+  virtual Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
+                         const Options& o = {}) = 0;
+  virtual Status Barrier(const Options& o = {}) = 0;
+
+  // Asynchronous allreduce: returns at once; the buffers must stay valid until the Work
+  // completes. Calls (blocking and asynchronous) run in the order they were made.
+  virtual std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, ReduceOp op,
+                                               const Options& o = {}) = 0;
+
+  virtual CallInfo last() const = 0;
+
+  // Typed conveniences.
+  template <typename T>
+  Status Allreduce(std::vector<T>& inout, ReduceOp op, const Options& o = {});
+};
+
+// A pending asynchronous call.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // The call's Status, or DeadlineExceeded if it has not finished by `deadline` (the call
+  // goes on; Wait again).
+  virtual Status Wait(Deadline deadline = Deadline::Infinite()) = 0;
+  virtual bool Done() const = 0;
+};
+
+template <typename T>
+struct DataTypeOf;
+template <>
+struct DataTypeOf<int8_t> {
+  static constexpr DataType kValue = DataType::kInt8;
+};
+template <>
+struct DataTypeOf<uint8_t> {
+  static constexpr DataType kValue = DataType::kUint8;
+};
+template <>
+struct DataTypeOf<int32_t> {
+  static constexpr DataType kValue = DataType::kInt32;
+};
+template <>
+struct DataTypeOf<uint32_t> {
+  static constexpr DataType kValue = DataType::kUint32;
+};
+template <>
+struct DataTypeOf<int64_t> {
+  static constexpr DataType kValue = DataType::kInt64;
+};
+template <>
+struct DataTypeOf<uint64_t> {
+  static constexpr DataType kValue = DataType::kUint64;
+};
+template <>
+struct DataTypeOf<float> {
+  static constexpr DataType kValue = DataType::kFloat32;
+};
+template <>
+struct DataTypeOf<double> {
+  static constexpr DataType kValue = DataType::kFloat64;
+};
+
+template <typename T>
+Status Comm::Allreduce(std::vector<T>& inout, ReduceOp op, const Options& o) {
+  return Allreduce(inout.data(), inout.data(), static_cast<int64_t>(inout.size()),
+                   DataTypeOf<T>::kValue, op, o);
+}
+
+}  // namespace gyre

@@ -1,0 +1,149 @@
+#include "client/ipc.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace gyre::ipc {
+namespace {
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+Status WaitFd(int fd, short events, Deadline deadline, const std::string& what) {
+  while (true) {
+    Duration left = deadline.Remaining(*SteadyClock::Get());
+    if (left <= Duration::zero()) return DeadlineExceededError(what + ": timed out");
+    int ms =
+        left == Duration::max()
+            ? 1000
+            : static_cast<int>(std::min<int64_t>(
+                  1000, std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1));
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, ms);
+    if (rc > 0) return Status::Ok();
+    if (rc < 0 && errno != EINTR) return UnavailableError(what + ": poll: " + std::strerror(errno));
+  }
+}
+
+Status WriteAll(int fd, const char* data, size_t n, Deadline deadline, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::send(fd, data + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      done += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what));
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ReadAll(int fd, char* data, size_t n, Deadline deadline, const std::string& what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::recv(fd, data + done, n - done, MSG_DONTWAIT);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return UnavailableError(what + ": connection closed by the other side");
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
+                    const std::string& what) {
+  std::string body;
+  if (!msg.SerializeToString(&body)) return InternalError(what + ": cannot serialize");
+  if (body.size() > kMaxMessageBytes) {
+    return InvalidArgumentError(what + ": message of " + std::to_string(body.size()) +
+                                " bytes exceeds the cap of " + std::to_string(kMaxMessageBytes));
+  }
+  char len[4];
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  for (int i = 0; i < 4; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  GYRE_RETURN_IF_ERROR(WriteAll(fd, len, 4, deadline, what));
+  return WriteAll(fd, body.data(), body.size(), deadline, what);
+}
+
+Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
+                   const std::string& what) {
+  unsigned char len[4];
+  GYRE_RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<char*>(len), 4, deadline, what));
+  const uint32_t n =
+      len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
+  if (n > kMaxMessageBytes) {
+    return InvalidArgumentError(what + ": length prefix " + std::to_string(n) +
+                                " exceeds the cap of " + std::to_string(kMaxMessageBytes));
+  }
+  std::string body(n, '\0');
+  GYRE_RETURN_IF_ERROR(ReadAll(fd, body.data(), n, deadline, what));
+  if (!msg->ParseFromString(body)) return InvalidArgumentError(what + ": unparsable message");
+  return Status::Ok();
+}
+
+StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return InvalidArgumentError("socket path '" + path + "' is too long");
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  Duration backoff = Millis(5);
+  std::string last_error;
+  while (true) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    last_error = std::strerror(errno);
+    ::close(fd);
+    if (deadline.Expired(*SteadyClock::Get())) {
+      return UnavailableError("cannot connect to the daemon at " + path + ": " + last_error);
+    }
+    std::this_thread::sleep_for(std::min(backoff, deadline.Remaining(*SteadyClock::Get())));
+    backoff = std::min<Duration>(backoff * 2, Millis(200));
+  }
+}
+
+StatusOr<int> ListenUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return InvalidArgumentError("socket path '" + path + "' is too long");
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ::unlink(path.c_str());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  mode_t old = ::umask(0077);
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::umask(old);
+  if (rc != 0 || ::listen(fd, 16) != 0) {
+    std::string e = std::strerror(errno);
+    ::close(fd);
+    return UnavailableError("cannot listen on " + path + ": " + e);
+  }
+  ::chmod(path.c_str(), 0600);
+  return fd;
+}
+
+}  // namespace gyre::ipc

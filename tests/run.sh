@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds gyre (warnings as errors) and runs every test: the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash deploy/install-deps.sh
+cmake -S . -B build -G Ninja -DGYRE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j2
+ctest --test-dir build -j2 --output-on-failure --timeout 900 "$@"

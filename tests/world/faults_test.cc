@@ -1,0 +1,194 @@
+// Faults injected by wrapping the transport: a dropped, stalled or closed peer is reported
+// on the ranks waiting for it, with its rank named, within the progress timeout plus slack;
+// a slow peer that keeps sending is not a timeout. Nothing hangs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "core/transport/faulty.h"
+#include "core/transport/loopback.h"
+#include "tests/world/world.h"
+
+namespace gyre::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A loopback world in which rank `faulty` runs behind a FaultyTransport with `plan`.
+TransportFactory FaultyFactory(int faulty, FaultPlan plan) {
+  return [faulty, plan](int n) -> StatusOr<std::vector<std::unique_ptr<Transport>>> {
+    auto world = LoopbackHub::CreateWorld(n);
+    world[faulty] = std::make_unique<FaultyTransport>(std::move(world[faulty]), plan);
+    return world;
+  };
+}
+
+struct Outcome {
+  std::vector<Status> status;
+  std::vector<double> rank_seconds;  // when each rank's call returned
+  double seconds;
+};
+
+Outcome RingAllreduce(const TransportFactory& factory, int p, Duration timeout,
+                      int64_t count = 1024) {
+  CommOptions options;
+  options.timeout = timeout;
+  auto world = MakeWorld(factory, p, options);
+  EXPECT_TRUE(world.ok());
+  auto start = Clock::now();
+  std::vector<std::vector<float>> in(p, std::vector<float>(count, 1.0f));
+  std::vector<std::vector<float>> out(p, std::vector<float>(count, 0.0f));
+  Outcome o;
+  o.rank_seconds.assign(p, 0);
+  o.status = RunOnRanks(p, [&](int r) {
+    CallOptions call;
+    call.algorithm = algo::Algorithm::kRing;
+    Status s = (*world)[r]->Allreduce(in[r].data(), out[r].data(), count, DataType::kFloat32,
+                                      ReduceOp::kSum, call);
+    o.rank_seconds[r] = std::chrono::duration<double>(Clock::now() - start).count();
+    return s;
+  });
+  o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return o;
+}
+
+TEST(FaultsTest, DroppedMessageIsDeadlineExceededNamingTheSender) {
+  FaultPlan plan;
+  plan.drop = {0};
+  const int p = 4;
+  Outcome o = RingAllreduce(FaultyFactory(1, plan), p, Millis(300));
+  // Rank 2 receives from rank 1 in the ring; it must name rank 1.
+  ASSERT_EQ(o.status[2].code(), StatusCode::kDeadlineExceeded) << o.status[2];
+  EXPECT_NE(o.status[2].message().find("waiting for rank 1"), std::string::npos) << o.status[2];
+  EXPECT_NE(o.status[2].message().find("allreduce seq=1"), std::string::npos) << o.status[2];
+  EXPECT_NE(o.status[2].message().find("from it in this operation"), std::string::npos)
+      << o.status[2];
+  EXPECT_GE(o.seconds, 0.3);
+  EXPECT_LT(o.seconds, 0.3 + 1.0);
+}
+
+TEST(FaultsTest, StalledPeerIsNamedNoEarlierThanTimeout) {
+  FaultPlan plan;
+  plan.stall_after = 1;
+  Outcome o = RingAllreduce(FaultyFactory(3, plan), 5, Millis(400));
+  ASSERT_EQ(o.status[4].code(), StatusCode::kDeadlineExceeded) << o.status[4];
+  EXPECT_NE(o.status[4].message().find("waiting for rank 3"), std::string::npos) << o.status[4];
+  EXPECT_GE(o.seconds, 0.4);
+  EXPECT_LT(o.seconds, 0.4 + 1.0);
+}
+
+TEST(FaultsTest, ClosedPeerIsUnavailableNamingItPromptly) {
+  FaultPlan plan;
+  plan.close_after = 1;
+  Outcome o = RingAllreduce(FaultyFactory(2, plan), 4, Seconds(2));
+  // Rank 3 receives from rank 2: the close is seen at once, not waited out. (The ranks
+  // further along the ring then wait for rank 3 and time out.)
+  ASSERT_EQ(o.status[3].code(), StatusCode::kUnavailable) << o.status[3];
+  EXPECT_NE(o.status[3].message().find("rank 2 is gone"), std::string::npos) << o.status[3];
+  EXPECT_LT(o.rank_seconds[3], 1.0);
+  for (int r = 0; r < 4; ++r) EXPECT_FALSE(o.status[r].ok()) << "rank " << r;
+}
+
+TEST(FaultsTest, SlowPeerThatKeepsSendingIsNotATimeout) {
+  FaultPlan plan;
+  plan.delay = Millis(60);
+  // 2(p-1) = 6 delayed messages per rank: the whole operation takes several timeouts'
+  // worth of time, yet each wait is shorter than the timeout.
+  const int p = 4;
+  CommOptions options;
+  options.timeout = Millis(250);
+  auto world = MakeWorld(FaultyFactory(1, plan), p, options);
+  ASSERT_TRUE(world.ok());
+  const int64_t n = 4096;
+  std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(n)), out = in;
+  for (int r = 0; r < p; ++r) {
+    for (int64_t i = 0; i < n; ++i) in[r][i] = static_cast<int32_t>(i * 3 + r);
+  }
+  auto start = Clock::now();
+  for (int iter = 0; iter < 3; ++iter) {
+    auto st = RunOnRanks(p, [&](int r) {
+      CallOptions call;
+      call.algorithm = algo::Algorithm::kRing;
+      return (*world)[r]->Allreduce(in[r].data(), out[r].data(), n, DataType::kInt32,
+                                    ReduceOp::kSum, call);
+    });
+    for (int r = 0; r < p; ++r) ASSERT_TRUE(st[r].ok()) << st[r];
+    for (int r = 0; r < p; ++r) {
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[r][i], static_cast<int32_t>(i * 12 + 6));
+    }
+  }
+  EXPECT_GT(std::chrono::duration<double>(Clock::now() - start).count(), 0.25);
+}
+
+TEST(FaultsTest, TotalDeadlineBoundsTheOperation) {
+  FaultPlan plan;
+  plan.drop = {0};
+  auto world = MakeWorld(FaultyFactory(0, plan), 2);
+  ASSERT_TRUE(world.ok());
+  float in = 1, out = 0;
+  auto start = Clock::now();
+  auto st = RunOnRanks(2, [&](int r) {
+    CallOptions call;
+    call.algorithm = algo::Algorithm::kRing;
+    call.deadline = Deadline::After(*SteadyClock::Get(), Millis(200));
+    float mine_in = in, mine_out = out;
+    return (*world)[r]->Allreduce(&mine_in, &mine_out, 1, DataType::kFloat32, ReduceOp::kSum, call);
+  });
+  EXPECT_EQ(st[1].code(), StatusCode::kDeadlineExceeded) << st[1];
+  EXPECT_NE(st[1].message().find("operation deadline"), std::string::npos) << st[1];
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 1.5);
+}
+
+TEST(FaultsTest, MismatchedCollectivesAreInvalidArgumentDescribingBoth) {
+  auto world = MakeWorld(LoopbackFactory(), 2);
+  ASSERT_TRUE(world.ok());
+  std::vector<float> a(8, 1), b(8, 0);
+  CommOptions unused;
+  auto st = RunOnRanks(2, [&](int r) {
+    CallOptions call;
+    call.timeout = Seconds(2);
+    std::vector<float> in = a, out = b;
+    if (r == 0) {
+      call.algorithm = algo::Algorithm::kRing;
+      return (*world)[r]->Allreduce(in.data(), out.data(), 8, DataType::kFloat32, ReduceOp::kSum,
+                                    call);
+    }
+    call.algorithm = algo::Algorithm::kBinomial;
+    return (*world)[r]->Broadcast(in.data(), out.data(), 8, DataType::kFloat32, 1, call);
+  });
+  // Rank 1's broadcast root sends to rank 0, whose allreduce receive sees the mismatch.
+  bool described = false;
+  for (const Status& s : st) {
+    if (s.code() == StatusCode::kInvalidArgument &&
+        s.message().find("allreduce(count=8") != std::string::npos &&
+        s.message().find("broadcast(count=8") != std::string::npos) {
+      described = true;
+    }
+  }
+  EXPECT_TRUE(described) << st[0] << " | " << st[1];
+}
+
+TEST(FaultsTest, BadArgumentsAreInvalidArgumentWithTheRule) {
+  auto world = MakeWorld(LoopbackFactory(), 3);
+  ASSERT_TRUE(world.ok());
+  Communicator& c = *(*world)[0];
+  float x[4] = {0};
+  Status s = c.Broadcast(x, x, 4, DataType::kFloat32, 3);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("root 3 is out of range"), std::string::npos) << s;
+  s = c.Allreduce(x, x, -1, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_NE(s.message().find("count -1 must not be negative"), std::string::npos) << s;
+  s = c.Allreduce(x, x, 4, DataType::kInt32, ReduceOp::kAvg);
+  EXPECT_NE(s.message().find("avg needs a floating dtype"), std::string::npos) << s;
+  s = c.Allreduce(x, x, 4, static_cast<DataType>(77), ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  s = c.Allreduce(nullptr, x, 4, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_NE(s.message().find("input buffer is null"), std::string::npos) << s;
+  CallOptions bad;
+  bad.algorithm = algo::Algorithm::kPairwise;
+  s = c.Allreduce(x, x, 4, DataType::kFloat32, ReduceOp::kSum, bad);
+  EXPECT_NE(s.message().find("has no algorithm 'pairwise'"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gyre::testing

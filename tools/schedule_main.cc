@@ -1,0 +1,97 @@
+// gyre-schedule: prints a collective's schedule, its verification verdict and its cost, so
+// a person can read what every rank will do before anything runs.
+//   gyre-schedule --op allreduce --algo ring -p 4 --count 12
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/algo/builders.h"
+#include "core/algo/cost.h"
+#include "core/algo/formulas.h"
+#include "core/algo/select.h"
+#include "core/algo/verifier.h"
+
+DEFINE_string(op, "allreduce",
+              "collective: allreduce broadcast reduce allgather reduce_scatter "
+              "alltoall gather scatter barrier");
+DEFINE_string(algo, "auto", "algorithm name, or auto");
+DEFINE_int32(p, 4, "world size");
+DEFINE_int64(count, 12, "element count (see docs/algorithms.md for each collective's convention)");
+DEFINE_string(dtype, "float32", "element type");
+DEFINE_string(reduce_op, "sum", "reduction operator");
+DEFINE_int32(root, 0, "root rank of rooted collectives");
+DEFINE_int64(segment, 0, "pipelining segment in elements (0 = none)");
+DEFINE_bool(deterministic, false, "canonical reduction order");
+DEFINE_int32(rank, -1, "print only this rank's steps (-1 = all)");
+DEFINE_double(alpha_us, 10, "cost model: latency per message, microseconds");
+DEFINE_double(gbps, 5, "cost model: bandwidth, GB/s");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("print, verify and cost one collective's schedule");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  using namespace gyre;
+  using namespace gyre::algo;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "gyre-schedule: %s\n", s.ToString().c_str());
+    return 2;
+  };
+  auto collective = ParseCollective(FLAGS_op);
+  if (!collective.ok()) return fail(collective.status());
+  auto dtype = ParseDataType(FLAGS_dtype);
+  if (!dtype.ok()) return fail(dtype.status());
+  auto rop = ParseReduceOp(FLAGS_reduce_op);
+  if (!rop.ok()) return fail(rop.status());
+  CollectiveSpec spec;
+  spec.collective = *collective;
+  spec.world_size = FLAGS_p;
+  spec.count = FLAGS_count;
+  spec.dtype = *dtype;
+  spec.op = *rop;
+  spec.root = FLAGS_root;
+  spec.segment_elems = FLAGS_segment;
+  spec.deterministic = FLAGS_deterministic;
+  if (FLAGS_algo == "auto") {
+    Status v = ValidateSpec(spec);
+    if (!v.ok()) return fail(v);
+    spec.algorithm = SelectAlgorithm(spec);
+    std::printf("auto chose %s\n", AlgorithmName(spec.algorithm));
+  } else {
+    auto a = ParseAlgorithm(FLAGS_algo);
+    if (!a.ok()) return fail(a.status());
+    spec.algorithm = *a;
+  }
+  auto schedule = BuildSchedule(spec);
+  if (!schedule.ok()) return fail(schedule.status());
+  if (FLAGS_rank >= 0) {
+    if (FLAGS_rank >= FLAGS_p) return fail(InvalidArgumentError("--rank out of range"));
+    std::cout << schedule->spec.ToString() << "\n"
+              << FormatRankSchedule(schedule->ranks[FLAGS_rank]);
+  } else {
+    std::cout << FormatSchedule(*schedule);
+  }
+  Status v = VerifySchedule(*schedule);
+  std::printf("verify: %s\n", v.ok() ? "ok" : v.ToString().c_str());
+  CostParams params;
+  params.alpha_s = FLAGS_alpha_us * 1e-6;
+  params.beta_s_per_byte = 1.0 / (FLAGS_gbps * 1e9);
+  auto cost = CostOf(*schedule, params);
+  if (!cost.ok()) return fail(cost.status());
+  std::printf("%-5s %6s %6s %12s %12s %7s\n", "rank", "sent", "recv", "elems_sent", "elems_recv",
+              "rounds");
+  for (int r = 0; r < FLAGS_p; ++r) {
+    const RankCost& rc = cost->ranks[r];
+    std::printf(
+        "%-5d %6lld %6lld %12lld %12lld %7lld\n", r, static_cast<long long>(rc.traffic.msgs_sent),
+        static_cast<long long>(rc.traffic.msgs_recv), static_cast<long long>(rc.traffic.elems_sent),
+        static_cast<long long>(rc.traffic.elems_recv), static_cast<long long>(rc.rounds));
+  }
+  std::printf("alpha-beta time: %.3f us (alpha %.1f us, %.1f GB/s)\n", cost->time_s * 1e6,
+              FLAGS_alpha_us, FLAGS_gbps);
+  auto f = Theory(schedule->spec, 0);
+  if (f.ok()) {
+    std::printf("closed form: %g alpha + %g elements * beta%s\n", f->alpha_terms, f->beta_elems,
+                FormulaIsExact(schedule->spec) ? "" : " (inexact for this count/segment)");
+  }
+  return v.ok() ? 0 : 1;
+}
