@@ -1,0 +1,896 @@
+#include "launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <sstream>
+
+#include "glog/logging.h"
+#include "launcher/signal_name.h"
+
+extern char** environ;
+
+namespace gyre::launcher {
+namespace {
+
+// Written by the signal handlers; -1 when no Supervisor is running.
+std::atomic<int> g_signal_pipe_write{-1};
+std::atomic<bool> g_relay_in_use{false};
+
+void RelaySignal(int sig) {
+  int saved_errno = errno;
+  int fd = g_signal_pipe_write.load(std::memory_order_relaxed);
+  if (fd >= 0) {
+    unsigned char byte = static_cast<unsigned char>(sig);
+    // A full pipe drops the byte; the periodic exit sweep still catches SIGCHLD, and the pipe
+    // is drained every turn, so a launcher signal cannot be lost in practice.
+    ssize_t ignored = write(fd, &byte, 1);
+    (void)ignored;
+  }
+  errno = saved_errno;
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Sent by a child that never reached the program, through a close-on-exec pipe: EOF on that
+// pipe means execve succeeded.
+struct LaunchFailure {
+  int32_t stage;  // kStageExec or kStageChdir
+  int32_t error;
+};
+constexpr int32_t kStageExec = 0;
+constexpr int32_t kStageChdir = 1;
+
+// Moves `fd` to a number >= 3 so that dup2() onto 0..2 in the child cannot clobber it.
+int MoveAboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
+}
+
+Status MakePipe(int fds[2], const std::string& what) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    int err = errno;
+    return ResourceExhaustedError("cannot create " + what + " pipe: " + ErrnoText(err));
+  }
+  fds[0] = MoveAboveStdio(fds[0]);
+  fds[1] = MoveAboveStdio(fds[1]);
+  if (fds[0] < 0 || fds[1] < 0) {
+    int err = errno;
+    if (fds[0] >= 0) close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    return ResourceExhaustedError("cannot create " + what + " pipe: " + ErrnoText(err));
+  }
+  return Status::Ok();
+}
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// execvp-style lookup done before fork, so the child only calls async-signal-safe functions.
+// Returns an empty string when a bare name is not found in $PATH.
+std::string ResolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(begin, end - begin);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return "";
+}
+
+std::vector<std::string> BuildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  for (const auto& [key, value] : extra) {
+    std::string prefix = key + "=";
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }),
+              env.end());
+    env.push_back(prefix + value);
+  }
+  return env;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Closes every descriptor >= `first` except `keep` (> first). Runs in a forked child.
+void CloseInheritedFds(int first, int keep) {
+  bool done = (keep == first || close_range(static_cast<unsigned>(first),
+                                            static_cast<unsigned>(keep) - 1, 0) == 0) &&
+              close_range(static_cast<unsigned>(keep) + 1, ~0U, 0) == 0;
+  if (done) return;
+  struct rlimit limit;
+  int max_fd = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    max_fd = static_cast<int>(std::min<rlim_t>(limit.rlim_cur, 1 << 20));
+  }
+  for (int fd = first; fd < max_fd; ++fd) {
+    if (fd != keep) close(fd);
+  }
+}
+
+// Body of the group guardian (see SpawnGuardian). Async-signal-safe calls only.
+[[noreturn]] void GuardianMain(int launcher_fd, pid_t launcher) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(sig, &ignore, nullptr);
+  }
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  CloseInheritedFds(0, launcher_fd);
+  // EOF (or any event) on the pipe means the launcher is gone or wants the job gone; the
+  // getppid() check covers a write end that leaked into another process.
+  for (;;) {
+    struct pollfd pfd = {launcher_fd, POLLIN, 0};
+    int ready = poll(&pfd, 1, 1000);
+    if (ready > 0 || (ready < 0 && errno != EINTR) || getppid() != launcher) break;
+  }
+  kill(0, SIGKILL);  // the whole job's group, this process included
+  _exit(0);
+}
+
+[[noreturn]] void ChildFail(int report_fd, int32_t stage, int error) {
+  LaunchFailure failure{stage, error};
+  ssize_t ignored = write(report_fd, &failure, sizeof(failure));
+  (void)ignored;
+  _exit(kExitCannotExecute);
+}
+
+// Reaps `pid` after it was SIGKILLed; gives up (leaving a zombie) after kKillWaitMs.
+void ReapKilled(pid_t pid, const Clock& clock) {
+  Deadline deadline = Deadline::After(clock, Millis(kKillWaitMs));
+  while (!deadline.Expired(clock)) {
+    siginfo_t info{};
+    int rc = waitid(P_PID, pid, &info, WEXITED | WNOHANG);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || info.si_pid == pid) return;
+    poll(nullptr, 0, 5);
+  }
+}
+
+int MillisUntil(const Deadline& deadline, const Clock& clock) {
+  if (deadline.infinite()) return kMaxPollIntervalMs;
+  Duration left = deadline.Remaining(clock);
+  int64_t ms = (std::chrono::duration_cast<std::chrono::microseconds>(left).count() + 999) / 1000;
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxPollIntervalMs));
+}
+
+}  // namespace
+
+// Owns the self-pipe and the signal handlers for the lifetime of one running job.
+class Supervisor::SignalRelay {
+ public:
+  static StatusOr<std::unique_ptr<SignalRelay>> Install(bool termination_signals) {
+    bool expected = false;
+    if (!g_relay_in_use.compare_exchange_strong(expected, true)) {
+      return InvalidArgumentError("another gyre::launcher::Supervisor is already running");
+    }
+    std::unique_ptr<SignalRelay> relay(new SignalRelay());
+    if (pipe2(relay->fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      int err = errno;
+      g_relay_in_use = false;
+      return ResourceExhaustedError("cannot create the signal pipe: " + ErrnoText(err));
+    }
+    g_signal_pipe_write = relay->fds_[1];
+    relay->Catch(SIGCHLD, SA_NOCLDSTOP | SA_RESTART);
+    if (termination_signals) {
+      relay->Catch(SIGINT, SA_RESTART);
+      relay->Catch(SIGTERM, SA_RESTART);
+    }
+    relay->had_subreaper_ = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &relay->had_subreaper_, 0, 0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    return relay;
+  }
+
+  ~SignalRelay() {
+    for (const auto& [sig, old] : previous_) sigaction(sig, &old, nullptr);
+    prctl(PR_SET_CHILD_SUBREAPER, had_subreaper_, 0, 0, 0);
+    g_signal_pipe_write = -1;
+    close(fds_[0]);
+    close(fds_[1]);
+    g_relay_in_use = false;
+  }
+
+  int read_fd() const { return fds_[0]; }
+
+  // The signals delivered since the last call, in arrival order.
+  std::vector<int> Drain() {
+    std::vector<int> signals;
+    unsigned char buf[256];
+    for (;;) {
+      ssize_t n = read(fds_[0], buf, sizeof(buf));
+      if (n > 0) {
+        signals.insert(signals.end(), buf, buf + n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;
+    }
+    return signals;
+  }
+
+ private:
+  SignalRelay() = default;
+
+  void Catch(int sig, int flags) {
+    struct sigaction action {};
+    action.sa_handler = RelaySignal;
+    action.sa_flags = flags;
+    sigemptyset(&action.sa_mask);
+    struct sigaction old {};
+    if (sigaction(sig, &action, &old) == 0) previous_.emplace_back(sig, old);
+  }
+
+  int fds_[2] = {-1, -1};
+  std::vector<std::pair<int, struct sigaction>> previous_;
+  int had_subreaper_ = 0;
+};
+
+struct Supervisor::Stream {
+  int fd = -1;
+  bool is_stderr = false;
+  std::string partial;
+};
+
+struct Supervisor::Child {
+  ProcessSpec spec;
+  ProcessResult result;
+  Stream out;
+  Stream err;
+  int launch_fd = -1;  // read end of the LaunchFailure pipe
+  std::deque<std::string> tail;
+  std::string prefix;
+};
+
+Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
+  CHECK(options_.out != nullptr && options_.err != nullptr) << "out and err must be set";
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) {
+    host_ = host;
+  } else {
+    host_ = "localhost";
+  }
+}
+
+Supervisor::~Supervisor() {
+  if (started_ && !waited_) KillAllAndReap();
+}
+
+Status Supervisor::Start(std::vector<ProcessSpec> specs) {
+  CHECK(!started_) << "Supervisor::Start called twice";
+  if (specs.empty()) return InvalidArgumentError("no processes to start");
+  for (ProcessSpec& spec : specs) {
+    if (spec.argv.empty() || spec.argv[0].empty()) {
+      return InvalidArgumentError("rank " + std::to_string(spec.rank) + " has no program");
+    }
+    if (spec.name.empty()) spec.name = "rank " + std::to_string(spec.rank);
+    for (const auto& kv : spec.env) {
+      if (kv.first.empty() || kv.first.find('=') != std::string::npos) {
+        return InvalidArgumentError(spec.name + ": bad environment variable name '" + kv.first +
+                                    "'");
+      }
+    }
+  }
+  StatusOr<std::unique_ptr<SignalRelay>> relay =
+      SignalRelay::Install(options_.handle_termination_signals);
+  if (!relay.ok()) return relay.status();
+  relay_ = std::move(relay).value();
+  started_ = true;
+  start_time_ = clock_->Now();
+  Status guardian = SpawnGuardian();
+  if (!guardian.ok()) {
+    KillAllAndReap();
+    waited_ = true;
+    return guardian;
+  }
+
+  for (ProcessSpec& spec : specs) {
+    auto child = std::make_unique<Child>();
+    child->spec = std::move(spec);
+    child->result.rank = child->spec.rank;
+    child->result.name = child->spec.name;
+    child->result.host = host_;
+    child->prefix = options_.prefix_output ? "[" + child->spec.name + "] " : "";
+    child->err.is_stderr = true;
+    children_.push_back(std::move(child));
+    Status status = SpawnOne(children_.back().get());
+    if (!status.ok()) {
+      children_.pop_back();
+      KillAllAndReap();
+      waited_ = true;
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Supervisor::SpawnGuardian() {
+  int pipe_fds[2];
+  GYRE_RETURN_IF_ERROR(MakePipe(pipe_fds, "guardian"));
+  const pid_t launcher = getpid();
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = fork();
+  if (pid == 0) GuardianMain(pipe_fds[0], launcher);
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  CloseFd(&pipe_fds[0]);
+  if (pid < 0) {
+    CloseFd(&pipe_fds[1]);
+    return ResourceExhaustedError("cannot fork the process group guardian: " +
+                                  ErrnoText(fork_errno));
+  }
+  setpgid(pid, pid);
+  guardian_pid_ = pid;
+  guardian_fd_ = pipe_fds[1];
+  if (getpgid(pid) != pid) {
+    int err = errno;
+    kill(pid, SIGKILL);
+    ReapKilled(pid, *clock_);
+    guardian_pid_ = -1;
+    CloseFd(&guardian_fd_);
+    return InternalError("cannot give the job its own process group (guardian pid " +
+                         std::to_string(pid) + "): " + ErrnoText(err));
+  }
+  pgid_ = pid;
+  return Status::Ok();
+}
+
+Status Supervisor::SpawnOne(Child* child) {
+  const ProcessSpec& spec = child->spec;
+  std::string path = ResolveProgram(spec.argv[0]);
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<char*> argv = CStrings(argv_strings);
+  std::vector<std::string> env_strings = BuildEnvironment(spec.env);
+  std::vector<char*> envp = CStrings(env_strings);
+
+  int out_pipe[2], err_pipe[2], launch_pipe[2];
+  GYRE_RETURN_IF_ERROR(MakePipe(out_pipe, spec.name + " stdout"));
+  Status status = MakePipe(err_pipe, spec.name + " stderr");
+  if (!status.ok()) {
+    CloseFd(&out_pipe[0]);
+    CloseFd(&out_pipe[1]);
+    return status;
+  }
+  status = MakePipe(launch_pipe, spec.name + " launch");
+  int dev_null = status.ok() ? MoveAboveStdio(open("/dev/null", O_RDONLY | O_CLOEXEC)) : -1;
+  if (status.ok() && dev_null < 0) {
+    int err = errno;
+    status = ResourceExhaustedError("cannot open /dev/null: " + ErrnoText(err));
+    CloseFd(&launch_pipe[0]);
+    CloseFd(&launch_pipe[1]);
+  }
+  if (!status.ok()) {
+    for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) CloseFd(fd);
+    return status;
+  }
+
+  const pid_t parent = getpid();
+  const pid_t group = pgid_;
+  const char* cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();
+  const char* exec_path = path.empty() ? nullptr : path.c_str();
+
+  // Signals stay blocked across fork so the child never runs the relay handler.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Child: async-signal-safe calls only from here to execve.
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig == SIGKILL || sig == SIGSTOP) continue;
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(sig, &dfl, nullptr);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent) _exit(kExitCannotExecute);  // the launcher died before prctl
+    setpgid(0, group);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (dup2(dev_null, 0) < 0 || dup2(out_pipe[1], 1) < 0 || dup2(err_pipe[1], 2) < 0) {
+      ChildFail(launch_pipe[1], kStageExec, errno);
+    }
+    CloseInheritedFds(3, launch_pipe[1]);
+    if (cwd != nullptr && chdir(cwd) != 0) ChildFail(launch_pipe[1], kStageChdir, errno);
+    if (exec_path == nullptr) ChildFail(launch_pipe[1], kStageExec, ENOENT);
+    execve(exec_path, argv.data(), envp.data());
+    ChildFail(launch_pipe[1], kStageExec, errno);
+  }
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  for (int* fd : {&out_pipe[1], &err_pipe[1], &launch_pipe[1], &dev_null}) CloseFd(fd);
+  if (pid < 0) {
+    for (int* fd : {&out_pipe[0], &err_pipe[0], &launch_pipe[0]}) CloseFd(fd);
+    return ResourceExhaustedError("cannot fork " + spec.name + ": " + ErrnoText(fork_errno));
+  }
+
+  // Both sides call setpgid so the group is set whichever runs first.
+  setpgid(pid, pgid_);
+  child->result.pid = pid;
+  child->out.fd = out_pipe[0];
+  child->err.fd = err_pipe[0];
+  child->launch_fd = launch_pipe[0];
+  for (int fd : {child->out.fd, child->err.fd, child->launch_fd}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  // Every later killpg() relies on the group being exactly the one made here.
+  pid_t actual_group = getpgid(pid);
+  if (actual_group != pgid_) {
+    int err = errno;
+    kill(pid, SIGKILL);
+    ReapKilled(pid, *clock_);
+    for (int* fd : {&child->out.fd, &child->err.fd, &child->launch_fd}) CloseFd(fd);
+    return InternalError(spec.name + " (pid " + std::to_string(pid) + ") is in process group " +
+                         std::to_string(actual_group) + ", not " + std::to_string(pgid_) +
+                         (actual_group < 0 ? ": " + ErrnoText(err) : ""));
+  }
+  return Status::Ok();
+}
+
+size_t Supervisor::LiveCount() const {
+  size_t live = 0;
+  for (const auto& child : children_) {
+    if (child->result.pid > 0 && !child->result.finished()) ++live;
+  }
+  return live;
+}
+
+void Supervisor::SweepExits() {
+  for (auto& child : children_) {
+    ProcessResult& r = child->result;
+    if (r.pid <= 0 || r.finished()) continue;
+    int flags = WEXITED | WNOHANG;
+    siginfo_t info{};
+    int rc;
+    do {
+      rc = waitid(P_PID, r.pid, &info, flags);
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 0 && info.si_pid == r.pid) {
+      RecordExit(child.get(), info.si_code, info.si_status);
+    } else if (rc < 0 && errno == ECHILD) {
+      // Someone else in this process reaped it; its status is gone.
+      notes_.push_back(r.name + " (pid " + std::to_string(r.pid) +
+                       ") was reaped outside gyrerun; its exit status is unknown");
+      RecordExit(child.get(), CLD_EXITED, 255);
+    }
+  }
+}
+
+void Supervisor::RecordExit(Child* child, int code, int status) {
+  ProcessResult& r = child->result;
+  if (code == CLD_EXITED) {
+    r.exited = true;
+    r.exit_code = status;
+  } else {
+    r.signaled = true;
+    r.signal = status;
+  }
+  r.run_time = clock_->Now() - start_time_;
+  if (root_cause_ == nullptr && !shutting_down_ && r.failed_on_its_own()) {
+    r.root_cause = true;
+    root_cause_ = child;
+  }
+}
+
+void Supervisor::SignalLive(int sig) {
+  for (auto& child : children_) {
+    ProcessResult& r = child->result;
+    if (r.pid <= 0 || r.finished()) continue;
+    kill(r.pid, sig);
+    if (sig == SIGTERM || sig == SIGKILL) r.killed_by_launcher = true;
+    if (sig == SIGKILL) r.sigkilled_by_launcher = true;
+  }
+  if (sig == SIGTERM) sigterm_time_ = clock_->Now();
+  if (sig == SIGKILL) sigkill_time_ = clock_->Now();
+  // Also reaches the ranks' own children. Safe: the live guardian holds the group id.
+  if (pgid_ > 0 && !group_released_) killpg(pgid_, sig);
+}
+
+void Supervisor::BeginShutdown(const std::string& reason) {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  shutdown_reason_ = reason;
+  // Whoever already exited must not be counted as terminated by us.
+  SweepExits();
+  SignalLive(SIGTERM);
+  SignalLive(SIGCONT);
+  kill_deadline_ = Deadline::After(*clock_, options_.grace_period);
+}
+
+void Supervisor::HandleSignalBytes() {
+  for (int sig : relay_->Drain()) {
+    if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: the sweep does the work
+    if (finishing_) continue;
+    if (!shutting_down_) {
+      launcher_signal_ = sig;
+      BeginShutdown("gyrerun received " + SignalName(sig));
+    } else {
+      // Asked again while stopping: stop waiting for the grace period.
+      kill_deadline_ = Deadline::At(clock_->Now());
+    }
+  }
+}
+
+void Supervisor::EmitLine(Child* child, Stream* stream, const std::string& line) {
+  std::ostream* os = stream->is_stderr ? options_.err : options_.out;
+  std::string text;
+  text.reserve(child->prefix.size() + line.size() + 1);
+  text.append(child->prefix).append(line).push_back('\n');
+  os->write(text.data(), static_cast<std::streamsize>(text.size()));
+  os->flush();
+  if (stream->is_stderr && options_.tail_lines > 0) {
+    child->tail.push_back(line);
+    while (child->tail.size() > options_.tail_lines) child->tail.pop_front();
+  }
+}
+
+void Supervisor::ReadStream(Child* child, Stream* stream) {
+  char buf[64 * 1024];
+  ssize_t n;
+  do {
+    n = read(stream->fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n <= 0) {
+    if (!stream->partial.empty()) EmitLine(child, stream, stream->partial);
+    stream->partial.clear();
+    CloseFd(&stream->fd);
+    return;
+  }
+  stream->partial.append(buf, static_cast<size_t>(n));
+  size_t begin = 0;
+  for (;;) {
+    size_t newline = stream->partial.find('\n', begin);
+    if (newline == std::string::npos) break;
+    EmitLine(child, stream, stream->partial.substr(begin, newline - begin));
+    begin = newline + 1;
+  }
+  stream->partial.erase(0, begin);
+  while (stream->partial.size() >= kMaxLineBytes) {
+    EmitLine(child, stream, stream->partial.substr(0, kMaxLineBytes));
+    stream->partial.erase(0, kMaxLineBytes);
+  }
+}
+
+void Supervisor::ReadLaunchReport(Child* child) {
+  LaunchFailure failure{};
+  ssize_t n;
+  do {
+    n = read(child->launch_fd, &failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  CloseFd(&child->launch_fd);
+  if (n != static_cast<ssize_t>(sizeof(failure))) return;  // EOF: execve succeeded
+  const ProcessSpec& spec = child->spec;
+  if (failure.stage == kStageChdir) {
+    child->result.launch_error =
+        "cannot enter working directory " + spec.cwd + ": " + ErrnoText(failure.error);
+  } else {
+    child->result.launch_error = "cannot execute " + spec.argv[0] + ": " + ErrnoText(failure.error);
+  }
+  EmitLine(child, &child->err, "gyrerun: " + child->result.launch_error);
+}
+
+void Supervisor::PollOnce(int timeout_ms) {
+  std::vector<struct pollfd> fds;
+  // What each pollfd belongs to: the child and which of its descriptors.
+  std::vector<std::pair<Child*, int>> owners;
+  fds.push_back({relay_->read_fd(), POLLIN, 0});
+  owners.emplace_back(nullptr, 0);
+  for (auto& child : children_) {
+    if (child->out.fd >= 0) {
+      fds.push_back({child->out.fd, POLLIN, 0});
+      owners.emplace_back(child.get(), 1);
+    }
+    if (child->err.fd >= 0) {
+      fds.push_back({child->err.fd, POLLIN, 0});
+      owners.emplace_back(child.get(), 2);
+    }
+    if (child->launch_fd >= 0) {
+      fds.push_back({child->launch_fd, POLLIN, 0});
+      owners.emplace_back(child.get(), 3);
+    }
+  }
+  int ready = poll(fds.data(), fds.size(), std::clamp(timeout_ms, 0, kMaxPollIntervalMs));
+  if (ready <= 0) return;  // timeout, or EINTR from a signal whose byte is read next turn
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) == 0) continue;
+    auto [child, which] = owners[i];
+    switch (which) {
+      case 0:
+        HandleSignalBytes();
+        break;
+      case 1:
+        ReadStream(child, &child->out);
+        break;
+      case 2:
+        ReadStream(child, &child->err);
+        break;
+      default:
+        ReadLaunchReport(child);
+        break;
+    }
+  }
+}
+
+bool Supervisor::HasOpenFds() const {
+  for (const auto& child : children_) {
+    if (child->out.fd >= 0 || child->err.fd >= 0 || child->launch_fd >= 0) return true;
+  }
+  return false;
+}
+
+void Supervisor::FinishGroup() {
+  finishing_ = true;
+  if (pgid_ <= 0 || group_released_) return;
+  // Descendants left behind by ranks that have ended do not outlive the job; the guardian
+  // goes with them. Closing its pipe alone would have the same effect, a moment later.
+  killpg(pgid_, SIGKILL);
+  CloseFd(&guardian_fd_);
+  // As child subreaper we adopted the orphans of dead ranks: reap every child in the group.
+  Deadline deadline = Deadline::After(*clock_, Millis(kKillWaitMs));
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-pgid_, &status, WNOHANG);
+    if (pid > 0) {
+      if (pid == guardian_pid_) guardian_pid_ = -1;
+      // A rank that outlived the SIGKILL wait in Wait() may end here; keep its status.
+      for (auto& child : children_) {
+        if (child->result.pid != pid || child->result.finished()) continue;
+        if (WIFEXITED(status)) {
+          RecordExit(child.get(), CLD_EXITED, WEXITSTATUS(status));
+        } else if (WIFSIGNALED(status)) {
+          RecordExit(child.get(), CLD_KILLED, WTERMSIG(status));
+        }
+      }
+      continue;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid < 0) break;  // ECHILD: none of our children is left in the group
+    if (deadline.Expired(*clock_)) {
+      notes_.push_back("some processes of group " + std::to_string(pgid_) + " were still running " +
+                       FormatDuration(Millis(kKillWaitMs)) + " after SIGKILL");
+      break;
+    }
+    PollOnce(MillisUntil(deadline, *clock_));
+  }
+  // From here the group id may be reused by the system: never signal it again.
+  group_released_ = true;
+}
+
+void Supervisor::DrainOutput(Deadline deadline) {
+  while (HasOpenFds() && !deadline.Expired(*clock_)) PollOnce(MillisUntil(deadline, *clock_));
+}
+
+void Supervisor::CloseAll() {
+  for (auto& child : children_) {
+    // Keep what a process wrote last even when its pipe never reached EOF.
+    for (Stream* stream : {&child->out, &child->err}) {
+      if (!stream->partial.empty()) EmitLine(child.get(), stream, stream->partial);
+      stream->partial.clear();
+      CloseFd(&stream->fd);
+    }
+    CloseFd(&child->launch_fd);
+  }
+}
+
+void Supervisor::KillAllAndReap() {
+  shutting_down_ = true;
+  finishing_ = true;
+  SweepExits();
+  SignalLive(SIGKILL);
+  Deadline deadline = Deadline::After(*clock_, Millis(kKillWaitMs));
+  while (LiveCount() > 0 && !deadline.Expired(*clock_)) {
+    PollOnce(MillisUntil(deadline, *clock_));
+    SweepExits();
+  }
+  FinishGroup();
+  CloseAll();
+  relay_.reset();
+}
+
+int Supervisor::Wait() {
+  CHECK(started_ && !waited_) << "Supervisor::Wait requires one successful Start";
+  waited_ = true;
+  for (;;) {
+    SweepExits();
+    if (root_cause_ != nullptr && !shutting_down_) BeginShutdown(root_cause_->result.name);
+    if (!shutting_down_ && options_.job_deadline.Expired(*clock_)) {
+      deadline_fired_ = true;
+      BeginShutdown("job deadline exceeded after " + FormatDuration(clock_->Now() - start_time_));
+    }
+    if (shutting_down_ && !sent_sigkill_ && kill_deadline_.Expired(*clock_)) {
+      SweepExits();
+      SignalLive(SIGKILL);
+      sent_sigkill_ = true;
+      kill_wait_deadline_ = Deadline::After(*clock_, Millis(kKillWaitMs));
+    }
+    if (LiveCount() == 0) break;
+    if (sent_sigkill_ && kill_wait_deadline_.Expired(*clock_)) {
+      for (const auto& child : children_) {
+        const ProcessResult& r = child->result;
+        if (r.pid <= 0 || r.finished()) continue;
+        notes_.push_back(r.name + " (pid " + std::to_string(r.pid) + ") did not exit within " +
+                         FormatDuration(Millis(kKillWaitMs)) + " of SIGKILL");
+      }
+      break;
+    }
+    Deadline next = !shutting_down_ ? options_.job_deadline
+                    : sent_sigkill_ ? kill_wait_deadline_
+                                    : kill_deadline_;
+    PollOnce(MillisUntil(next, *clock_));
+  }
+  FinishGroup();
+  DrainOutput(Deadline::After(*clock_, Millis(kDrainWaitMs)));
+  CloseAll();
+  relay_.reset();
+
+  int status = ComputeExitStatus();
+  if (status != 0) {
+    summary_ = BuildSummary();
+    options_.err->write(summary_.data(), static_cast<std::streamsize>(summary_.size()));
+    options_.err->flush();
+  }
+  return status;
+}
+
+int Supervisor::ComputeExitStatus() const {
+  if (launcher_signal_ != 0) return 128 + launcher_signal_;
+  if (deadline_fired_) return kExitJobDeadline;
+  if (root_cause_ != nullptr) {
+    const ProcessResult& r = root_cause_->result;
+    return r.signaled ? 128 + r.signal : r.exit_code;
+  }
+  for (const auto& child : children_) {
+    const ProcessResult& r = child->result;
+    if (!r.finished() || r.signaled || r.exit_code != 0) return 1;
+  }
+  return 0;
+}
+
+namespace {
+
+// `term_to_kill`: how long SIGTERM was given before SIGKILL.
+std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
+  std::string how;
+  if (!r.finished()) {
+    how = "still running";
+  } else if (r.signaled) {
+    how = "signal " + SignalName(r.signal) + " (" + std::to_string(r.signal) + ")";
+  } else {
+    how = "exit " + std::to_string(r.exit_code);
+  }
+  if (r.killed_by_launcher) {
+    if (r.signaled && r.signal == SIGKILL && r.sigkilled_by_launcher) {
+      if (term_to_kill <= Duration::zero()) return "terminated by gyrerun (SIGKILL)";
+      return "terminated by gyrerun (SIGKILL, SIGTERM ignored for " + FormatDuration(term_to_kill) +
+             ")";
+    }
+    if (r.signaled && r.signal == SIGTERM) return "terminated by gyrerun (SIGTERM)";
+    return "terminated by gyrerun (" + how + ")";
+  }
+  if (!r.launch_error.empty()) return how + ": " + r.launch_error;
+  if (r.finished() && !r.signaled && r.exit_code == 0) return "ok";
+  return how;
+}
+
+}  // namespace
+
+std::string Supervisor::BuildSummary() const {
+  std::ostringstream os;
+  if (launcher_signal_ != 0) {
+    os << "gyrerun: job stopped: gyrerun received " << SignalName(launcher_signal_) << "\n";
+  } else if (deadline_fired_) {
+    os << "gyrerun: " << shutdown_reason_ << "\n";
+  } else if (root_cause_ != nullptr) {
+    const ProcessResult& r = root_cause_->result;
+    os << "gyrerun: job failed: " << r.name << " (pid " << r.pid << ") ";
+    if (!r.launch_error.empty()) {
+      os << r.launch_error;
+    } else if (r.signaled) {
+      os << "was killed by signal " << SignalName(r.signal) << " (" << r.signal << ")";
+    } else {
+      os << "exited with code " << r.exit_code;
+    }
+    os << " after " << FormatDuration(r.run_time) << "\n";
+  } else {
+    os << "gyrerun: job failed\n";
+  }
+
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"RANK", "NAME", "PID", "HOST", "STATUS"});
+  for (const auto& child : children_) {
+    const ProcessResult& r = child->result;
+    std::string end = DescribeEnd(
+        r, sigterm_time_ == TimePoint{} ? Duration::zero() : sigkill_time_ - sigterm_time_);
+    if (r.root_cause) end += "  <- root cause";
+    rows.push_back({std::to_string(r.rank), r.name, std::to_string(r.pid), r.host, end});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += " " + row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 1, ' ');
+    }
+    os << line << "\n";
+  }
+
+  // The root cause first, then everything else that failed without being told to.
+  std::vector<const Child*> failed;
+  if (root_cause_ != nullptr) failed.push_back(root_cause_);
+  for (const auto& child : children_) {
+    if (child.get() != root_cause_ && child->result.failed_on_its_own()) {
+      failed.push_back(child.get());
+    }
+  }
+  for (const Child* child : failed) {
+    const ProcessResult& r = child->result;
+    if (child->tail.empty()) {
+      os << "no stderr output from " << r.name << " (pid " << r.pid << ")\n";
+      continue;
+    }
+    os << "last " << child->tail.size() << " stderr lines of " << r.name << " (pid " << r.pid
+       << "):\n";
+    for (const std::string& line : child->tail) os << "  | " << line << "\n";
+  }
+  for (const std::string& note : notes_) os << "gyrerun: " << note << "\n";
+  return os.str();
+}
+
+std::vector<ProcessResult> Supervisor::results() const {
+  std::vector<ProcessResult> out;
+  out.reserve(children_.size());
+  for (const auto& child : children_) {
+    out.push_back(child->result);
+    out.back().stderr_tail.assign(child->tail.begin(), child->tail.end());
+  }
+  return out;
+}
+
+}  // namespace gyre::launcher

@@ -1,0 +1,238 @@
+// Supervisor: starts a job's processes on this host, relays their output line by line with a
+// "[rank R] " prefix, and stops the whole job as soon as one process fails, then explains
+// which process failed first and how. It is what `gyrerun` runs; it knows nothing about gyre
+// daemons or collectives, so any program can be supervised.
+//
+// Semantics
+// ---------
+// Start(specs) forks one child per ProcessSpec. Each child:
+//   - gets stdin from /dev/null, stdout and stderr into pipes read by the supervisor, and no
+//     other inherited descriptor;
+//   - is put in one new process group shared by the whole job, so a Ctrl-C at the terminal
+//     reaches only the launcher, which then decides;
+//   - has PR_SET_PDEATHSIG = SIGKILL, so no rank outlives a launcher that crashes. The signal
+//     follows the *thread* that forked: call Start() from a thread that lives until Wait()
+//     returns (normally the main thread);
+//   - has signal dispositions reset to default and an empty signal mask;
+//   - runs argv[0] (looked up in $PATH when it holds no '/') with the launcher's environment
+//     plus ProcessSpec::env (which wins on a clash), in ProcessSpec::cwd if set.
+// The group is led by a small "guardian" process forked first: it ignores every catchable
+// signal and watches a pipe from the launcher. Its life keeps the group id from being reused
+// while the supervisor may signal the group, and if the launcher dies (even by SIGKILL) the
+// pipe's EOF makes it SIGKILL the whole group, so the ranks' own children die too. It is not
+// a ProcessSpec and does not appear in results().
+//
+// A child that cannot be executed (or cannot enter cwd) is that process's failure: its result
+// reads "cannot execute <path>: <strerror>" and exit code 127, like a shell. Start() itself
+// fails only for caller errors (InvalidArgument), when the launcher runs out of processes or
+// descriptors (ResourceExhausted), or if a child is not in the job's group (Internal); then
+// every child already started is killed and reaped.
+//
+// Wait() runs one single-threaded loop: poll() over every output pipe plus a self-pipe fed by
+// the SIGCHLD / SIGINT / SIGTERM handlers, with a timeout of at most kMaxPollIntervalMs, and a
+// waitid(WNOHANG) sweep of the live children on every turn (so a lost wakeup costs at most one
+// interval). Output is split into lines; each line, prefixed with "[<name>] " (name defaults
+// to "rank R"), is written to its stream with one write and a flush, so lines of different
+// processes never mix mid-line. A line longer than kMaxLineBytes is cut into pieces; a last
+// line without '\n' is still printed at EOF. Writing to options.out/err may block if their
+// reader stalls (e.g. a paused pager); that is the one wait the loop does not bound.
+//
+// The job ends when every process has exited. It is cut short by the first of:
+//   - a process exiting non-zero or by a signal: that process is the ROOT CAUSE (if several
+//     are seen in the same sweep, the one given first to Start());
+//   - SIGINT or SIGTERM to the launcher (a second one escalates to SIGKILL at once);
+//   - options.job_deadline passing.
+// Shutdown sends SIGTERM (and SIGCONT, so a stopped process can act on it) to every live
+// child and to the job's process group, then SIGKILL to all of them once grace_period has
+// passed. Processes signalled this way are "terminated by gyrerun", never a root cause. When
+// every child has exited, whatever is left in the process group (descendants of the ranks,
+// even of ranks that exited 0) is SIGKILLed and reaped: the launcher makes itself a child
+// subreaper (PR_SET_CHILD_SUBREAPER) so such orphans are re-parented to it. A descendant that
+// leaves the process group (setsid) is out of reach. Only pids this supervisor started, and
+// its own process group, are ever signalled, and only this supervisor's children are reaped.
+//
+// Wait() returns the exit status for the launcher:
+//   0        every process exited 0;
+//   N        the root cause exited with N (127 when it could not be executed);
+//   128+S    the root cause died by signal S (SIGKILL: 137);
+//   130/143  the launcher got SIGINT/SIGTERM;
+//   124      the job deadline passed.
+// On any non-zero result it prints FailureSummary() to options.err: one row per process
+// (rank, name, pid, host, how it ended, "<- root cause" on the first failure), then the last
+// tail_lines stderr lines of the root cause and of every other process that failed on its own.
+//
+// Threading: a Supervisor is used from one thread. Only one Supervisor may be running (between
+// Start() and the end of Wait()) per process, because it owns the SIGCHLD/SIGINT/SIGTERM
+// handlers for that time; the previous handlers are restored when Wait() returns.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+
+namespace gyre::launcher {
+
+// How long one poll() may block; also bounds how late a deadline or a missed SIGCHLD is seen.
+inline constexpr int kMaxPollIntervalMs = 100;
+// Longest line relayed in one piece.
+inline constexpr size_t kMaxLineBytes = 64 * 1024;
+// How long to wait for SIGKILLed processes to be reaped before giving up on them.
+inline constexpr int kKillWaitMs = 5000;
+// How long to wait, once every process is gone, for output still in the pipes.
+inline constexpr int kDrainWaitMs = 1000;
+// Exit statuses Wait() returns for causes that are not a process's own status.
+inline constexpr int kExitCannotExecute = 127;
+inline constexpr int kExitJobDeadline = 124;
+
+struct ProcessSpec {
+  int rank = 0;
+  // Shown in the prefix and the summary: "rank 3", or "rank 3 program" when a rank has several
+  // processes. Empty means "rank <rank>".
+  std::string name;
+  // argv[0] is the program; it is looked up in $PATH when it has no '/'. Must not be empty.
+  std::vector<std::string> argv;
+  // Added to (and overriding) the launcher's own environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Working directory; empty means the launcher's.
+  std::string cwd;
+};
+
+struct SupervisorOptions {
+  // From SIGTERM to SIGKILL during a shutdown.
+  Duration grace_period = Seconds(3);
+  // Stderr lines kept per process for the failure summary.
+  size_t tail_lines = 20;
+  // Put "[<name>] " in front of every relayed line.
+  bool prefix_output = true;
+  // Where children's stdout / stderr lines (and the summary, on err) go. Not owned; must
+  // outlive the Supervisor.
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+  // The whole job must end by then (on SteadyClock). Infinite by default.
+  Deadline job_deadline = Deadline::Infinite();
+  // Catch SIGINT/SIGTERM sent to the launcher and shut the job down (exit 130/143). Turn off
+  // when the embedding program handles these itself.
+  bool handle_termination_signals = true;
+};
+
+// What became of one process. Filled in as the job runs; final once Wait() returned.
+struct ProcessResult {
+  int rank = 0;
+  std::string name;
+  pid_t pid = -1;
+  std::string host;
+  bool exited = false;    // exited normally; exit_code is valid
+  bool signaled = false;  // died by a signal; signal is valid
+  int exit_code = 0;
+  int signal = 0;
+  // The launcher signalled it (SIGTERM, maybe then SIGKILL) before it ended.
+  bool killed_by_launcher = false;
+  // ...and SIGTERM was not enough within the grace period (or a second Ctrl-C came).
+  bool sigkilled_by_launcher = false;
+  // The first process to fail on its own; at most one per job.
+  bool root_cause = false;
+  // "cannot execute <path>: <strerror>" when the child never ran the program.
+  std::string launch_error;
+  // The last SupervisorOptions::tail_lines lines it wrote to stderr.
+  std::vector<std::string> stderr_tail;
+  // From Start() until its exit was seen.
+  Duration run_time{0};
+
+  bool finished() const { return exited || signaled; }
+  // Ended by itself with a non-zero status or a signal.
+  bool failed_on_its_own() const {
+    return finished() && !killed_by_launcher && (signaled || exit_code != 0);
+  }
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options = {});
+  // If the job is still running (Wait() not called), SIGKILLs and reaps it.
+  ~Supervisor();
+
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Spawns every process. Call once. On error nothing is left running.
+  Status Start(std::vector<ProcessSpec> specs);
+
+  // Supervises until every process has exited; returns the launcher's exit status (see the
+  // top of this file). REQUIRES: Start() returned OK. Call once.
+  int Wait();
+
+  // One entry per ProcessSpec, in Start() order.
+  std::vector<ProcessResult> results() const;
+  // The job's process group, or -1 before Start().
+  pid_t process_group() const { return pgid_; }
+  // The text printed after a failed job; empty while running or when the job succeeded.
+  std::string FailureSummary() const { return summary_; }
+
+ private:
+  class SignalRelay;
+  struct Stream;
+  struct Child;
+
+  Status SpawnGuardian();
+  Status SpawnOne(Child* child);
+  void SweepExits();
+  void RecordExit(Child* child, int code, int status);
+  void BeginShutdown(const std::string& reason);
+  void SignalLive(int sig);
+  void HandleSignalBytes();
+  // One bounded poll() over the relay pipe and every open output pipe.
+  void PollOnce(int timeout_ms);
+  void ReadStream(Child* child, Stream* stream);
+  void ReadLaunchReport(Child* child);
+  void EmitLine(Child* child, Stream* stream, const std::string& line);
+  // After every direct child ended: SIGKILL and reap what is left of the process group.
+  void FinishGroup();
+  void DrainOutput(Deadline deadline);
+  void CloseAll();
+  // Start() failed or Wait() was never called: SIGKILL everything and reap, bounded.
+  void KillAllAndReap();
+  bool HasOpenFds() const;
+  size_t LiveCount() const;
+  int ComputeExitStatus() const;
+  std::string BuildSummary() const;
+
+  SupervisorOptions options_;
+  const Clock* clock_ = SteadyClock::Get();
+  std::string host_;
+  std::unique_ptr<SignalRelay> relay_;
+  std::vector<std::unique_ptr<Child>> children_;
+  // The job's process group is led by the guardian; while it lives the group id is ours.
+  pid_t pgid_ = -1;
+  pid_t guardian_pid_ = -1;
+  int guardian_fd_ = -1;  // write end of the pipe the guardian watches
+  // The group has been emptied and reaped: its id may be reused, never signal it.
+  bool group_released_ = false;
+  bool started_ = false;
+  bool waited_ = false;
+  TimePoint start_time_{};
+
+  bool shutting_down_ = false;
+  bool finishing_ = false;  // every child has ended; launcher signals are ignored
+  std::string shutdown_reason_;
+  TimePoint sigterm_time_{};
+  TimePoint sigkill_time_{};
+  Deadline kill_deadline_ = Deadline::Infinite();
+  Deadline kill_wait_deadline_ = Deadline::Infinite();
+  bool sent_sigkill_ = false;
+  int launcher_signal_ = 0;  // SIGINT / SIGTERM received by the launcher
+  bool deadline_fired_ = false;
+  Child* root_cause_ = nullptr;
+  std::vector<std::string> notes_;  // extra summary lines, e.g. processes that would not die
+  std::string summary_;
+};
+
+}  // namespace gyre::launcher

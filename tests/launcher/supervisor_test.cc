@@ -1,0 +1,519 @@
+// Supervisor against real processes: gyre-fake-rank (from $GYRE_BIN_DIR) plays every rank.
+#include "launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/base/clock.h"
+
+namespace gyre::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The summary row of the process called `name`.
+std::string SummaryRow(const std::string& summary, const std::string& name) {
+  for (const std::string& line : Lines(summary)) {
+    if (line.find(" " + name + " ") != std::string::npos &&
+        line.find(" pid ") == std::string::npos && line.rfind("  ", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// True when `pid` no longer exists (not even as a zombie).
+bool Gone(pid_t pid) { return kill(pid, 0) == -1 && errno == ESRCH; }
+
+// The state letter and process group from /proc/<pid>/stat; state 0 when it is gone.
+std::pair<char, pid_t> ProcState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return {0, 0};
+  // "pid (comm) S ppid pgrp ..."; comm may hold spaces, so parse after the last ')'.
+  std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+  char state = 0;
+  pid_t ppid = 0, pgrp = 0;
+  rest >> state >> ppid >> pgrp;
+  return {state, pgrp};
+}
+
+// Waits up to 5 s for `pid` to be dead. A zombie counts as dead; if it was re-parented to this
+// test process (the supervisor makes it a child subreaper) it is reaped here.
+bool DiesWithin5s(pid_t pid) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid || Gone(pid) || ProcState(pid).first == 'Z') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin_dir = std::getenv("GYRE_BIN_DIR");
+    ASSERT_NE(bin_dir, nullptr) << "GYRE_BIN_DIR must point at the folder with gyre-fake-rank";
+    fake_rank_ = std::string(bin_dir) + "/gyre-fake-rank";
+    ASSERT_EQ(access(fake_rank_.c_str(), X_OK), 0) << fake_rank_ << " is not executable";
+    std::string pattern = ::testing::TempDir() + "/gyre_launcher_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    tmp_ = std::filesystem::canonical(pattern);
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(tmp_, ignored);
+  }
+
+  SupervisorOptions Options() {
+    SupervisorOptions options;
+    options.out = &out_;
+    options.err = &err_;
+    return options;
+  }
+
+  ProcessSpec Rank(int rank, std::vector<std::string> flags) {
+    ProcessSpec spec;
+    spec.rank = rank;
+    spec.argv.push_back(fake_rank_);
+    for (std::string& flag : flags) spec.argv.push_back(std::move(flag));
+    return spec;
+  }
+
+  // Starts and waits for the job; records how long Wait() took and the CPU it used.
+  int Run(std::vector<ProcessSpec> specs, SupervisorOptions options) {
+    supervisor_ = std::make_unique<Supervisor>(options);
+    Status status = supervisor_->Start(std::move(specs));
+    EXPECT_TRUE(status.ok()) << status;
+    if (!status.ok()) return -1;
+    double cpu_before = CpuSeconds();
+    auto begin = std::chrono::steady_clock::now();
+    int exit_status = supervisor_->Wait();
+    elapsed_ = std::chrono::steady_clock::now() - begin;
+    wait_cpu_seconds_ = CpuSeconds() - cpu_before;
+    return exit_status;
+  }
+
+  int Run(std::vector<ProcessSpec> specs) { return Run(std::move(specs), Options()); }
+
+  static double CpuSeconds() {
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  }
+
+  double ElapsedSeconds() const { return std::chrono::duration<double>(elapsed_).count(); }
+
+  void ExpectNoProcessLeft() {
+    for (const ProcessResult& r : supervisor_->results()) {
+      EXPECT_TRUE(Gone(r.pid)) << r.name << " pid " << r.pid << " still exists";
+    }
+  }
+
+  // The pid printed by `--spawn_child` of the process called `name`.
+  pid_t SpawnedChild(const std::string& name) {
+    const std::string out = out_.str();
+    const std::string marker = "[" + name + "] spawned child pid ";
+    size_t at = out.find(marker);
+    if (at == std::string::npos) return -1;
+    return static_cast<pid_t>(std::atol(out.c_str() + at + marker.size()));
+  }
+
+  std::string File(const std::string& name) const { return (tmp_ / name).string(); }
+
+  std::string fake_rank_;
+  std::filesystem::path tmp_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::unique_ptr<Supervisor> supervisor_;
+  std::chrono::steady_clock::duration elapsed_{};
+  double wait_cpu_seconds_ = 0;
+};
+
+TEST_F(SupervisorTest, AllRanksExitZeroAndOutputIsPrefixedWholeLines) {
+  constexpr int kRanks = 3;
+  constexpr int kLines = 3000;  // several pipe buffers, so reads split lines
+  std::vector<ProcessSpec> specs;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    specs.push_back(Rank(rank, {"--stdout_lines=" + std::to_string(kLines), "--stderr_lines=2"}));
+  }
+  supervisor_ = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(supervisor_->Start(std::move(specs)).ok());
+  // Every child is in the job's own group, not in ours.
+  pid_t group = supervisor_->process_group();
+  EXPECT_GT(group, 0);
+  EXPECT_NE(group, getpgrp());
+  for (const ProcessResult& r : supervisor_->results()) EXPECT_EQ(getpgid(r.pid), group);
+
+  EXPECT_EQ(supervisor_->Wait(), 0);
+  EXPECT_EQ(supervisor_->FailureSummary(), "");
+
+  std::map<int, int> last_line;
+  std::vector<std::string> lines = Lines(out_.str());
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kRanks * kLines));
+  for (const std::string& line : lines) {
+    int rank = -1, number = -1;
+    std::sscanf(line.c_str(), "[rank %d] stdout line %d of", &rank, &number);
+    ASSERT_EQ(line, "[rank " + std::to_string(rank) + "] stdout line " + std::to_string(number) +
+                        " of " + std::to_string(kLines))
+        << "mixed or cut line";
+    EXPECT_EQ(number, last_line[rank] + 1) << "rank " << rank << " lines out of order";
+    last_line[rank] = number;
+  }
+  EXPECT_THAT(err_.str(), HasSubstr("[rank 2] stderr line 2 of 2\n"));
+  EXPECT_EQ(Lines(err_.str()).size(), static_cast<size_t>(kRanks * 2));
+
+  for (const ProcessResult& r : supervisor_->results()) {
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_FALSE(r.killed_by_launcher);
+    EXPECT_FALSE(r.root_cause);
+    EXPECT_EQ(r.stderr_tail.size(), 2u);
+  }
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, FailingRankStopsTheOthersAndIsNamedRootCause) {
+  int status = Run({Rank(0, {"--sleep_ms=30000"}),
+                    Rank(1, {"--stderr_lines=30", "--sleep_ms=100", "--exit_code=3"}),
+                    Rank(2, {"--sleep_ms=30000"})});
+  EXPECT_EQ(status, 3);
+  EXPECT_LT(ElapsedSeconds(), 5.0) << "sleeping ranks were not stopped promptly";
+
+  std::vector<ProcessResult> results = supervisor_->results();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(results[1].root_cause);
+  EXPECT_TRUE(results[1].exited);
+  EXPECT_EQ(results[1].exit_code, 3);
+  EXPECT_FALSE(results[1].killed_by_launcher);
+  ASSERT_EQ(results[1].stderr_tail.size(), 20u);
+  EXPECT_EQ(results[1].stderr_tail.front(), "stderr line 11 of 30");
+  EXPECT_EQ(results[1].stderr_tail.back(), "stderr line 30 of 30");
+  for (int i : {0, 2}) {
+    EXPECT_FALSE(results[i].root_cause);
+    EXPECT_TRUE(results[i].killed_by_launcher);
+    EXPECT_TRUE(results[i].signaled);
+    EXPECT_EQ(results[i].signal, SIGTERM);
+  }
+
+  std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("job failed: rank 1 (pid " + std::to_string(results[1].pid) +
+                                 ") exited with code 3"));
+  EXPECT_THAT(SummaryRow(summary, "rank 1"), HasSubstr("exit 3  <- root cause"));
+  EXPECT_THAT(SummaryRow(summary, "rank 1"), HasSubstr(std::to_string(results[1].pid)));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("terminated by gyrerun (SIGTERM)"));
+  EXPECT_THAT(SummaryRow(summary, "rank 2"), HasSubstr("terminated by gyrerun (SIGTERM)"));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), Not(HasSubstr("root cause")));
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr(host));
+  EXPECT_THAT(summary, HasSubstr("last 20 stderr lines of rank 1"));
+  EXPECT_THAT(summary, HasSubstr("stderr line 11 of 30\n"));
+  EXPECT_THAT(summary, HasSubstr("stderr line 30 of 30\n"));
+  EXPECT_THAT(summary, Not(HasSubstr("stderr line 10 of 30\n")));
+  // The summary is also what the launcher printed last.
+  EXPECT_EQ(err_.str().substr(err_.str().size() - summary.size()), summary);
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, RankKilledBySigkillGives137) {
+  int status = Run({Rank(0, {"--signal=SIGKILL"}), Rank(1, {"--sleep_ms=30000"})});
+  EXPECT_EQ(status, 128 + SIGKILL);
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].signaled);
+  EXPECT_EQ(results[0].signal, SIGKILL);
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_FALSE(results[0].killed_by_launcher);
+  std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("was killed by signal SIGKILL (9)"));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("signal SIGKILL (9)  <- root cause"));
+  EXPECT_THAT(summary, HasSubstr("no stderr output from rank 0"));
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterGracePeriod) {
+  SupervisorOptions options = Options();
+  options.grace_period = Millis(500);
+  std::string ready = File("ready");
+  int status = Run({Rank(0, {"--ignore_sigterm", "--touch_file=" + ready, "--sleep_ms=30000"}),
+                    Rank(1, {"--wait_for_file=" + ready, "--exit_code=2"})},
+                   options);
+  EXPECT_EQ(status, 2);
+  EXPECT_GE(ElapsedSeconds(), 0.5) << "SIGKILL came before the grace period";
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  EXPECT_LT(wait_cpu_seconds_, 0.2) << "the supervisor spun while waiting out the grace period";
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].signaled);
+  EXPECT_EQ(results[0].signal, SIGKILL);
+  EXPECT_TRUE(results[0].killed_by_launcher);
+  EXPECT_TRUE(results[0].sigkilled_by_launcher);
+  EXPECT_TRUE(results[1].root_cause);
+  EXPECT_THAT(SummaryRow(supervisor_->FailureSummary(), "rank 0"),
+              HasSubstr("terminated by gyrerun (SIGKILL, SIGTERM ignored for"));
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, MissingProgramIsThatRanksFailureWith127) {
+  ProcessSpec missing;
+  missing.rank = 0;
+  missing.argv = {"/nonexistent/gyre-no-such-program", "--flag"};
+  int status = Run({missing, Rank(1, {"--sleep_ms=30000"})});
+  EXPECT_EQ(status, 127);
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  const std::string message =
+      "cannot execute /nonexistent/gyre-no-such-program: No such file or directory";
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_EQ(results[0].launch_error, message);
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_EQ(results[0].exit_code, 127);
+  EXPECT_TRUE(results[1].killed_by_launcher);
+  std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr(message));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("<- root cause"));
+  EXPECT_THAT(err_.str(), HasSubstr("[rank 0] gyrerun: " + message + "\n"));
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, BareNameIsSearchedInPath) {
+  ProcessSpec missing;
+  missing.argv = {"gyre-no-such-program-in-path"};
+  EXPECT_EQ(Run({missing}), 127);
+  EXPECT_EQ(supervisor_->results()[0].launch_error,
+            "cannot execute gyre-no-such-program-in-path: No such file or directory");
+}
+
+TEST_F(SupervisorTest, MissingWorkingDirectoryIsReported) {
+  ProcessSpec spec = Rank(0, {});
+  spec.cwd = File("no-such-dir");
+  EXPECT_EQ(Run({spec}), 127);
+  EXPECT_THAT(
+      supervisor_->results()[0].launch_error,
+      HasSubstr("cannot enter working directory " + spec.cwd + ": No such file or directory"));
+}
+
+TEST_F(SupervisorTest, GrandchildOfAFailedJobIsKilled) {
+  std::string ready = File("ready");
+  int status = Run({Rank(0, {"--spawn_child", "--touch_file=" + ready, "--sleep_ms=30000"}),
+                    Rank(1, {"--wait_for_file=" + ready, "--exit_code=1"})});
+  EXPECT_EQ(status, 1);
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  pid_t grandchild = SpawnedChild("rank 0");
+  ASSERT_GT(grandchild, 0) << out_.str();
+  EXPECT_TRUE(Gone(grandchild)) << "grandchild " << grandchild << " survived the job";
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, GrandchildOfASuccessfulJobIsKilled) {
+  // Rank 0 exits at once, leaving a child that sleeps for a minute holding its stdout.
+  EXPECT_EQ(Run({Rank(0, {"--spawn_child"}), Rank(1, {})}), 0);
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  pid_t grandchild = SpawnedChild("rank 0");
+  ASSERT_GT(grandchild, 0) << out_.str();
+  EXPECT_TRUE(Gone(grandchild)) << "grandchild " << grandchild << " survived the job";
+  ExpectNoProcessLeft();
+}
+
+// gyrerun itself runs under a Supervisor here, so this test may SIGKILL it: it is our child.
+TEST_F(SupervisorTest, NothingOutlivesALauncherKilledBySigkill) {
+  const std::string gyrerun = std::string(std::getenv("GYRE_BIN_DIR")) + "/gyrerun";
+  ASSERT_EQ(access(gyrerun.c_str(), X_OK), 0) << gyrerun;
+  std::filesystem::create_directory(tmp_ / "ready");
+  ProcessSpec launcher;
+  launcher.argv = {gyrerun,           "--np=2",        "--",
+                   fake_rank_,        "--spawn_child", "--touch_file=" + File("ready/%p"),
+                   "--sleep_ms=30000"};
+  supervisor_ = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(supervisor_->Start({launcher}).ok());
+
+  // Both inner ranks report their pid and their child's pid once they are set up.
+  std::vector<pid_t> inner;
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (inner.size() < 4 && std::chrono::steady_clock::now() < give_up) {
+    inner.clear();
+    for (const auto& entry : std::filesystem::directory_iterator(tmp_ / "ready")) {
+      if (entry.path().extension() == ".tmp") continue;
+      std::ifstream in(entry.path());
+      pid_t rank_pid = 0, child_pid = 0;
+      if (in >> rank_pid >> child_pid) inner.insert(inner.end(), {rank_pid, child_pid});
+    }
+    if (inner.size() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(inner.size(), 4u) << "inner ranks did not start; output: " << err_.str();
+  // The inner job's group is led by gyrerun's guardian, which must die with it as well.
+  pid_t inner_guardian = ProcState(inner[0]).second;
+  ASSERT_GT(inner_guardian, 0);
+  ASSERT_NE(inner_guardian, supervisor_->process_group());
+  inner.push_back(inner_guardian);
+
+  const pid_t gyrerun_pid = supervisor_->results()[0].pid;
+  ASSERT_EQ(kill(gyrerun_pid, SIGKILL), 0);
+  EXPECT_EQ(supervisor_->Wait(), 128 + SIGKILL);
+  for (pid_t pid : inner) EXPECT_TRUE(DiesWithin5s(pid)) << "pid " << pid << " outlived gyrerun";
+}
+
+TEST_F(SupervisorTest, JobDeadlineStopsEverythingWith124) {
+  SupervisorOptions options = Options();
+  options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(1));
+  options.grace_period = Millis(300);
+  // Rank 1 ignores SIGTERM (set up within milliseconds, long before the deadline).
+  int status = Run(
+      {Rank(0, {"--sleep_ms=30000"}), Rank(1, {"--ignore_sigterm", "--sleep_ms=30000"})}, options);
+  EXPECT_EQ(status, kExitJobDeadline);
+  EXPECT_GE(ElapsedSeconds(), 1.2);
+  EXPECT_LT(ElapsedSeconds(), 5.0);
+  EXPECT_LT(wait_cpu_seconds_, 0.2) << "the supervisor spun instead of polling";
+  std::vector<ProcessResult> results = supervisor_->results();
+  for (const ProcessResult& r : results) {
+    EXPECT_TRUE(r.killed_by_launcher);
+    EXPECT_FALSE(r.root_cause);
+  }
+  EXPECT_EQ(results[0].signal, SIGTERM);
+  EXPECT_EQ(results[1].signal, SIGKILL);
+  std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("job deadline exceeded after 1."));
+  EXPECT_THAT(summary, HasSubstr(" s\n"));
+  EXPECT_THAT(summary, Not(HasSubstr("root cause")));
+  ExpectNoProcessLeft();
+}
+
+class LauncherSignalTest : public SupervisorTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LauncherSignalTest, SignalToLauncherStopsTheJob) {
+  const int sig = GetParam();
+  supervisor_ = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(
+      supervisor_->Start({Rank(0, {"--sleep_ms=30000"}), Rank(1, {"--sleep_ms=30000"})}).ok());
+  // As if Ctrl-C (or `kill`) reached the launcher; the supervisor's handler catches it.
+  ASSERT_EQ(raise(sig), 0);
+  auto begin = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervisor_->Wait(), 128 + sig);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+  for (const ProcessResult& r : supervisor_->results()) {
+    EXPECT_TRUE(r.killed_by_launcher);
+    EXPECT_EQ(r.signal, SIGTERM);
+  }
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr(std::string("gyrerun received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")));
+  ExpectNoProcessLeft();
+}
+
+INSTANTIATE_TEST_SUITE_P(IntAndTerm, LauncherSignalTest, ::testing::Values(SIGINT, SIGTERM));
+
+TEST_F(SupervisorTest, SecondSignalToLauncherSkipsTheGracePeriod) {
+  SupervisorOptions options = Options();
+  options.grace_period = Seconds(30);
+  supervisor_ = std::make_unique<Supervisor>(options);
+  std::string ready = File("ready");
+  ASSERT_TRUE(
+      supervisor_
+          ->Start({Rank(0, {"--ignore_sigterm", "--touch_file=" + ready, "--sleep_ms=30000"})})
+          .ok());
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (access(ready.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(access(ready.c_str(), F_OK), 0) << "rank 0 never got ready";
+  ASSERT_EQ(raise(SIGINT), 0);
+  ASSERT_EQ(raise(SIGINT), 0);
+  auto begin = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervisor_->Wait(), 128 + SIGINT);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+  ProcessResult r = supervisor_->results()[0];
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_TRUE(r.sigkilled_by_launcher);
+}
+
+TEST_F(SupervisorTest, ChildGetsEnvCwdAndNoInheritedFds) {
+  int leaked = open("/dev/null", O_RDONLY);  // deliberately not close-on-exec
+  ASSERT_GE(leaked, 0);
+  ProcessSpec spec = Rank(
+      4, {"--print_env=GYRE_TEST_VALUE", "--print_cwd", "--print_fds", "--stdout_text=last words"});
+  spec.name = "rank 4 program";
+  spec.env = {{"GYRE_TEST_VALUE", "hello world"}};
+  spec.cwd = tmp_.string();
+  EXPECT_EQ(Run({spec}), 0);
+  close(leaked);
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 4 program] env GYRE_TEST_VALUE=hello world\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 4 program] cwd " + tmp_.string() + "\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 4 program] open fds: 0 1 2\n"));
+  // A last line without '\n' is still relayed, as a whole line.
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 4 program] last words\n"));
+}
+
+TEST_F(SupervisorTest, PrefixCanBeTurnedOff) {
+  SupervisorOptions options = Options();
+  options.prefix_output = false;
+  EXPECT_EQ(Run({Rank(0, {"--stdout_lines=2"})}, options), 0);
+  EXPECT_EQ(out_.str(), "stdout line 1 of 2\nstdout line 2 of 2\n");
+}
+
+TEST_F(SupervisorTest, RejectsBadSpecs) {
+  Supervisor empty(Options());
+  EXPECT_EQ(empty.Start({}).code(), StatusCode::kInvalidArgument);
+  Supervisor no_program(Options());
+  ProcessSpec spec;
+  spec.rank = 7;
+  Status status = no_program.Start({spec});
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("rank 7"));
+}
+
+TEST_F(SupervisorTest, OnlyOneSupervisorRunsAtATime) {
+  auto first = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(first->Start({Rank(0, {"--sleep_ms=30000"})}).ok());
+  Supervisor second(Options());
+  Status status = second.Start({Rank(0, {})});
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("already running"));
+  pid_t pid = first->results()[0].pid;
+  first.reset();
+  EXPECT_TRUE(Gone(pid));
+}
+
+TEST_F(SupervisorTest, DestructorKillsAJobThatWasNeverWaitedFor) {
+  pid_t pid;
+  {
+    Supervisor supervisor(Options());
+    ASSERT_TRUE(supervisor.Start({Rank(0, {"--sleep_ms=30000"})}).ok());
+    pid = supervisor.results()[0].pid;
+    ASSERT_FALSE(Gone(pid));
+  }
+  EXPECT_TRUE(Gone(pid));
+  // A new job can run afterwards: the signal handlers were released.
+  EXPECT_EQ(Run({Rank(0, {})}), 0);
+}
+
+}  // namespace
+}  // namespace gyre::launcher
