@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   jo.comm.segment_bytes = FLAGS_segment_bytes;
   auto joined = job::JoinJob(jo);
   if (!joined.ok()) return Fail(prefix, joined.status());
-  LOG(INFO) << prefix << "joined: listening for peers on " << joined->address;
+  LOG(INFO) << prefix << "joined as pid " << getpid() << ", listening for peers on "
+            << joined->address;
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -114,8 +115,13 @@ int main(int argc, char** argv) {
     g_server = &server;
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
-    LOG(INFO) << prefix << "served " << server.calls_served() << " calls; exiting";
-    return 0;
+    LOG(INFO) << prefix << "served " << server.calls_served() << " calls; exiting"
+              << (g_stop ? " on a signal" : "");
+    // Close the peer connections first so the other ranks see this one leave at once, then
+    // exit without waiting for a client thread that may be inside a collective.
+    comm.transport()->Shutdown();
+    std::fflush(nullptr);
+    ::_exit(g_stop ? 128 + SIGTERM : 0);
   }
   if (FLAGS_run == "selftest" || FLAGS_run == "main") {
     std::ostringstream report;

@@ -508,7 +508,17 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
     r.signal = status;
   }
   r.run_time = clock_->Now() - start_time_;
-  if (root_cause_ == nullptr && !shutting_down_ && r.failed_on_its_own()) {
+  if (shutting_down_ || !r.failed_on_its_own()) return;
+  if (root_cause_ == nullptr) {
+    r.root_cause = true;
+    root_cause_ = child;
+    settle_deadline_ = Deadline::After(*clock_, options_.settle_time);
+    return;
+  }
+  // Within the settle window a process killed by a signal outranks one that exited with an
+  // error: the survivors of a crash exit reporting the crash, a moment after it.
+  if (r.signaled && !root_cause_->result.signaled && !settle_deadline_.Expired(*clock_)) {
+    root_cause_->result.root_cause = false;
     r.root_cause = true;
     root_cause_ = child;
   }
@@ -736,7 +746,9 @@ int Supervisor::Wait() {
   waited_ = true;
   for (;;) {
     SweepExits();
-    if (root_cause_ != nullptr && !shutting_down_) BeginShutdown(root_cause_->result.name);
+    if (root_cause_ != nullptr && !shutting_down_ && settle_deadline_.Expired(*clock_)) {
+      BeginShutdown(root_cause_->result.name);
+    }
     if (!shutting_down_ && options_.job_deadline.Expired(*clock_)) {
       deadline_fired_ = true;
       BeginShutdown("job deadline exceeded after " + FormatDuration(clock_->Now() - start_time_));
@@ -757,7 +769,9 @@ int Supervisor::Wait() {
       }
       break;
     }
-    Deadline next = !shutting_down_ ? options_.job_deadline
+    Deadline next = !shutting_down_
+                        ? (root_cause_ != nullptr ? options_.job_deadline.Min(settle_deadline_)
+                                                  : options_.job_deadline)
                     : sent_sigkill_ ? kill_wait_deadline_
                                     : kill_deadline_;
     PollOnce(MillisUntil(next, *clock_));

@@ -119,6 +119,10 @@ struct SupervisorOptions {
   std::ostream* err = &std::cerr;
   // The whole job must end by then (on SteadyClock). Infinite by default.
   Deadline job_deadline = Deadline::Infinite();
+  // After the first failure, how long to keep collecting exits before choosing the root
+  // cause and stopping the rest: a process killed by a signal in that window is preferred
+  // over one that exited with an error (usually reporting the killed one).
+  Duration settle_time = Millis(300);
   // Catch SIGINT/SIGTERM sent to the launcher and shut the job down (exit 130/143). Turn off
   // when the embedding program handles these itself.
   bool handle_termination_signals = true;
@@ -231,6 +235,7 @@ class Supervisor {
   int launcher_signal_ = 0;  // SIGINT / SIGTERM received by the launcher
   bool deadline_fired_ = false;
   Child* root_cause_ = nullptr;
+  Deadline settle_deadline_ = Deadline::Infinite();
   std::vector<std::string> notes_;  // extra summary lines, e.g. processes that would not die
   std::string summary_;
 };

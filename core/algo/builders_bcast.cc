@@ -1,9 +1,121 @@
+// Broadcast schedules: binomial tree, pipelined chain, and scatter + ring allgather
+// (docs/algorithms_data.md, "broadcast"). Ranks are numbered relative to the root, so every
+// builder treats the root as relative rank 0.
+#include <string>
+#include <vector>
+
 #include "core/algo/builders_internal.h"
 
 namespace gyre::algo::internal {
+namespace {
+
+constexpr uint32_t kPhaseTree = 1;
+constexpr uint32_t kPhaseChain = 2;
+constexpr uint32_t kPhaseScatter = 3;
+constexpr uint32_t kPhaseAllgather = 4;
+
+int Absolute(const CollectiveSpec& spec, int v) { return Mod(v + spec.root, spec.world_size); }
+
+// The round of a tree edge is the bit that separates parent and child, so a printed
+// schedule shows the level each message belongs to.
+uint32_t EdgeRound(int parent, int child) {
+  return static_cast<uint32_t>(Log2Ceil(child - parent));
+}
+
+// Binomial tree, pipelined by segments: each segment is received from the parent, then
+// forwarded to the children largest subtree first. The root sends from its input so its
+// sends never wait for its own output copy.
+Status Binomial(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int v = Mod(b->rank() - spec.root, p);
+  const Region out = OutputRegion(0, spec.count);
+  const int parent = BinomialParent(v);
+  const std::vector<int> children = BinomialChildren(p, v);
+  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
+  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    const uint32_t seg = static_cast<uint32_t>(g);
+    Region src = segs[g];
+    if (v == 0) {
+      src.buffer = BufferId::kInput;
+    } else {
+      b->Recv(Absolute(spec, parent), MakeTag(kPhaseTree, EdgeRound(parent, v), seg), segs[g]);
+    }
+    for (int c : children) {
+      b->Send(Absolute(spec, c), MakeTag(kPhaseTree, EdgeRound(v, c), seg), src);
+    }
+  }
+  return Status::Ok();
+}
+
+// Chain root -> root+1 -> ... -> root-1. Each segment is forwarded as soon as it lands, so
+// the p-1 hops overlap and the time is (p-1) hops of one segment plus the whole buffer.
+Status Chain(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int v = Mod(b->rank() - spec.root, p);
+  const Region out = OutputRegion(0, spec.count);
+  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
+  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    const uint64_t tag = MakeTag(kPhaseChain, 0, static_cast<uint32_t>(g));
+    Region src = segs[g];
+    if (v == 0) {
+      src.buffer = BufferId::kInput;
+    } else {
+      b->Recv(Absolute(spec, v - 1), tag, segs[g]);
+    }
+    if (v + 1 < p) b->Send(Absolute(spec, v + 1), tag, src);
+  }
+  return Status::Ok();
+}
+
+// Binomial scatter of the n/p chunks (chunk v goes to relative rank v, so a subtree's
+// chunks are one region), then a ring allgather of the chunks. The root first copies its
+// whole input to its output and scatters from the output: its ring receives then write
+// only after the scatter sends that read the same memory, which keeps an in-place call
+// (input and output the same buffer) race-free.
+Status ScatterAllgather(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int64_t n = spec.count;
+  const int v = Mod(b->rank() - spec.root, p);
+  const Chunked out{OutputRegion(0, n), p};
+  auto chunks = [&](int lo, int hi) {
+    const int64_t begin = ChunkOffset(n, p, lo);
+    return OutputRegion(begin, ChunkOffset(n, p, hi) - begin);
+  };
+  if (v == 0) b->Copy(out.base, InputRegion(0, n));
+  const int parent = BinomialParent(v);
+  if (v != 0) {
+    const Region mine = chunks(v, v + BinomialExtent(p, v));
+    if (mine.count > 0) {
+      b->Recv(Absolute(spec, parent), MakeTag(kPhaseScatter, EdgeRound(parent, v), 0), mine);
+    }
+  }
+  for (int c : BinomialChildren(p, v)) {
+    const Region sub = chunks(c, c + BinomialExtent(p, c));
+    if (sub.count > 0) b->Send(Absolute(spec, c), MakeTag(kPhaseScatter, EdgeRound(v, c), 0), sub);
+  }
+  // Rank r starts the ring owning chunk (r + k) mod p = its relative rank.
+  RingAllgather(b, out, Mod(-spec.root, p), spec.segment_elems, kPhaseAllgather);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status BuildBroadcast(const CollectiveSpec& spec, RankBuilder* b) {
-  return InternalError("BuildBroadcast is not built yet");
+  if (spec.count == 0) return Status::Ok();
+  switch (spec.algorithm) {
+    case Algorithm::kBinomial:
+      return Binomial(spec, b);
+    case Algorithm::kChain:
+      return Chain(spec, b);
+    case Algorithm::kScatterAllgather:
+      return ScatterAllgather(spec, b);
+    default:
+      break;
+  }
+  return InternalError(std::string("broadcast algorithm ") + AlgorithmName(spec.algorithm) +
+                       " is not built");
 }
 
 }  // namespace gyre::algo::internal

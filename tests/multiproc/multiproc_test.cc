@@ -1,0 +1,246 @@
+// Real processes: gyrerun starting gyred daemons and client programs on 127.0.0.1, with the
+// file store and the TCP store, through the daemon and embedded; rendezvous failures with
+// gyred started by hand; a rank SIGKILLed in the middle of a loop of allreduces.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "tests/multiproc/subprocess.h"
+
+namespace gyre::testing {
+namespace {
+
+std::string Gyrerun() { return BinDir() + "/gyrerun"; }
+std::string Gyred() { return BinDir() + "/gyred"; }
+std::string Client() { return BinDir() + "/gyre-test-client"; }
+
+std::string TempDir(const std::string& name) {
+  std::string d = ::testing::TempDir() + "gyre-mp-" + name + "-" + std::to_string(getpid());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+struct JobCase {
+  int p;
+  std::string store;
+  std::string mode;
+};
+
+class GyrerunJobTest : public ::testing::TestWithParam<JobCase> {};
+
+TEST_P(GyrerunJobTest, EveryCollectiveThroughTheClientLibrary) {
+  const JobCase& c = GetParam();
+  CommandResult r = RunCommand({Gyrerun(), "-n", std::to_string(c.p), "--store", c.store, "--mode",
+                                c.mode, "--timeout", "20", "--", Client()},
+                               {}, 240);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < c.p; ++rank) {
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": all collectives ok"),
+              std::string::npos)
+        << "rank " << rank << "\n"
+        << r.out << r.err;
+  }
+  EXPECT_NE(r.out.find("mode=" + c.mode), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Multiproc, GyrerunJobTest,
+    ::testing::Values(JobCase{1, "file", "daemon"}, JobCase{2, "file", "daemon"},
+                      JobCase{3, "tcp", "daemon"}, JobCase{4, "file", "daemon"},
+                      JobCase{8, "tcp", "daemon"}, JobCase{1, "tcp", "embedded"},
+                      JobCase{2, "tcp", "embedded"}, JobCase{3, "file", "embedded"},
+                      JobCase{4, "tcp", "embedded"}, JobCase{8, "file", "embedded"}),
+    [](const ::testing::TestParamInfo<JobCase>& info) {
+      return "p" + std::to_string(info.param.p) + "_" + info.param.store + "_" + info.param.mode;
+    });
+
+TEST(GyrerunTest, MainJobPrintsEverySectionAndPasses) {
+  CommandResult r = RunCommand({Gyrerun(), "-n", "4", "--timing_runs", "5"}, {}, 240);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* s : {"1. Verification", "2. Counters", "3. Float associativity", "4. Timings",
+                        "main job: all checks passed"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
+}
+
+// gyred processes started by hand, so a test can leave ranks out or duplicate them.
+struct Daemons {
+  std::vector<std::thread> threads;
+  std::vector<CommandResult> results;
+  void Start(int index, std::vector<std::string> argv) {
+    threads.emplace_back([this, index, argv] { results[index] = RunCommand(argv, {}, 60); });
+  }
+  void Join() {
+    for (auto& t : threads) t.join();
+  }
+};
+
+std::vector<std::string> GyredArgs(int rank, int world, const std::string& store,
+                                   const std::string& job, double rendezvous_s = 3) {
+  return {Gyred(),
+          "--rank=" + std::to_string(rank),
+          "--world_size=" + std::to_string(world),
+          "--store=" + store,
+          "--job_id=" + job,
+          "--run=selftest",
+          "--rendezvous_timeout=" + std::to_string(rendezvous_s)};
+}
+
+TEST(RendezvousTest, MissingRankIsListedByEveryoneAtTheDeadline) {
+  const std::string dir = TempDir("missing");
+  Daemons d;
+  d.results.resize(3);
+  for (int r = 0; r < 3; ++r) d.Start(r, GyredArgs(r, 4, "file://" + dir, "jobM", 2));
+  d.Join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(d.results[r].exit_code, 1) << d.results[r].err;
+    EXPECT_NE(d.results[r].err.find("3 of 4 ranks arrived"), std::string::npos) << d.results[r].err;
+    EXPECT_NE(d.results[r].err.find("missing: rank 3"), std::string::npos) << d.results[r].err;
+    EXPECT_LT(d.results[r].seconds, 2 + 3.0);
+  }
+}
+
+TEST(RendezvousTest, DuplicateRankIsRefusedNamingBothClaimants) {
+  const std::string dir = TempDir("dup");
+  Daemons d;
+  d.results.resize(3);
+  d.Start(0, GyredArgs(0, 3, "file://" + dir, "jobD", 3));
+  d.Start(1, GyredArgs(1, 3, "file://" + dir, "jobD", 3));
+  d.Start(2, GyredArgs(1, 3, "file://" + dir, "jobD", 3));
+  d.Join();
+  int refused = 0;
+  for (const auto& r : d.results) {
+    if (r.err.find("AlreadyExists") != std::string::npos &&
+        r.err.find("rank 1") != std::string::npos && r.err.find("pid") != std::string::npos) {
+      ++refused;
+    }
+    EXPECT_NE(r.exit_code, 0) << r.err;  // nobody completes a job with a duplicate rank
+  }
+  EXPECT_EQ(refused, 1) << d.results[1].err << d.results[2].err;
+}
+
+TEST(RendezvousTest, WorldSizeMismatchNamesBothValues) {
+  const std::string dir = TempDir("size");
+  Daemons d;
+  d.results.resize(2);
+  d.Start(0, GyredArgs(0, 2, "file://" + dir, "jobS", 3));
+  d.Start(1, GyredArgs(1, 3, "file://" + dir, "jobS", 3));
+  d.Join();
+  bool named = false;
+  for (const auto& r : d.results) {
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    if (r.err.find("world size") != std::string::npos && r.err.find('2') != std::string::npos &&
+        r.err.find('3') != std::string::npos) {
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << d.results[0].err << d.results[1].err;
+}
+
+TEST(RendezvousTest, StaleFileStoreFolderDoesNotConfuseANewJob) {
+  const std::string dir = TempDir("stale");
+  for (const char* job : {"jobOld", "jobNew"}) {
+    Daemons d;
+    d.results.resize(3);
+    for (int r = 0; r < 3; ++r) d.Start(r, GyredArgs(r, 3, "file://" + dir, job, 10));
+    d.Join();
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(d.results[r].exit_code, 0) << job << " rank " << r << d.results[r].err;
+    }
+  }
+  // The same job id again: every rank slot is still claimed by the finished job, so the
+  // stale state is refused loudly rather than mixed with the new one.
+  Daemons again;
+  again.results.resize(1);
+  again.Start(0, GyredArgs(0, 3, "file://" + dir, "jobNew", 2));
+  again.Join();
+  EXPECT_NE(again.results[0].exit_code, 0);
+  EXPECT_NE(again.results[0].err.find("rank 0"), std::string::npos) << again.results[0].err;
+}
+
+// Kills rank 2's gyred with SIGKILL in the middle of a loop of allreduces.
+TEST(KillTest, SigkilledDaemonIsNamedAndTheJobStops) {
+  std::atomic<pid_t> victim{0};
+  std::set<pid_t> pids;
+  std::mutex mu;
+  std::atomic<bool> killed{false};
+  auto killed_at = std::chrono::steady_clock::now();
+  const std::regex daemon_pid(R"(\[rank (\d+) gyred\].*joined as pid (\d+))");
+  const std::regex client_pid(R"(pid=(\d+))");
+  std::thread killer;
+  CommandResult r = RunCommand({Gyrerun(), "-n", "4", "--store", "tcp", "--timeout", "20", "--",
+                                Client(), "--check=false", "--loop_seconds=60"},
+                               {}, 120, [&](const std::string& line) {
+                                 std::smatch m;
+                                 if (std::regex_search(line, m, daemon_pid)) {
+                                   std::lock_guard<std::mutex> lock(mu);
+                                   pids.insert(static_cast<pid_t>(std::stoi(m[2])));
+                                   if (m[1] == "2") victim = static_cast<pid_t>(std::stoi(m[2]));
+                                   if (victim != 0 && !killed.exchange(true)) {
+                                     killer = std::thread([&] {
+                                       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                                       killed_at = std::chrono::steady_clock::now();
+                                       ::kill(victim.load(), SIGKILL);
+                                     });
+                                   }
+                                 }
+                               });
+  if (killer.joinable()) killer.join();
+  ASSERT_NE(victim.load(), 0) << r.err;
+  const double after_kill =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_LT(after_kill, 10.0) << "the job took too long to stop after the kill";
+  // The summary marks rank 2's daemon as the root cause, killed by SIGKILL.
+  EXPECT_NE(r.err.find("SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("root cause"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(rank 2 gyred.*SIGKILL)")) ||
+              std::regex_search(r.err, std::regex(R"(2\s+rank 2 gyred)")))
+      << r.err;
+  // A survivor's allreduce failed naming rank 2.
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(allreduce.*failed.*rank 2)"))) << r.err;
+  // Every client pid printed is gone, as is every daemon.
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), client_pid), end; it != end; ++it) {
+    pids.insert(static_cast<pid_t>(std::stoi((*it)[1])));
+  }
+  EXPECT_GE(pids.size(), 5u);
+  for (pid_t p : pids) EXPECT_FALSE(ProcessExists(p)) << "pid " << p << " survived";
+}
+
+TEST(KillTest, ClientKilledMidLoopStopsTheJobWithItsSignal) {
+  CommandResult r =
+      RunCommand({Gyrerun(), "-n", "3", "--timeout", "20", "--", Client(), "--check=false",
+                  "--loop_seconds=60", "--die_rank=1", "--die_after=30"},
+                 {}, 120);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_LT(r.seconds, 30.0);
+  EXPECT_NE(r.err.find("root cause"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(\[rank 1\]|rank 1 )"))) << r.err;
+}
+
+TEST(GyrerunTest, BadArgumentsAreClearErrors) {
+  CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("-n N"), std::string::npos) << r.err;
+  r = RunCommand({Gyrerun(), "-n", "2", "--store", "ftp://x"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--store must be"), std::string::npos) << r.err;
+  r = RunCommand({Gyred(), "--run=selftest"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot tell this process's rank"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gyre::testing

@@ -1,0 +1,127 @@
+// gyre-test-client: a program for the multi-process tests. It connects through
+// gyre::Comm::FromEnvironment (daemon or embedded, as gyrerun set up), runs every collective
+// with every algorithm and checks each result against the sequential reference, then
+// optionally loops allreduces (to be killed mid-loop) or kills itself.
+#include <gflags/gflags.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "client/include/gyre/gyre.h"
+#include "core/algo/collective.h"
+#include "core/comm/selfcheck.h"
+
+DEFINE_bool(check, true, "run and verify every collective x algorithm");
+DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
+DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
+DEFINE_int32(die_after, 20, "... after this many loop iterations");
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  using namespace gyre;
+  auto comm_or = Comm::FromEnvironment();
+  if (!comm_or.ok()) {
+    std::fprintf(stderr, "gyre-test-client: %s\n", comm_or.status().ToString().c_str());
+    return 3;
+  }
+  Comm& comm = **comm_or;
+  const int p = comm.size();
+  const int r = comm.rank();
+  std::printf("client rank %d of %d pid=%d mode=%s\n", r, p, static_cast<int>(getpid()),
+              comm.mode().c_str());
+  std::fflush(stdout);
+  int failures = 0;
+  if (FLAGS_check) {
+    for (int c = 0; c < algo::kNumCollectives; ++c) {
+      const auto coll = static_cast<algo::Collective>(c);
+      for (algo::Algorithm a : algo::AlgorithmsFor(coll)) {
+        for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{1000 + p}}) {
+          algo::CollectiveSpec spec;
+          spec.collective = coll;
+          spec.algorithm = a;
+          spec.world_size = p;
+          spec.count = count;
+          spec.dtype = algo::IsReducing(coll) ? DataType::kInt64 : DataType::kFloat32;
+          spec.op = ReduceOp::kSum;
+          spec.root = p - 1;
+          std::vector<std::vector<unsigned char>> inputs;
+          for (int q = 0; q < p; ++q) inputs.push_back(MakeInput(spec, q));
+          std::vector<unsigned char> want = Reference(spec, inputs, r);
+          std::vector<unsigned char> out(want.size());
+          Options o;
+          o.algorithm = algo::AlgorithmName(a);
+          const void* in = inputs[r].empty() ? nullptr : inputs[r].data();
+          void* outp = out.empty() ? nullptr : out.data();
+          Status s;
+          switch (coll) {
+            case algo::Collective::kAllreduce:
+              s = comm.Allreduce(in, outp, count, spec.dtype, spec.op, o);
+              break;
+            case algo::Collective::kBroadcast:
+              s = comm.Broadcast(in, outp, count, spec.dtype, spec.root, o);
+              break;
+            case algo::Collective::kReduce:
+              s = comm.Reduce(in, outp, count, spec.dtype, spec.op, spec.root, o);
+              break;
+            case algo::Collective::kAllgather:
+              s = comm.Allgather(in, outp, count, spec.dtype, o);
+              break;
+            case algo::Collective::kReduceScatter:
+              s = comm.ReduceScatter(in, outp, count, spec.dtype, spec.op, o);
+              break;
+            case algo::Collective::kAlltoall:
+              s = comm.Alltoall(in, outp, count, spec.dtype, o);
+              break;
+            case algo::Collective::kGather:
+              s = comm.Gather(in, outp, count, spec.dtype, spec.root, o);
+              break;
+            case algo::Collective::kScatter:
+              s = comm.Scatter(in, outp, count, spec.dtype, spec.root, o);
+              break;
+            case algo::Collective::kBarrier:
+              s = comm.Barrier(o);
+              break;
+          }
+          std::string diff = s.ok() ? FirstDifference(spec, out, want) : s.ToString();
+          if (!diff.empty()) {
+            std::fprintf(stderr, "rank %d: %s: %s\n", r, spec.ToString().c_str(), diff.c_str());
+            ++failures;
+          } else if (comm.last().algorithm != algo::AlgorithmName(a)) {
+            std::fprintf(stderr, "rank %d: %s ran %s\n", r, spec.ToString().c_str(),
+                         comm.last().algorithm.c_str());
+            ++failures;
+          }
+          if (!s.ok()) return 1;  // the ranks are out of step now
+        }
+      }
+    }
+    // An asynchronous allreduce completes with the right answer.
+    std::vector<int32_t> v(4096, r + 1), w(4096);
+    auto work = comm.AllreduceAsync(v.data(), w.data(), 4096, DataType::kInt32, ReduceOp::kSum);
+    Status ws = work->Wait(Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    if (!ws.ok() || w[4095] != p * (p + 1) / 2) {
+      std::fprintf(stderr, "rank %d: async allreduce: %s\n", r, ws.ToString().c_str());
+      ++failures;
+    }
+    std::printf("rank %d: %s\n", r, failures == 0 ? "all collectives ok" : "FAILURES");
+    std::fflush(stdout);
+  }
+  if (FLAGS_loop_seconds > 0) {
+    std::vector<float> g(1 << 16, 1.0f);
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAGS_loop_seconds);
+    for (int iter = 0; std::chrono::steady_clock::now() < end; ++iter) {
+      if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
+      Status s = comm.Allreduce(g.data(), g.data(), static_cast<int64_t>(g.size()),
+                                DataType::kFloat32, ReduceOp::kAvg);
+      if (!s.ok()) {
+        std::fprintf(stderr, "rank %d: allreduce %d failed: %s\n", r, iter, s.ToString().c_str());
+        return 1;
+      }
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
