@@ -127,3 +127,148 @@ void CanonicalReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& d
 }
 
 }  // namespace gyre::algo::internal
+
+namespace gyre::algo::internal {
+
+int BinomialParent(int v) { return v == 0 ? -1 : (v & (v - 1)); }
+
+int BinomialExtent(int p, int v) {
+  if (v == 0) return p;
+  return std::min(v & -v, p - v);
+}
+
+std::vector<int> BinomialChildren(int p, int v) {
+  std::vector<int> children;
+  const int64_t limit = (v == 0) ? p : (v & -v);
+  int64_t mask = 1;
+  while (mask * 2 < limit) mask *= 2;
+  for (; mask >= 1; mask /= 2) {
+    if (mask < limit && v + mask < p) children.push_back(v + static_cast<int>(mask));
+  }
+  return children;
+}
+
+}  // namespace gyre::algo::internal
+
+namespace gyre::algo::internal {
+
+std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segment,
+                              uint32_t phase, uint32_t round) {
+  std::vector<int> steps;
+  if (src.count <= 0) return steps;
+  const std::vector<Region> segs = SplitSegments(src, segment);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    steps.push_back(b->Send(peer, MakeTag(phase, round, static_cast<uint32_t>(g)), segs[g]));
+  }
+  return steps;
+}
+
+std::vector<int> RecvSegments(RankBuilder* b, int peer, Region dst, int64_t segment,
+                              uint32_t phase, uint32_t round) {
+  std::vector<int> steps;
+  if (dst.count <= 0) return steps;
+  const std::vector<Region> segs = SplitSegments(dst, segment);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    steps.push_back(b->Recv(peer, MakeTag(phase, round, static_cast<uint32_t>(g)), segs[g]));
+  }
+  return steps;
+}
+
+void BinomialReduce(RankBuilder* b, int root, Region src, const Region* acc, int64_t segment,
+                    uint32_t phase) {
+  if (src.count <= 0) return;
+  const int p = b->world_size();
+  const int v = Mod(b->rank() - root, p);
+  auto rank_of = [&](int rel) { return Mod(rel + root, p); };
+  auto level_of = [](int mask) {  // round number of the edge whose mask is `mask`
+    uint32_t k = 0;
+    while ((1 << k) < mask) ++k;
+    return k;
+  };
+  std::vector<int> children = BinomialChildren(p, v);
+  std::reverse(children.begin(), children.end());
+  const int parent = BinomialParent(v);
+  const bool accumulates = acc != nullptr || !children.empty();
+  const Region work = acc ? *acc : (children.empty() ? src : b->Scratch(src.count));
+  Region slots[2];
+  for (size_t i = 0; i < std::min<size_t>(children.size(), 2); ++i) {
+    slots[i] = b->Scratch(src.count);
+  }
+  const std::vector<Region> segs = SplitSegments(src, segment);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    const int64_t off = segs[g].offset - src.offset;
+    const int64_t len = segs[g].count;
+    const Region mine = work.Sub(off, len);
+    if (accumulates) b->Copy(mine, segs[g]);
+    for (size_t i = 0; i < children.size(); ++i) {
+      const Region slot = slots[i % 2].Sub(off, len);
+      b->Recv(rank_of(children[i]),
+              MakeTag(phase, level_of(children[i] - v), static_cast<uint32_t>(g)), slot);
+      b->Reduce(mine, slot);
+    }
+    if (parent >= 0) {
+      b->Send(rank_of(parent), MakeTag(phase, level_of(v - parent), static_cast<uint32_t>(g)),
+              mine);
+    }
+  }
+}
+
+void HalvingReduceScatter(RankBuilder* b, const Fold& fold, const std::vector<int64_t>& bounds,
+                          Region src, Region acc, bool acc_ready, int64_t segment,
+                          uint32_t phase) {
+  const int g = fold.NewRank(b->rank());
+  Region slot;
+  int64_t slot_origin = -1;  // buffer offset that slot's element 0 mirrors
+  int lo = 0;                // current range of groups: [lo, lo + 2m)
+  uint32_t round = 0;
+  for (int m = fold.p2 / 2; m >= 1; m /= 2, ++round) {
+    const int keep_lo = lo + ((g & m) ? m : 0);
+    const int send_lo = lo + ((g & m) ? 0 : m);
+    const int64_t keep_off = bounds[keep_lo];
+    const int64_t keep_n = bounds[keep_lo + m] - keep_off;
+    const int64_t send_off = bounds[send_lo];
+    const int64_t send_n = bounds[send_lo + m] - send_off;
+    const int peer = fold.OldRank(g ^ m);
+    SendSegments(b, peer, (acc_ready ? acc : src).Sub(send_off, send_n), segment, phase, round);
+    if (keep_n > 0) {
+      // A piece is reduced as soon as it lands, so the next piece's transfer overlaps it.
+      if (acc_ready && slot_origin < 0) {
+        slot = b->Scratch(keep_n);
+        slot_origin = keep_off;
+      }
+      const Region land = acc_ready ? slot.Sub(keep_off - slot_origin, keep_n)
+                                    : acc.Sub(keep_off, keep_n);
+      const std::vector<Region> segs = SplitSegments(land, segment);
+      for (size_t s = 0; s < segs.size(); ++s) {
+        const int64_t at = keep_off + (segs[s].offset - land.offset);
+        b->Recv(peer, MakeTag(phase, round, static_cast<uint32_t>(s)), segs[s]);
+        if (acc_ready) {
+          b->Reduce(acc.Sub(at, segs[s].count), segs[s]);
+        } else {
+          b->Reduce(segs[s], src.Sub(at, segs[s].count));
+        }
+      }
+    }
+    // Every later range lies inside the kept one, which acc now holds.
+    acc_ready = true;
+    lo = keep_lo;
+  }
+}
+
+void DoublingAllgather(RankBuilder* b, const Fold& fold, const std::vector<int64_t>& bounds,
+                       Region buf, int64_t segment, uint32_t phase) {
+  const int g = fold.NewRank(b->rank());
+  uint32_t round = 0;
+  for (int m = 1; m < fold.p2; m *= 2, ++round) {
+    const int h = g ^ m;
+    const int mine = (g / m) * m;
+    const int theirs = (h / m) * m;
+    const int peer = fold.OldRank(h);
+    SendSegments(b, peer, buf.Sub(bounds[mine], bounds[mine + m] - bounds[mine]), segment, phase,
+                 round);
+    RecvSegments(b, peer, buf.Sub(bounds[theirs], bounds[theirs + m] - bounds[theirs]), segment,
+                 phase, round);
+  }
+}
+
+}  // namespace gyre::algo::internal
