@@ -230,6 +230,15 @@ TEST(KillTest, ClientKilledMidLoopStopsTheJobWithItsSignal) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(\[rank 1\]|rank 1 )"))) << r.err;
 }
 
+TEST(GyrerunTest, DataParallelSgdExampleMatchesSingleProcessTraining) {
+  for (const char* mode : {"daemon", "embedded"}) {
+    CommandResult r = RunCommand(
+        {Gyrerun(), "-n", "4", "--mode", mode, "--", BinDir() + "/gyre-example-sgd"}, {}, 120);
+    EXPECT_EQ(r.exit_code, 0) << mode << r.out << r.err;
+    EXPECT_NE(r.out.find("matches single-process training"), std::string::npos) << r.out;
+  }
+}
+
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);
