@@ -45,23 +45,6 @@ void OpCounters::Add(const OpCounters& o) {
 
 namespace {
 
-// Completions arrive from transport threads; the state is shared so a callback that runs
-// after Run() returned (it must not, by the transport contract, but a late one is harmless)
-// touches nothing freed.
-struct CompletionQueue {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::pair<int, Status>> items;
-
-  void Push(int step, Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      items.emplace_back(step, std::move(s));
-    }
-    cv.notify_one();
-  }
-};
-
 std::string FormatBytes(int64_t b) {
   char buf[64];
   if (b >= (int64_t{1} << 20)) {
@@ -76,271 +59,312 @@ std::string FormatBytes(int64_t b) {
 
 }  // namespace
 
-Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
-                     const OpContext& ctx, OpBuffers buffers, Transport* transport,
-                     const ExecOptions& options, OpCounters* counters_out) {
+// Completions arrive from transport threads. The queue is shared with the callbacks, so a
+// callback that runs late (after the OpRun is gone) touches nothing freed.
+struct OpRun::Queue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<int, Status>> items;
+
+  void Push(int step, Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      items.emplace_back(step, std::move(s));
+    }
+    cv.notify_one();
+  }
+};
+
+OpRun::OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
+             const OpContext& ctx, OpBuffers buffers, unsigned char* scratch, Transport* transport,
+             bool phantom)
+    : steps_(schedule.steps),
+      spec_(spec),
+      ctx_(ctx),
+      buffers_(buffers),
+      scratch_(scratch),
+      transport_(transport),
+      phantom_(phantom),
+      esize_(DataTypeSize(spec.dtype)),
+      queue_(std::make_shared<Queue>()) {
+  const int n = static_cast<int>(steps_.size());
+  const int p = transport_->size();
+  remaining_.assign(n, 0);
+  dependents_.assign(n, {});
+  pending_.assign(n, 0);
+  issued_at_.assign(n, TimePoint{});
+  for (int i = 0; i < n; ++i) {
+    remaining_[i] = static_cast<int>(steps_[i].deps.size());
+    for (int32_t d : steps_[i].deps) dependents_[d].push_back(i);
+  }
+  op_bytes_from_.assign(p, 0);
+  progress_mark_.assign(p, 0);
+  counters_.peers.assign(p, PeerCounters{});
+  start_time_ = last_progress_ = transport_->clock().Now();
+}
+
+OpRun::~OpRun() = default;
+
+Status OpRun::Prepare() {
+  const int self = transport_->rank();
+  if (algo::IsReducing(spec_.collective)) {
+    auto fn = GetReduceFn(spec_.dtype, spec_.op);
+    if (!fn.ok()) return fn.status().WithContext(ctx_.name);
+    reduce_fn_ = *fn;
+  }
+  if (phantom_) return Status::Ok();
+  const int64_t in_count = algo::InputCount(spec_, self);
+  const int64_t out_count = algo::OutputCount(spec_, self);
+  if (in_count > 0 && buffers_.input == nullptr) {
+    return InvalidArgumentError(ctx_.name + ": the input buffer is null but must hold " +
+                                std::to_string(in_count) + " elements");
+  }
+  if (out_count > 0 && buffers_.output == nullptr) {
+    return InvalidArgumentError(ctx_.name + ": the output buffer is null but must hold " +
+                                std::to_string(out_count) + " elements");
+  }
+  return Status::Ok();
+}
+
+void OpRun::Start() {
+  for (int q = 0; q < transport_->size(); ++q) progress_mark_[q] = transport_->BytesReceivedFrom(q);
+  for (int i = 0; i < static_cast<int>(steps_.size()); ++i) {
+    if (remaining_[i] == 0) ready_.push_back(i);
+  }
+  Issue();
+}
+
+bool OpRun::finished() const {
+  if (!failure_.ok()) return outstanding_ == 0;
+  return completed_ == static_cast<int>(steps_.size());
+}
+
+void OpRun::Release(int i) {
+  ++completed_;
+  for (int d : dependents_[i]) {
+    if (--remaining_[d] == 0) ready_.push_back(d);
+  }
+}
+
+void OpRun::Issue() {
   using algo::BufferId;
   using algo::StepKind;
-  const int p = transport->size();
-  const int self = transport->rank();
-  const size_t esize = DataTypeSize(spec.dtype);
-  const auto& steps = schedule.steps;
-  const int n = static_cast<int>(steps.size());
-  const Clock& clock = transport->clock();
-  const TimePoint start_time = clock.Now();
-
-  OpCounters counters;
-  counters.peers.assign(p, PeerCounters{});
-  auto finish = [&](Status s) {
-    if (counters_out) *counters_out = counters;
-    return s;
-  };
-
-  ReduceFn reduce_fn = nullptr;
-  if (algo::IsReducing(spec.collective)) {
-    auto fn = GetReduceFn(spec.dtype, spec.op);
-    if (!fn.ok()) return finish(fn.status().WithContext(ctx.name));
-    reduce_fn = *fn;
-  }
-  const int64_t in_count = algo::InputCount(spec, self);
-  const int64_t out_count = algo::OutputCount(spec, self);
-  if (in_count > 0 && buffers.input == nullptr) {
-    return finish(InvalidArgumentError(ctx.name + ": the input buffer is null but must hold " +
-                                       std::to_string(in_count) + " elements"));
-  }
-  if (out_count > 0 && buffers.output == nullptr) {
-    return finish(InvalidArgumentError(ctx.name + ": the output buffer is null but must hold " +
-                                       std::to_string(out_count) + " elements"));
-  }
-  const size_t scratch_bytes = static_cast<size_t>(schedule.scratch_count) * esize;
-  if (scratch_.size() < scratch_bytes) scratch_.resize(scratch_bytes);
-  unsigned char* scratch = scratch_.data();
-
   auto ptr = [&](const algo::Region& r) -> unsigned char* {
+    if (phantom_) return nullptr;
     unsigned char* base = nullptr;
     switch (r.buffer) {
       case BufferId::kInput:
-        base = const_cast<unsigned char*>(static_cast<const unsigned char*>(buffers.input));
+        base = const_cast<unsigned char*>(static_cast<const unsigned char*>(buffers_.input));
         break;
       case BufferId::kOutput:
-        base = static_cast<unsigned char*>(buffers.output);
+        base = static_cast<unsigned char*>(buffers_.output);
         break;
       case BufferId::kScratch:
-        base = scratch;
+        base = scratch_;
         break;
     }
-    return base + static_cast<size_t>(r.offset) * esize;
+    return base + static_cast<size_t>(r.offset) * esize_;
   };
-
-  std::vector<int> remaining(n, 0);
-  std::vector<std::vector<int>> dependents(n);
-  for (int i = 0; i < n; ++i) {
-    remaining[i] = static_cast<int>(steps[i].deps.size());
-    for (int32_t d : steps[i].deps) dependents[d].push_back(i);
+  while (!ready_.empty() && failure_.ok()) {
+    const int i = ready_.back();
+    ready_.pop_back();
+    const algo::Step& st = steps_[i];
+    const size_t bytes =
+        static_cast<size_t>(st.kind == StepKind::kRecv ? st.dst.count : st.src.count) * esize_;
+    MessageHeader h;
+    h.seq = ctx_.seq;
+    h.tag = st.tag;
+    h.desc = ctx_.desc;
+    auto q = queue_;
+    switch (st.kind) {
+      case StepKind::kSend:
+        pending_[i] = 1;
+        issued_at_[i] = transport_->clock().Now();
+        ++outstanding_;
+        transport_->Send(st.peer, h, ptr(st.src), bytes,
+                         [q, i](Status s) { q->Push(i, std::move(s)); });
+        break;
+      case StepKind::kRecv:
+        pending_[i] = 1;
+        issued_at_[i] = transport_->clock().Now();
+        ++outstanding_;
+        transport_->Recv(st.peer, h, ptr(st.dst), bytes,
+                         [q, i](Status s) { q->Push(i, std::move(s)); });
+        break;
+      case StepKind::kReduce:
+        if (!phantom_) reduce_fn_(ptr(st.dst), ptr(st.src), static_cast<size_t>(st.dst.count));
+        counters_.bytes_reduced += static_cast<int64_t>(bytes);
+        Release(i);
+        break;
+      case StepKind::kCopy: {
+        unsigned char* dst = ptr(st.dst);
+        const unsigned char* src = ptr(st.src);
+        if (dst != src) {
+          if (!phantom_) std::memmove(dst, src, bytes);
+          counters_.bytes_copied += static_cast<int64_t>(bytes);
+        }
+        Release(i);
+        break;
+      }
+    }
   }
+}
 
-  auto queue = std::make_shared<CompletionQueue>();
-  MessageHeader header;
-  header.seq = ctx.seq;
-  header.desc = ctx.desc;
-  int outstanding = 0;
-  int completed = 0;
-  std::vector<char> pending(n, 0);  // issued to the transport, not completed
-  std::vector<TimePoint> issued_at(n);
-  std::vector<int64_t> op_bytes_from(p, 0);  // payload received from each peer in this op
-  std::vector<uint64_t> progress_mark(p, 0);
-  for (int q = 0; q < p; ++q) progress_mark[q] = transport->BytesReceivedFrom(q);
-  TimePoint last_progress = start_time;
-
-  std::vector<int> work;
-  for (int i = 0; i < n; ++i) {
-    if (remaining[i] == 0) work.push_back(i);
+void OpRun::Poll() {
+  std::deque<std::pair<int, Status>> batch;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    batch.swap(queue_->items);
   }
-  auto release = [&](int i) {
-    ++completed;
-    for (int d : dependents[i]) {
-      if (--remaining[d] == 0) work.push_back(d);
-    }
-  };
-  // Issues everything in `work`; local steps run here and may release more.
-  auto drain_work = [&]() {
-    while (!work.empty()) {
-      int i = work.back();
-      work.pop_back();
-      const algo::Step& st = steps[i];
-      const size_t bytes =
-          static_cast<size_t>(st.kind == StepKind::kRecv ? st.dst.count : st.src.count) * esize;
-      switch (st.kind) {
-        case StepKind::kSend: {
-          MessageHeader h = header;
-          h.tag = st.tag;
-          pending[i] = 1;
-          issued_at[i] = clock.Now();
-          ++outstanding;
-          auto q = queue;
-          transport->Send(st.peer, h, ptr(st.src), bytes,
-                          [q, i](Status s) { q->Push(i, std::move(s)); });
-          break;
-        }
-        case StepKind::kRecv: {
-          MessageHeader h = header;
-          h.tag = st.tag;
-          pending[i] = 1;
-          issued_at[i] = clock.Now();
-          ++outstanding;
-          auto q = queue;
-          transport->Recv(st.peer, h, ptr(st.dst), bytes,
-                          [q, i](Status s) { q->Push(i, std::move(s)); });
-          break;
-        }
-        case StepKind::kReduce:
-          reduce_fn(ptr(st.dst), ptr(st.src), static_cast<size_t>(st.dst.count));
-          counters.bytes_reduced += static_cast<int64_t>(bytes);
-          release(i);
-          break;
-        case StepKind::kCopy: {
-          unsigned char* dst = ptr(st.dst);
-          const unsigned char* src = ptr(st.src);
-          if (dst != src) {
-            std::memmove(dst, src, bytes);
-            counters.bytes_copied += static_cast<int64_t>(bytes);
-          }
-          release(i);
-          break;
-        }
+  for (auto& [i, s] : batch) {
+    const algo::Step& st = steps_[i];
+    pending_[i] = 0;
+    --outstanding_;
+    if (!s.ok()) {
+      if (failure_.ok()) {
+        Fail(Status(s.code(), ctx_.name + " failed on rank " + std::to_string(transport_->rank()) +
+                                  " at " + DescribeStep(i) + " after " +
+                                  FormatDuration(transport_->clock().Now() - start_time_) + ": " +
+                                  s.message()));
       }
+      continue;
     }
-  };
+    if (st.kind == algo::StepKind::kSend) {
+      counters_.peers[st.peer].bytes_sent += st.src.count * static_cast<int64_t>(esize_);
+      counters_.peers[st.peer].msgs_sent += 1;
+    } else {
+      const int64_t b = st.dst.count * static_cast<int64_t>(esize_);
+      counters_.peers[st.peer].bytes_recv += b;
+      counters_.peers[st.peer].msgs_recv += 1;
+      op_bytes_from_[st.peer] += b;
+    }
+    last_progress_ = transport_->clock().Now();
+    if (failure_.ok()) Release(i);
+  }
+  Issue();
+}
 
-  auto describe_step = [&](int i) {
-    const algo::Step& st = steps[i];
-    std::ostringstream os;
-    os << "step #" << i << " of " << n << " ("
-       << (st.kind == StepKind::kSend ? "send to " : "receive from ")
-       << transport->DescribePeer(st.peer) << ", " << algo::FormatTag(st.tag) << ", "
-       << FormatBytes(static_cast<int64_t>(
-              (st.kind == StepKind::kRecv ? st.dst.count : st.src.count) * esize))
-       << ")";
-    return os.str();
+void OpRun::WaitForCompletion(TimePoint until) {
+  std::unique_lock<std::mutex> lock(queue_->mu);
+  if (!queue_->items.empty()) return;
+  const Duration wait = until - transport_->clock().Now();
+  if (wait <= Duration::zero()) return;
+  queue_->cv.wait_for(lock, wait, [&] { return !queue_->items.empty(); });
+}
+
+void OpRun::Fail(Status reason) {
+  if (!failure_.ok()) return;
+  failure_ = std::move(reason);
+  if (!cancelled_) {
+    cancelled_ = true;
+    transport_->CancelOperation(ctx_.seq, AbortedError(ctx_.name + " was cancelled on rank " +
+                                                       std::to_string(transport_->rank())));
+  }
+}
+
+void OpRun::SampleProgress() {
+  for (int q = 0; q < transport_->size(); ++q) {
+    const uint64_t b = transport_->BytesReceivedFrom(q);
+    if (b != progress_mark_[q]) {
+      progress_mark_[q] = b;
+      last_progress_ = transport_->clock().Now();
+    }
+  }
+}
+
+int OpRun::OldestPendingStep() const {
+  int oldest = -1;
+  for (int pass = 0; pass < 2 && oldest < 0; ++pass) {
+    for (int i = 0; i < static_cast<int>(steps_.size()); ++i) {
+      if (!pending_[i]) continue;
+      if (pass == 0 && steps_[i].kind != algo::StepKind::kRecv) continue;
+      if (oldest < 0 || issued_at_[i] < issued_at_[oldest]) oldest = i;
+    }
+  }
+  return oldest;
+}
+
+std::string OpRun::DescribeStep(int i) const {
+  const algo::Step& st = steps_[i];
+  std::ostringstream os;
+  os << "step #" << i << " of " << steps_.size() << " ("
+     << (st.kind == algo::StepKind::kSend ? "send to " : "receive from ")
+     << transport_->DescribePeer(st.peer) << ", " << algo::FormatTag(st.tag) << ", "
+     << FormatBytes(static_cast<int64_t>(
+            (st.kind == algo::StepKind::kRecv ? st.dst.count : st.src.count) * esize_))
+     << ")";
+  return os.str();
+}
+
+Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
+                     const OpContext& ctx, OpBuffers buffers, Transport* transport,
+                     const ExecOptions& options, OpCounters* counters_out) {
+  const int self = transport->rank();
+  const Clock& clock = transport->clock();
+  const size_t scratch_bytes =
+      static_cast<size_t>(schedule.scratch_count) * DataTypeSize(spec.dtype);
+  if (scratch_.size() < scratch_bytes) scratch_.resize(scratch_bytes);
+  OpRun run(schedule, spec, ctx, buffers, scratch_.data(), transport);
+  auto finish = [&](Status s) {
+    if (counters_out) *counters_out = run.counters();
+    return s;
   };
-
-  Status failure;
-  drain_work();
-  while (completed < n && failure.ok()) {
-    std::deque<std::pair<int, Status>> batch;
-    {
-      std::unique_lock<std::mutex> lock(queue->mu);
-      if (queue->items.empty()) {
-        TimePoint wake = last_progress + options.progress_timeout;
-        if (!options.total_deadline.infinite()) {
-          wake = std::min(wake, options.total_deadline.when());
-        }
-        // Wait in slices so a transport whose bytes keep arriving (progress without a
-        // completed message) is noticed.
-        TimePoint slice = clock.Now() + std::min<Duration>(options.progress_timeout, Seconds(1));
-        TimePoint until = std::min(wake, slice);
-        Duration wait = until - clock.Now();
-        if (wait > Duration::zero()) {
-          queue->cv.wait_for(lock, wait, [&] { return !queue->items.empty(); });
-        }
+  GYRE_RETURN_IF_ERROR(finish(run.Prepare()));
+  const TimePoint start = clock.Now();
+  run.Start();
+  while (!run.finished()) {
+    run.Poll();
+    if (run.finished()) break;
+    if (!run.status().ok()) {
+      // Failed: collect the cancelled completions, bounded so a broken transport cannot
+      // hold us here.
+      const TimePoint give_up = clock.Now() + Seconds(10);
+      while (!run.finished() && clock.Now() < give_up) {
+        run.WaitForCompletion(clock.Now() + Millis(50));
+        run.Poll();
       }
-      batch.swap(queue->items);
-    }
-    for (auto& [i, s] : batch) {
-      const algo::Step& st = steps[i];
-      pending[i] = 0;
-      --outstanding;
-      if (!s.ok()) {
-        if (failure.ok()) {
-          failure =
-              Status(s.code(), ctx.name + " failed on rank " + std::to_string(self) + " at " +
-                                   describe_step(i) + " after " +
-                                   FormatDuration(clock.Now() - start_time) + ": " + s.message());
-        }
-        continue;
-      }
-      if (st.kind == StepKind::kSend) {
-        counters.peers[st.peer].bytes_sent += st.src.count * static_cast<int64_t>(esize);
-        counters.peers[st.peer].msgs_sent += 1;
-      } else {
-        const int64_t b = st.dst.count * static_cast<int64_t>(esize);
-        counters.peers[st.peer].bytes_recv += b;
-        counters.peers[st.peer].msgs_recv += 1;
-        op_bytes_from[st.peer] += b;
-        last_progress = clock.Now();
-      }
-      if (st.kind == StepKind::kSend && outstanding == 0) last_progress = clock.Now();
-      if (failure.ok()) release(i);
-    }
-    if (!failure.ok()) break;
-    drain_work();
-    if (completed == n) break;
-
-    const TimePoint now = clock.Now();
-    // Bytes still streaming in count as progress.
-    for (int q = 0; q < p; ++q) {
-      uint64_t b = transport->BytesReceivedFrom(q);
-      if (b != progress_mark[q]) {
-        progress_mark[q] = b;
-        last_progress = now;
-      }
-    }
-    if (!options.total_deadline.infinite() && now >= options.total_deadline.when()) {
-      failure = DeadlineExceededError(ctx.name + " on rank " + std::to_string(self) +
-                                      " exceeded its operation deadline after " +
-                                      FormatDuration(now - start_time));
       break;
     }
-    if (now - last_progress >= options.progress_timeout) {
-      // Name the receive that has waited longest (the peer this rank depends on).
-      int oldest = -1;
-      for (int i = 0; i < n; ++i) {
-        if (pending[i] && steps[i].kind == StepKind::kRecv &&
-            (oldest < 0 || issued_at[i] < issued_at[oldest])) {
-          oldest = i;
-        }
-      }
-      if (oldest < 0) {
-        for (int i = 0; i < n; ++i) {
-          if (pending[i] && (oldest < 0 || issued_at[i] < issued_at[oldest])) oldest = i;
-        }
-      }
+    // Wait in slices of at most a second so bytes still streaming in (progress without a
+    // completed message) are noticed.
+    TimePoint wake = run.last_progress() + options.progress_timeout;
+    if (!options.total_deadline.infinite()) wake = std::min(wake, options.total_deadline.when());
+    wake = std::min(wake, clock.Now() + std::min<Duration>(options.progress_timeout, Seconds(1)));
+    run.WaitForCompletion(wake);
+    run.Poll();
+    if (run.finished() || !run.status().ok()) continue;
+    run.SampleProgress();
+    const TimePoint now = clock.Now();
+    if (!options.total_deadline.infinite() && now >= options.total_deadline.when()) {
+      run.Fail(DeadlineExceededError(ctx.name + " on rank " + std::to_string(self) +
+                                     " exceeded its operation deadline after " +
+                                     FormatDuration(now - start)));
+      continue;
+    }
+    if (now - run.last_progress() >= options.progress_timeout) {
+      const int oldest = run.OldestPendingStep();
       std::ostringstream os;
       os << ctx.name << " on rank " << self << ": no progress for "
-         << FormatDuration(now - last_progress) << " (progress timeout "
-         << FormatDuration(options.progress_timeout) << ", " << FormatDuration(now - start_time)
+         << FormatDuration(now - run.last_progress()) << " (progress timeout "
+         << FormatDuration(options.progress_timeout) << ", " << FormatDuration(now - start)
          << " into the operation)";
       if (oldest >= 0) {
-        const int peer = steps[oldest].peer;
-        os << ": waiting for " << transport->DescribePeer(peer) << " at " << describe_step(oldest)
-           << "; received " << FormatBytes(op_bytes_from[peer]) << " from it in this operation";
+        const int peer = run.PeerOfStep(oldest);
+        os << ": waiting for " << transport->DescribePeer(peer) << " at "
+           << run.DescribeStep(oldest) << "; received "
+           << FormatBytes(run.bytes_received_from(peer)) << " from it in this operation";
       }
-      int others = 0;
-      for (int i = 0; i < n; ++i) others += (pending[i] && i != oldest) ? 1 : 0;
+      const int others = run.outstanding() - (oldest >= 0 ? 1 : 0);
       if (others > 0) os << "; " << others << " more step(s) pending";
-      os << "; " << completed << " of " << n << " steps done";
-      failure = DeadlineExceededError(os.str());
-      break;
+      os << "; " << run.completed_steps() << " of " << run.total_steps() << " steps done";
+      run.Fail(DeadlineExceededError(os.str()));
     }
   }
-
-  if (!failure.ok()) {
-    transport->CancelOperation(
-        ctx.seq, AbortedError(ctx.name + " was cancelled on rank " + std::to_string(self)));
-    // Collect the cancelled completions (the transport delivers them during or right after
-    // CancelOperation); bounded so a broken transport cannot hang us.
-    const TimePoint give_up = clock.Now() + Seconds(10);
-    while (outstanding > 0 && clock.Now() < give_up) {
-      std::unique_lock<std::mutex> lock(queue->mu);
-      queue->cv.wait_for(lock, Millis(50), [&] { return !queue->items.empty(); });
-      outstanding -= static_cast<int>(queue->items.size());
-      queue->items.clear();
-    }
-    return finish(failure);
-  }
+  if (!run.status().ok()) return finish(run.status());
+  const int64_t out_count = algo::OutputCount(spec, self);
   if (spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) && out_count > 0) {
-    GYRE_RETURN_IF_ERROR(
-        ScaleForAverage(spec.dtype, buffers.output, static_cast<size_t>(out_count), p));
+    GYRE_RETURN_IF_ERROR(finish(ScaleForAverage(
+        spec.dtype, buffers.output, static_cast<size_t>(out_count), transport->size())));
   }
   return finish(Status::Ok());
 }

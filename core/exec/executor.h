@@ -15,6 +15,7 @@
 
 #include "core/algo/schedule.h"
 #include "core/base/clock.h"
+#include "core/base/dtype.h"
 #include "core/transport/transport.h"
 
 namespace gyre {
@@ -58,7 +59,81 @@ struct OpBuffers {
   void* output = nullptr;
 };
 
-class OpRun;
+// One rank's run of one schedule, as an event-driven state machine: Start() issues every
+// step whose dependencies are done; transport completions are queued (from any thread) and
+// applied by Poll() on the driving thread, which runs reductions and copies and issues what
+// became ready. The blocking Executor::Run drives it with the real clock; the network
+// simulator drives it from its own event loop with simulated time.
+class OpRun {
+ public:
+  // Everything referenced must outlive the OpRun. `scratch` holds at least
+  // schedule.scratch_count elements. With `phantom`, no byte is touched: reductions and
+  // copies are skipped and messages carry sizes only (for a transport that models time).
+  OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
+        const OpContext& context, OpBuffers buffers, unsigned char* scratch, Transport* transport,
+        bool phantom = false);
+  ~OpRun();
+  OpRun(const OpRun&) = delete;
+  OpRun& operator=(const OpRun&) = delete;
+
+  // Checks buffers and the reduction kernel; InvalidArgument naming the buffer otherwise.
+  Status Prepare();
+  void Start();
+  // Applies the completions that arrived and issues newly ready steps.
+  void Poll();
+  // Blocks until a completion is queued or `until` passes.
+  void WaitForCompletion(TimePoint until);
+  // Fails the operation with `reason` (the first failure wins) and cancels its messages.
+  void Fail(Status reason);
+
+  // All steps done, or failed with every issued transport call completed.
+  bool finished() const;
+  const Status& status() const { return failure_; }
+  const OpCounters& counters() const { return counters_; }
+  int completed_steps() const { return completed_; }
+  int total_steps() const { return static_cast<int>(steps_.size()); }
+  int outstanding() const { return outstanding_; }
+  // When the last message of this operation completed, or bytes from a peer arrived.
+  TimePoint last_progress() const { return last_progress_; }
+  // Samples the transport's per-peer byte counters; bytes still streaming in are progress.
+  void SampleProgress();
+  // The receive this rank has waited on longest (-1 if none): the peer it depends on.
+  int OldestPendingStep() const;
+  int PeerOfStep(int step) const { return steps_[step].peer; }
+  // "step #5 of 12 (receive from rank 3 (127.0.0.1:4011), p2.r1.s0, 1.0 KiB)"
+  std::string DescribeStep(int step) const;
+  int64_t bytes_received_from(int peer) const { return op_bytes_from_[peer]; }
+
+ private:
+  struct Queue;
+  void Issue();
+  void Release(int step);
+
+  const std::vector<algo::Step>& steps_;
+  const algo::CollectiveSpec& spec_;
+  const OpContext& ctx_;
+  OpBuffers buffers_;
+  unsigned char* scratch_;
+  Transport* transport_;
+  bool phantom_;
+  size_t esize_;
+  ReduceFn reduce_fn_ = nullptr;
+  std::shared_ptr<Queue> queue_;
+  std::vector<int> remaining_;
+  std::vector<std::vector<int>> dependents_;
+  std::vector<int> ready_;
+  std::vector<char> pending_;
+  std::vector<TimePoint> issued_at_;
+  std::vector<int64_t> op_bytes_from_;
+  std::vector<uint64_t> progress_mark_;
+  TimePoint start_time_;
+  TimePoint last_progress_;
+  int completed_ = 0;
+  int outstanding_ = 0;
+  bool cancelled_ = false;
+  Status failure_;
+  OpCounters counters_;
+};
 
 class Executor {
  public:
