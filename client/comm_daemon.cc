@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "client/comm_impl.h"
-#include "client/ipc.h"
+#include "core/ipc/ipc.h"
 #include "proto/client.pb.h"
 
 namespace gyre::client {

@@ -19,9 +19,11 @@ function(gyre_test)
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  # Several labels must reach the property as one list, not as extra property names.
+  string(REPLACE ";" "\\;" labels "${G_LABELS}")
   gtest_discover_tests(${G_NAME}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 30
-    PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${G_LABELS}"
-               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+    PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${labels}"
+               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin\\;TZ=UTC")
 endfunction()

@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include "client/ipc.h"
+#include "core/ipc/ipc.h"
 #include "core/algo/collective.h"
 #include "glog/logging.h"
 #include "proto/client.pb.h"

@@ -84,10 +84,10 @@ Status Tree(const CollectiveSpec& spec, RankBuilder* b) {
 // an in-place call never overwrites data still being sent.
 void SitOut(const CollectiveSpec& spec, RankBuilder* b) {
   const int partner = b->rank() + 1;
-  const std::vector<int> sends = SendSegments(b, partner, InputRegion(0, spec.count),
-                                              spec.segment_elems, kPhaseFoldIn, 0);
-  const std::vector<int> recvs = RecvSegments(b, partner, OutputRegion(0, spec.count),
-                                              spec.segment_elems, kPhaseFoldOut, 0);
+  const std::vector<int> sends =
+      SendSegments(b, partner, InputRegion(0, spec.count), spec.segment_elems, kPhaseFoldIn, 0);
+  const std::vector<int> recvs =
+      RecvSegments(b, partner, OutputRegion(0, spec.count), spec.segment_elems, kPhaseFoldOut, 0);
   for (size_t g = 0; g < recvs.size(); ++g) b->AddDep(recvs[g], sends[g]);
 }
 
@@ -192,13 +192,20 @@ Status BuildAllreduce(const CollectiveSpec& spec, RankBuilder* b) {
     return Status::Ok();
   }
   switch (spec.algorithm) {
-    case Algorithm::kRing: return Ring(spec, b);
-    case Algorithm::kTree: return Tree(spec, b);
-    case Algorithm::kRecursiveDoubling: return RecursiveDoubling(spec, b);
-    case Algorithm::kRabenseifner: return Rabenseifner(spec, b);
-    case Algorithm::kDirect: return Direct(spec, b);
-    case Algorithm::kCanonical: return Canonical(spec, b);
-    default: break;
+    case Algorithm::kRing:
+      return Ring(spec, b);
+    case Algorithm::kTree:
+      return Tree(spec, b);
+    case Algorithm::kRecursiveDoubling:
+      return RecursiveDoubling(spec, b);
+    case Algorithm::kRabenseifner:
+      return Rabenseifner(spec, b);
+    case Algorithm::kDirect:
+      return Direct(spec, b);
+    case Algorithm::kCanonical:
+      return Canonical(spec, b);
+    default:
+      break;
   }
   return InternalError(std::string("allreduce algorithm ") + AlgorithmName(spec.algorithm) +
                        " is not built");

@@ -152,8 +152,8 @@ std::vector<int> BinomialChildren(int p, int v) {
 
 namespace gyre::algo::internal {
 
-std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segment,
-                              uint32_t phase, uint32_t round) {
+std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segment, uint32_t phase,
+                              uint32_t round) {
   std::vector<int> steps;
   if (src.count <= 0) return steps;
   const std::vector<Region> segs = SplitSegments(src, segment);
@@ -163,8 +163,8 @@ std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segm
   return steps;
 }
 
-std::vector<int> RecvSegments(RankBuilder* b, int peer, Region dst, int64_t segment,
-                              uint32_t phase, uint32_t round) {
+std::vector<int> RecvSegments(RankBuilder* b, int peer, Region dst, int64_t segment, uint32_t phase,
+                              uint32_t round) {
   std::vector<int> steps;
   if (dst.count <= 0) return steps;
   const std::vector<Region> segs = SplitSegments(dst, segment);
@@ -214,8 +214,7 @@ void BinomialReduce(RankBuilder* b, int root, Region src, const Region* acc, int
 }
 
 void HalvingReduceScatter(RankBuilder* b, const Fold& fold, const std::vector<int64_t>& bounds,
-                          Region src, Region acc, bool acc_ready, int64_t segment,
-                          uint32_t phase) {
+                          Region src, Region acc, bool acc_ready, int64_t segment, uint32_t phase) {
   const int g = fold.NewRank(b->rank());
   Region slot;
   int64_t slot_origin = -1;  // buffer offset that slot's element 0 mirrors
@@ -236,8 +235,8 @@ void HalvingReduceScatter(RankBuilder* b, const Fold& fold, const std::vector<in
         slot = b->Scratch(keep_n);
         slot_origin = keep_off;
       }
-      const Region land = acc_ready ? slot.Sub(keep_off - slot_origin, keep_n)
-                                    : acc.Sub(keep_off, keep_n);
+      const Region land =
+          acc_ready ? slot.Sub(keep_off - slot_origin, keep_n) : acc.Sub(keep_off, keep_n);
       const std::vector<Region> segs = SplitSegments(land, segment);
       for (size_t s = 0; s < segs.size(); ++s) {
         const int64_t at = keep_off + (segs[s].offset - land.offset);

@@ -134,9 +134,9 @@ void DoublingAllgather(RankBuilder* b, const Fold& fold, const std::vector<int64
 
 // Sends `src` to `peer` (or receives into `dst` from it) as SplitSegments pieces tagged
 // MakeTag(phase, round, piece). Returns the step indices. Empty regions send nothing.
-std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segment,
-                              uint32_t phase, uint32_t round);
-std::vector<int> RecvSegments(RankBuilder* b, int peer, Region dst, int64_t segment,
-                              uint32_t phase, uint32_t round);
+std::vector<int> SendSegments(RankBuilder* b, int peer, Region src, int64_t segment, uint32_t phase,
+                              uint32_t round);
+std::vector<int> RecvSegments(RankBuilder* b, int peer, Region dst, int64_t segment, uint32_t phase,
+                              uint32_t round);
 
 }  // namespace gyre::algo::internal

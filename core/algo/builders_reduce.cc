@@ -94,8 +94,7 @@ Status CanonicalReduce(const CollectiveSpec& spec, RankBuilder* b) {
 // reduce_scatter: the input is p blocks of `count`, block q for rank q; the output of rank r
 // is its block reduced. In all three the output is the backing of chunk r.
 Chunked ScatterOutput(const CollectiveSpec& spec, int r) {
-  return SingleChunk(OutputRegion(0, spec.count), spec.world_size * spec.count,
-                     spec.world_size, r);
+  return SingleChunk(OutputRegion(0, spec.count), spec.world_size * spec.count, spec.world_size, r);
 }
 Chunked ScatterInput(const CollectiveSpec& spec) {
   return Chunked{InputRegion(0, spec.world_size * spec.count), spec.world_size};
@@ -148,8 +147,7 @@ Status RecursiveHalving(const CollectiveSpec& spec, RankBuilder* b) {
   for (int g = 0; g <= fold.p2; ++g) bounds[g] = (g + std::min(g, fold.extra)) * count;
   HalvingReduceScatter(b, fold, bounds, in, acc, acc_ready, spec.segment_elems, kPhaseHalving);
   if (fold.Folded(r)) {
-    SendSegments(b, r - 1, acc.Sub((r - 1) * count, count), spec.segment_elems, kPhaseFoldOut,
-                 0);
+    SendSegments(b, r - 1, acc.Sub((r - 1) * count, count), spec.segment_elems, kPhaseFoldOut, 0);
   }
   b->Copy(out, acc.Sub(r * count, count));
   return Status::Ok();
@@ -164,10 +162,14 @@ Status BuildReduce(const CollectiveSpec& spec, RankBuilder* b) {
     return Status::Ok();
   }
   switch (spec.algorithm) {
-    case Algorithm::kBinomial: return BinomialReduceToRoot(spec, b);
-    case Algorithm::kRingGather: return RingGather(spec, b);
-    case Algorithm::kCanonical: return CanonicalReduce(spec, b);
-    default: break;
+    case Algorithm::kBinomial:
+      return BinomialReduceToRoot(spec, b);
+    case Algorithm::kRingGather:
+      return RingGather(spec, b);
+    case Algorithm::kCanonical:
+      return CanonicalReduce(spec, b);
+    default:
+      break;
   }
   return InternalError(std::string("reduce algorithm ") + AlgorithmName(spec.algorithm) +
                        " is not built");
@@ -176,13 +178,17 @@ Status BuildReduce(const CollectiveSpec& spec, RankBuilder* b) {
 Status BuildReduceScatter(const CollectiveSpec& spec, RankBuilder* b) {
   if (spec.count == 0) return Status::Ok();
   switch (spec.algorithm) {
-    case Algorithm::kRing: return RingReduceScatterOnly(spec, b);
-    case Algorithm::kRecursiveHalving: return RecursiveHalving(spec, b);
-    case Algorithm::kCanonical: return CanonicalReduceScatterOnly(spec, b);
-    default: break;
+    case Algorithm::kRing:
+      return RingReduceScatterOnly(spec, b);
+    case Algorithm::kRecursiveHalving:
+      return RecursiveHalving(spec, b);
+    case Algorithm::kCanonical:
+      return CanonicalReduceScatterOnly(spec, b);
+    default:
+      break;
   }
-  return InternalError(std::string("reduce_scatter algorithm ") +
-                       AlgorithmName(spec.algorithm) + " is not built");
+  return InternalError(std::string("reduce_scatter algorithm ") + AlgorithmName(spec.algorithm) +
+                       " is not built");
 }
 
 }  // namespace gyre::algo::internal

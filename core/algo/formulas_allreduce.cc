@@ -108,7 +108,8 @@ StatusOr<ClosedForm> AllreduceTheory(const CollectiveSpec& spec, int rank) {
       f.alpha_terms = static_cast<double>(p);
       f.beta_elems = 2.0 * (p - 1) * n / p;
       return f;
-    default: break;
+    default:
+      break;
   }
   return InternalError(std::string("no formula for allreduce ") + AlgorithmName(spec.algorithm));
 }
@@ -124,13 +125,18 @@ bool AllreduceFormulaIsExact(const CollectiveSpec& spec) {
   const int64_t extra = p - p2;
   switch (spec.algorithm) {
     case Algorithm::kRing:
-    case Algorithm::kCanonical: return n % p == 0 && one_segment(n / p);
-    case Algorithm::kTree: return one_segment(n);
-    case Algorithm::kRecursiveDoubling: return one_segment(n) && (extra == 0 || 4 * extra > p2);
+    case Algorithm::kCanonical:
+      return n % p == 0 && one_segment(n / p);
+    case Algorithm::kTree:
+      return one_segment(n);
+    case Algorithm::kRecursiveDoubling:
+      return one_segment(n) && (extra == 0 || 4 * extra > p2);
     case Algorithm::kRabenseifner:
       return n % p2 == 0 && one_segment(n) && (extra == 0 || 2 * extra > p2);
-    case Algorithm::kDirect: return true;
-    default: return false;
+    case Algorithm::kDirect:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -65,7 +65,8 @@ StatusOr<ClosedForm> ReduceTheory(const CollectiveSpec& spec, int rank) {
       f.beta_elems = static_cast<double>(p * chunk);
       return f;
     }
-    default: break;
+    default:
+      break;
   }
   return InternalError(std::string("no formula for reduce ") + AlgorithmName(spec.algorithm));
 }
@@ -130,7 +131,8 @@ StatusOr<ClosedForm> ReduceScatterTheory(const CollectiveSpec& spec, int rank) {
       }
       return f;
     }
-    default: break;
+    default:
+      break;
   }
   return InternalError(std::string("no formula for reduce_scatter ") +
                        AlgorithmName(spec.algorithm));
@@ -142,10 +144,13 @@ bool ReduceFormulaIsExact(const CollectiveSpec& spec) {
   const int64_t seg = spec.segment_elems;
   if (p == 1 || n == 0) return true;
   switch (spec.algorithm) {
-    case Algorithm::kBinomial: return seg == 0 || n <= seg;
+    case Algorithm::kBinomial:
+      return seg == 0 || n <= seg;
     case Algorithm::kRingGather:
-    case Algorithm::kCanonical: return n % p == 0 && (seg == 0 || n / p <= seg);
-    default: return false;
+    case Algorithm::kCanonical:
+      return n % p == 0 && (seg == 0 || n / p <= seg);
+    default:
+      return false;
   }
 }
 
@@ -155,11 +160,14 @@ bool ReduceScatterFormulaIsExact(const CollectiveSpec& spec) {
   const int64_t seg = spec.segment_elems;
   if (p == 1 || c == 0) return true;
   switch (spec.algorithm) {
-    case Algorithm::kRing: return seg == 0 || c <= seg;
-    case Algorithm::kCanonical: return true;
+    case Algorithm::kRing:
+      return seg == 0 || c <= seg;
+    case Algorithm::kCanonical:
+      return true;
     case Algorithm::kRecursiveHalving:
       return (p & (p - 1)) == 0 && (seg == 0 || p * c / 2 <= seg);
-    default: return false;
+    default:
+      return false;
   }
 }
 

@@ -1,10 +1,13 @@
-#include "client/ipc.h"
+#include "core/ipc/ipc.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -143,6 +146,64 @@ StatusOr<int> ListenUnix(const std::string& path) {
     return UnavailableError("cannot listen on " + path + ": " + e);
   }
   ::chmod(path.c_str(), 0600);
+  return fd;
+}
+
+StatusOr<int> ListenTcp(const std::string& host, int port, std::string* bound) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgumentError("'" + host + "' is not an IPv4 address");
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 64) != 0) {
+    std::string e = std::strerror(errno);
+    ::close(fd);
+    return UnavailableError("cannot listen on " + host + ":" + std::to_string(port) + ": " + e);
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound = host + ":" + std::to_string(ntohs(addr.sin_port));
+  return fd;
+}
+
+StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return InvalidArgumentError("'" + address + "' is not host:port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
+  if (::inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+    return InvalidArgumentError("'" + address + "' is not an IPv4 host:port");
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (rc != 0 && errno != EINPROGRESS) {
+    std::string e = std::strerror(errno);
+    ::close(fd);
+    return UnavailableError("connect to " + address + " refused: " + e);
+  }
+  if (rc != 0) {
+    Status w = WaitFd(fd, POLLOUT, deadline, "connect to " + address);
+    if (!w.ok()) {
+      ::close(fd);
+      return w;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) {
+      ::close(fd);
+      return UnavailableError("connect to " + address + " refused: " + std::strerror(err));
+    }
+  }
   return fd;
 }
 

@@ -1,6 +1,6 @@
-// Length-prefixed protobuf messages over a Unix stream socket, with deadlines: the framing
-// between libgyre and gyred. A 4-byte little-endian length, capped before anything is
-// allocated, then the serialized message.
+// Length-prefixed protobuf messages over a stream socket, with deadlines: the framing
+// between libgyre and gyred (Unix socket) and of the control path between ranks (TCP). A
+// 4-byte little-endian length, capped before anything is allocated, then the message.
 #pragma once
 
 #include <google/protobuf/message_lite.h>
@@ -26,5 +26,12 @@ Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline);
 // Creates a listening Unix socket at `path` with owner-only permissions (0600).
 StatusOr<int> ListenUnix(const std::string& path);
+
+// A TCP listener on host:port (port 0: the kernel picks); returns the fd and fills
+// `bound` with "host:port".
+StatusOr<int> ListenTcp(const std::string& host, int port, std::string* bound);
+// Connects to "host:port" within the deadline (no retry: a refused connection means nobody
+// listens). Unavailable with "refused" in the message when the port is closed.
+StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline);
 
 }  // namespace gyre::ipc

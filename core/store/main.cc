@@ -1,0 +1,42 @@
+// gyre-store: a standalone rendezvous store server. Prints "gyre-store listening on
+// HOST:PORT" once it accepts connections and serves until SIGTERM or SIGINT.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "core/store/tcp_store_server.h"
+
+DEFINE_string(host, "127.0.0.1",
+              "Address to listen on. Only this address is bound; use 0.0.0.0 to accept "
+              "connections from other hosts.");
+DEFINE_int32(port, 0, "TCP port to listen on; 0 lets the kernel pick one (printed at start).");
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("gyre-store --host=127.0.0.1 --port=29500");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  // Block the stop signals before any thread exists, so only sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = gyre::store::TcpStoreServer::Start(FLAGS_host, FLAGS_port);
+  if (!server.ok()) {
+    std::fprintf(stderr, "gyre-store: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("gyre-store listening on %s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  LOG(INFO) << "gyre-store: signal " << signal_number << ", stopping";
+  (*server)->Stop();
+  return 0;
+}

@@ -1,0 +1,209 @@
+#include "core/store/rendezvous.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "core/store/prefix_store.h"
+#include "core/store/store_internal.h"
+#include "proto/store.pb.h"
+
+namespace gyre::store {
+namespace {
+
+using internal::CallTimer;
+
+constexpr int kMaxWorldSize = 1 << 20;
+
+std::string Encode(const PeerRecord& record) {
+  proto::PeerRecordProto p;
+  p.set_rank(record.rank);
+  p.set_world_size(record.world_size);
+  p.set_address(record.address);
+  p.set_host(record.host);
+  p.set_pid(record.pid);
+  p.set_nonce(record.nonce);
+  return p.SerializeAsString();
+}
+
+bool Decode(const std::string& bytes, PeerRecord* record) {
+  proto::PeerRecordProto p;
+  if (!p.ParseFromString(bytes)) return false;
+  record->rank = p.rank();
+  record->world_size = p.world_size();
+  record->address = p.address();
+  record->host = p.host();
+  record->pid = p.pid();
+  record->nonce = p.nonce();
+  return true;
+}
+
+std::string RandomNonce() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device());
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+Status CheckName(const char* what, const std::string& name) {
+  if (name.empty()) return InvalidArgumentError(std::string(what) + " is empty");
+  if (name.find('/') != std::string::npos) {
+    return InvalidArgumentError(std::string(what) + " " + QuoteKey(name) +
+                                " contains '/', which would let it overlap another's keys");
+  }
+  return Status::Ok();
+}
+
+Status CheckRank(const std::string& where, int rank, int world_size) {
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    return InvalidArgumentError(where + ": world size " + std::to_string(world_size) +
+                                " is not in 1.." + std::to_string(kMaxWorldSize));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return InvalidArgumentError(where + ": rank " + std::to_string(rank) + " is not in 0.." +
+                                std::to_string(world_size - 1));
+  }
+  return Status::Ok();
+}
+
+// Waits until the key of every rank exists. On timeout, finds out which ranks are missing
+// and names them; ranks that turn up during that check count as arrived.
+Status WaitForRanks(Store* store, const std::string& where, const std::vector<std::string>& keys,
+                    Deadline deadline, const CallTimer& timer) {
+  Deadline wait_deadline = deadline;
+  if (!deadline.infinite()) {
+    Duration remaining = deadline.Remaining(*SteadyClock::Get());
+    Duration reserve = std::min<Duration>(remaining / 20, Millis(50));
+    wait_deadline = Deadline::At(deadline.when() - reserve);
+  }
+  Status status = store->Wait(keys, wait_deadline);
+  if (status.ok()) return status;
+  if (status.code() != StatusCode::kDeadlineExceeded) return status.WithContext(where);
+  std::vector<int> missing;
+  for (size_t rank = 0; rank < keys.size(); ++rank) {
+    StatusOr<std::optional<std::string>> value = store->TryGet(keys[rank], deadline);
+    if (!value.ok() || !value->has_value()) missing.push_back(static_cast<int>(rank));
+  }
+  if (missing.empty()) return Status::Ok();
+  return DeadlineExceededError(where + ": " + std::to_string(keys.size() - missing.size()) +
+                               " of " + std::to_string(keys.size()) + " ranks arrived " +
+                               timer.AfterText() + "; missing: " + FormatRankList(missing) +
+                               " (store " + store->Describe() + ")");
+}
+
+}  // namespace
+
+std::string DescribePeer(const PeerRecord& peer) {
+  return "rank " + std::to_string(peer.rank) + " (host " + peer.host + ", pid " +
+         std::to_string(peer.pid) + ")";
+}
+
+std::string FormatRankList(const std::vector<int>& ranks_in) {
+  std::vector<int> ranks = ranks_in;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
+                                             const PeerRecord& me, Deadline deadline) {
+  CHECK(store != nullptr) << "Rendezvous needs a store";
+  CallTimer timer(deadline);
+  GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
+  const std::string where = "rendezvous of job " + job_id;
+  GYRE_RETURN_IF_ERROR(CheckRank(where, me.rank, me.world_size));
+  PeerRecord mine = me;
+  if (mine.nonce.empty()) mine.nonce = RandomNonce();
+  const std::string encoded = Encode(mine);
+  PrefixStore job(store, "gyre/rdzv/" + job_id);
+  const std::string slot = "rank/" + std::to_string(mine.rank);
+
+  // Claiming the slot and publishing the record are one atomic step, so a record that is
+  // present always belongs to the slot's one owner.
+  StatusOr<std::string> claim = job.CompareSet(slot, "", encoded, deadline);
+  if (!claim.ok()) {
+    return claim.status().WithContext(where + ": rank " + std::to_string(mine.rank) +
+                                      " claiming its slot");
+  }
+  if (*claim != encoded) {
+    PeerRecord holder;
+    if (!Decode(*claim, &holder)) {
+      return InternalError(where + ": the slot of rank " + std::to_string(mine.rank) +
+                           " holds an unreadable record");
+    }
+    return AlreadyExistsError(where + ": rank " + std::to_string(mine.rank) +
+                              " is claimed twice: first by host " + holder.host + " pid " +
+                              std::to_string(holder.pid) + " (address " + holder.address +
+                              "), now by host " + mine.host + " pid " + std::to_string(mine.pid) +
+                              " (address " + mine.address + ")");
+  }
+
+  // The first rank to get here fixes the world size; anyone disagreeing fails at once.
+  StatusOr<std::string> fixed = job.CompareSet("world_size", "", encoded, deadline);
+  if (!fixed.ok()) return fixed.status().WithContext(where + ": checking the world size");
+  PeerRecord first;
+  if (!Decode(*fixed, &first)) {
+    return InternalError(where + ": the world size record is unreadable");
+  }
+  auto mismatch = [&](const PeerRecord& other) {
+    return InvalidArgumentError(where + ": world size mismatch: " + DescribePeer(mine) +
+                                " has world size " + std::to_string(mine.world_size) + ", " +
+                                DescribePeer(other) + " has world size " +
+                                std::to_string(other.world_size));
+  };
+  if (first.world_size != mine.world_size) return mismatch(first);
+
+  std::vector<std::string> keys;
+  keys.reserve(mine.world_size);
+  for (int rank = 0; rank < mine.world_size; ++rank) {
+    keys.push_back("rank/" + std::to_string(rank));
+  }
+  GYRE_RETURN_IF_ERROR(WaitForRanks(&job, where, keys, deadline, timer));
+
+  std::vector<PeerRecord> records(mine.world_size);
+  for (int rank = 0; rank < mine.world_size; ++rank) {
+    StatusOr<std::string> value = job.Get(keys[rank], deadline);
+    if (!value.ok()) {
+      return value.status().WithContext(where + ": reading the record of rank " +
+                                        std::to_string(rank));
+    }
+    if (!Decode(*value, &records[rank]) || records[rank].rank != rank) {
+      return InternalError(where + ": the slot of rank " + std::to_string(rank) +
+                           " holds an unreadable or misplaced record");
+    }
+    if (records[rank].world_size != mine.world_size) return mismatch(records[rank]);
+  }
+  return records;
+}
+
+Status StoreBarrier(Store* store, const std::string& job_id, const std::string& name, int rank,
+                    int world_size, Deadline deadline) {
+  CHECK(store != nullptr) << "StoreBarrier needs a store";
+  CallTimer timer(deadline);
+  GYRE_RETURN_IF_ERROR(CheckName("barrier job id", job_id));
+  GYRE_RETURN_IF_ERROR(CheckName("barrier name", name));
+  const std::string where = "barrier " + QuoteKey(name) + " of job " + job_id;
+  GYRE_RETURN_IF_ERROR(CheckRank(where, rank, world_size));
+  PrefixStore barrier(store, "gyre/barrier/" + job_id + "/" + name);
+  GYRE_RETURN_IF_ERROR(
+      barrier.Set(std::to_string(rank), "1", deadline).WithContext(where + ": entering"));
+  std::vector<std::string> keys;
+  keys.reserve(world_size);
+  for (int r = 0; r < world_size; ++r) keys.push_back(std::to_string(r));
+  return WaitForRanks(&barrier, where, keys, deadline, timer);
+}
+
+}  // namespace gyre::store

@@ -1,0 +1,54 @@
+// Rendezvous over a Store: every rank of a job publishes a PeerRecord (its address, host
+// and pid) and receives everyone's, or an error naming the ranks that are missing, claimed
+// twice, or disagree on the world size. All keys live under the job id, so state left by an
+// earlier job in the same folder or server cannot confuse a new one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/store/store.h"
+
+namespace gyre::store {
+
+struct PeerRecord {
+  int rank = -1;
+  int world_size = 0;
+  std::string address;  // where this rank accepts peer connections, e.g. "10.0.0.7:41231"
+  std::string host;     // host name, for messages
+  int64_t pid = 0;
+  // Tells two claimants of one rank apart even when host and pid match (for example after
+  // a restart in a container); Rendezvous fills in a random one when empty.
+  std::string nonce;
+};
+
+// "rank 2 (host node7, pid 4242)"
+std::string DescribePeer(const PeerRecord& peer);
+
+// "rank 3", "ranks 1, 4-7, 9"
+std::string FormatRankList(const std::vector<int>& ranks);
+
+// Claims me.rank for job `job_id`, publishes `me`, and waits until all me.world_size ranks
+// have done so. Returns the records indexed by rank (the caller's own with its nonce set).
+// Errors:
+//  - AlreadyExists: another process holds me.rank (names both claimants' host and pid);
+//  - InvalidArgument: bad arguments, or ranks disagree on the world size (names both values
+//    and ranks);
+//  - DeadlineExceeded: "rendezvous of job J: 3 of 4 ranks arrived after 5.00 s (deadline
+//    5.00 s); missing: rank 2";
+//  - the store's own error (e.g. Unavailable) with the job as context.
+// The last 5% of the time left (at most 50 ms) is kept for finding out which ranks are
+// missing, so the error comes by the deadline.
+StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
+                                             const PeerRecord& me, Deadline deadline);
+
+// Returns once all `world_size` ranks of `job_id` have entered the barrier called `name`;
+// DeadlineExceeded names the ranks that did not. Each barrier instance needs its own name
+// (a name is used once per job).
+Status StoreBarrier(Store* store, const std::string& job_id, const std::string& name, int rank,
+                    int world_size, Deadline deadline);
+
+}  // namespace gyre::store

@@ -1,0 +1,184 @@
+#include "core/store/store.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <thread>
+
+#include "core/store/file_store.h"
+#include "core/store/store_internal.h"
+#include "core/store/tcp_store.h"
+
+namespace gyre::store {
+
+Status CheckKey(const std::string& key) {
+  if (key.empty()) return InvalidArgumentError("store key is empty");
+  if (key.size() > kMaxKeyBytes) {
+    return InvalidArgumentError("store key " + QuoteKey(key) + " is " + std::to_string(key.size()) +
+                                " bytes; the limit is " + std::to_string(kMaxKeyBytes));
+  }
+  return Status::Ok();
+}
+
+Status CheckValue(const std::string& key, const std::string& value) {
+  if (value.size() > kMaxValueBytes) {
+    return InvalidArgumentError("value for store key " + QuoteKey(key) + " is " +
+                                std::to_string(value.size()) + " bytes; the limit is " +
+                                std::to_string(kMaxValueBytes));
+  }
+  return Status::Ok();
+}
+
+std::string QuoteKey(const std::string& key) {
+  constexpr size_t kMaxShown = 120;
+  std::string out = "'";
+  size_t shown = 0;
+  for (unsigned char c : key) {
+    if (shown == kMaxShown) {
+      out += "...(" + std::to_string(key.size()) + " bytes)";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+    ++shown;
+  }
+  out += "'";
+  return out;
+}
+
+namespace {
+
+// "tcp://host:port" or "tcp://[v6]:port" split into host and port.
+Status ParseHostPort(const std::string& url, const std::string& rest, std::string* host,
+                     int* port) {
+  std::string port_text;
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
+      return InvalidArgumentError("store URL '" + url + "': expected tcp://[ipv6]:port");
+    }
+    *host = rest.substr(1, close - 1);
+    port_text = rest.substr(close + 2);
+  } else {
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return InvalidArgumentError("store URL '" + url + "': expected tcp://host:port");
+    }
+    *host = rest.substr(0, colon);
+    port_text = rest.substr(colon + 1);
+  }
+  int value = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || value <= 0 ||
+      value > 65535) {
+    return InvalidArgumentError("store URL '" + url + "': port '" + port_text +
+                                "' is not a number in 1..65535");
+  }
+  *port = value;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline) {
+  const std::string kFile = "file://";
+  const std::string kTcp = "tcp://";
+  if (url.compare(0, kFile.size(), kFile) == 0) {
+    std::string dir = url.substr(kFile.size());
+    if (dir.empty() || dir[0] != '/') {
+      return InvalidArgumentError("store URL '" + url +
+                                  "': a file store needs an absolute folder, file:///abs/dir");
+    }
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  if (url.compare(0, kTcp.size(), kTcp) == 0) {
+    std::string host;
+    int port = 0;
+    GYRE_RETURN_IF_ERROR(ParseHostPort(url, url.substr(kTcp.size()), &host, &port));
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Connect(host, port, deadline));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  return InvalidArgumentError("unsupported store URL '" + url +
+                              "'; accepted forms are file:///abs/dir and tcp://host:port");
+}
+
+namespace internal {
+
+std::string CallTimer::AfterText() const {
+  std::string budget = budget_ == Duration::max() ? std::string("none") : FormatDuration(budget_);
+  return "after " + FormatDuration(Elapsed()) + " (deadline " + budget + ")";
+}
+
+Status KeyNotSetError(const std::string& where, const char* op, const std::string& key,
+                      const CallTimer& timer) {
+  return DeadlineExceededError(where + ": " + op + " of key " + QuoteKey(key) +
+                               " timed out: the key was not set " + timer.AfterText());
+}
+
+Status KeysMissingError(const std::string& where, const std::vector<std::string>& missing,
+                        size_t total, const CallTimer& timer) {
+  return DeadlineExceededError(where + ": Wait timed out " + timer.AfterText() + ": " +
+                               std::to_string(missing.size()) + " of " + std::to_string(total) +
+                               " keys missing: " + FormatKeyList(missing));
+}
+
+std::string FormatKeyList(const std::vector<std::string>& keys, size_t max_shown) {
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < max_shown; ++i) {
+    if (i > 0) out += ", ";
+    out += QuoteKey(keys[i]);
+  }
+  if (keys.size() > max_shown) out += " and " + std::to_string(keys.size() - max_shown) + " more";
+  return out;
+}
+
+StatusOr<int64_t> AddToCounter(const std::string& where, const std::string& key,
+                               const std::optional<std::string>& current, int64_t delta) {
+  int64_t value = 0;
+  if (current.has_value()) {
+    const std::string& text = *current;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+      return InvalidArgumentError(where + ": Add on key " + QuoteKey(key) + ": the stored value " +
+                                  QuoteKey(text.substr(0, 64)) + " is not a decimal int64");
+    }
+  }
+  int64_t result = 0;
+  if (__builtin_add_overflow(value, delta, &result)) {
+    return InvalidArgumentError(where + ": Add on key " + QuoteKey(key) + ": " +
+                                std::to_string(value) + " + " + std::to_string(delta) +
+                                " overflows int64");
+  }
+  return result;
+}
+
+bool CompareSetMatches(const std::optional<std::string>& current, const std::string& expected) {
+  if (!current.has_value()) return expected.empty();
+  return *current == expected;
+}
+
+Status KeyAbsentForCompareSet(const std::string& where, const std::string& key) {
+  return NotFoundError(where + ": CompareSet on key " + QuoteKey(key) +
+                       ": the key does not exist and the expected value is not empty");
+}
+
+Status KeyNotFoundForDelete(const std::string& where, const std::string& key) {
+  return NotFoundError(where + ": Delete of key " + QuoteKey(key) + ": no such key");
+}
+
+bool Backoff::SleepWithin(Deadline deadline) {
+  Duration remaining = deadline.Remaining(*SteadyClock::Get());
+  if (remaining <= Duration::zero()) return false;
+  std::this_thread::sleep_for(std::min(next_, remaining));
+  next_ = std::min(next_ * 2, cap_);
+  return true;
+}
+
+}  // namespace internal
+}  // namespace gyre::store

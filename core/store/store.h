@@ -1,0 +1,80 @@
+// The rendezvous Store: a small key/value service that ranks use to find each other before
+// any data socket exists. Every call is bounded by a Deadline; blocking calls (Get, Wait)
+// wait for keys to appear and fail with DeadlineExceeded naming the key and elapsed time.
+// Implementations: HashStore (in-memory), FileStore (shared folder), TcpStore (client of a
+// TcpStoreServer), PrefixStore (namespacing wrapper).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+
+namespace gyre::store {
+
+// Caps shared by every back end, so a key or value accepted by one is accepted by all.
+inline constexpr size_t kMaxKeyBytes = 4096;
+inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
+
+// Keys and values are arbitrary byte strings; keys must be non-empty.
+//
+// Thread-safety: every implementation is safe to call from many threads at once.
+// Deadlines are absolute points on the steady clock (SteadyClock).
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Stores `value` under `key`, replacing any previous value.
+  virtual Status Set(const std::string& key, const std::string& value, Deadline deadline) = 0;
+
+  // Waits until `key` exists and returns its value. DeadlineExceeded names the key and the
+  // time waited.
+  virtual StatusOr<std::string> Get(const std::string& key, Deadline deadline) = 0;
+
+  // Returns the value, or nullopt when `key` does not exist; never waits for the key.
+  virtual StatusOr<std::optional<std::string>> TryGet(const std::string& key,
+                                                      Deadline deadline) = 0;
+
+  // Atomically adds `delta` to the decimal integer stored under `key` (a missing key counts
+  // as 0) and returns the new value. A value that is not a decimal int64, or an overflow,
+  // is InvalidArgument.
+  virtual StatusOr<int64_t> Add(const std::string& key, int64_t delta, Deadline deadline) = 0;
+
+  // Atomically: if the current value equals `expected` (or the key is absent and `expected`
+  // is empty), stores `desired`. Returns the value stored afterwards, so the caller won
+  // exactly when the result equals `desired`. An absent key with a non-empty `expected` is
+  // NotFound.
+  virtual StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
+                                           const std::string& desired, Deadline deadline) = 0;
+
+  // Waits until every key in `keys` exists. DeadlineExceeded lists the keys still missing.
+  // A key counts as present once seen during the wait, even if deleted afterwards.
+  virtual Status Wait(const std::vector<std::string>& keys, Deadline deadline) = 0;
+
+  // Removes `key`; NotFound when it does not exist.
+  virtual Status Delete(const std::string& key, Deadline deadline) = 0;
+
+  // Where the data lives: "file:///dir", "tcp://host:port", ...
+  virtual std::string Describe() const = 0;
+};
+
+// InvalidArgument when `key` is empty or longer than kMaxKeyBytes.
+Status CheckKey(const std::string& key);
+// InvalidArgument when `value` is longer than kMaxValueBytes.
+Status CheckValue(const std::string& key, const std::string& value);
+
+// A printable, quoted form of a key for messages and logs: 'rank/0', with bytes outside
+// printable ASCII written as \xNN and long keys shortened.
+std::string QuoteKey(const std::string& key);
+
+// Opens "file:///abs/dir" (a FileStore, creating the folder) or "tcp://host:port" (a
+// TcpStore client, retrying the connection until `deadline`). Anything else is
+// InvalidArgument naming the URL and the accepted forms.
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline);
+
+}  // namespace gyre::store

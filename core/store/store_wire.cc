@@ -1,0 +1,48 @@
+#include "core/store/store_wire.h"
+
+namespace gyre::store::internal {
+
+bool EncodeFrame(const google::protobuf::MessageLite& message, std::string* frame) {
+  size_t size = message.ByteSizeLong();
+  if (size > kMaxFrameBytes) return false;
+  frame->resize(kFrameHeaderBytes + size);
+  EncodeFrameLength(static_cast<uint32_t>(size), reinterpret_cast<unsigned char*>(&(*frame)[0]));
+  return message.SerializeToArray(&(*frame)[kFrameHeaderBytes], static_cast<int>(size));
+}
+
+void SetResponseStatus(const Status& status, proto::StoreResponse* response) {
+  response->set_code(static_cast<int32_t>(status.code()));
+  response->set_message(status.message());
+}
+
+Status ResponseStatus(const proto::StoreResponse& response) {
+  if (response.code() == 0) return Status::Ok();
+  if (response.code() < 0 || response.code() > static_cast<int>(StatusCode::kResourceExhausted)) {
+    return InternalError("store server answered with unknown status code " +
+                         std::to_string(response.code()) + ": " + response.message());
+  }
+  return Status(static_cast<StatusCode>(response.code()), response.message());
+}
+
+const char* StoreOpName(proto::StoreOp op) {
+  switch (op) {
+    case proto::STORE_OP_SET:
+      return "Set";
+    case proto::STORE_OP_GET:
+      return "Get";
+    case proto::STORE_OP_TRY_GET:
+      return "TryGet";
+    case proto::STORE_OP_ADD:
+      return "Add";
+    case proto::STORE_OP_COMPARE_SET:
+      return "CompareSet";
+    case proto::STORE_OP_WAIT:
+      return "Wait";
+    case proto::STORE_OP_DELETE:
+      return "Delete";
+    default:
+      return "UnknownOp";
+  }
+}
+
+}  // namespace gyre::store::internal

@@ -1,0 +1,349 @@
+#include "core/store/tcp_store.h"
+
+#include <asio.hpp>
+#include <mutex>
+#include <vector>
+
+#include "core/store/store_internal.h"
+#include "core/store/store_wire.h"
+
+namespace gyre::store {
+namespace {
+
+using asio::ip::tcp;
+using internal::CallTimer;
+
+// The state of one asynchronous exchange. Handlers share it, so a handler that runs after
+// its call gave up (deadline) touches only this orphan, never the caller's stack.
+struct Exchange {
+  bool done = false;
+  asio::error_code ec;
+  const char* stage = "";
+  std::string out;
+  unsigned char header[internal::kFrameHeaderBytes] = {};
+  uint32_t length = 0;
+  bool too_long = false;
+  std::string in;
+  std::vector<tcp::endpoint> endpoints;
+};
+
+}  // namespace
+
+class TcpStore::Impl {
+ public:
+  Impl(std::string host, int port)
+      : host_(std::move(host)), port_(port), socket_(io_), resolver_(io_) {}
+
+  std::string url() const {
+    bool v6 = host_.find(':') != std::string::npos;
+    return "tcp://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+  }
+
+  Status ConnectWithRetry(Deadline deadline);
+  StatusOr<proto::StoreResponse> Call(proto::StoreRequest* request, Deadline deadline);
+
+ private:
+  Status ConnectOnce(Deadline deadline);
+  // Runs io_ until `ex.done` or the deadline; false when the deadline came first.
+  bool RunUntil(const Exchange& ex, Deadline deadline);
+  void CloseSocket();
+  std::string Describe(const proto::StoreRequest& request) const;
+
+  const std::string host_;
+  const int port_;
+  std::mutex mu_;
+  asio::io_context io_;
+  tcp::socket socket_;
+  tcp::resolver resolver_;
+  std::vector<tcp::endpoint> endpoints_;
+  bool connected_ = false;
+  // Bumped whenever the socket is closed, so late handlers of an abandoned exchange do not
+  // start new operations on a fresh connection.
+  uint64_t generation_ = 0;
+  uint64_t next_request_id_ = 1;
+};
+
+bool TcpStore::Impl::RunUntil(const Exchange& ex, Deadline deadline) {
+  io_.restart();
+  while (!ex.done) {
+    size_t ran = deadline.infinite() ? io_.run_one() : io_.run_one_until(deadline.when());
+    if (ex.done) break;
+    if (ran == 0) return false;  // the deadline passed (or, impossibly, no work was left)
+  }
+  return true;
+}
+
+void TcpStore::Impl::CloseSocket() {
+  asio::error_code ignored;
+  socket_.close(ignored);
+  resolver_.cancel();
+  connected_ = false;
+  ++generation_;
+}
+
+Status TcpStore::Impl::ConnectOnce(Deadline deadline) {
+  CloseSocket();
+  const uint64_t generation = generation_;
+  if (endpoints_.empty()) {
+    asio::error_code ec;
+    asio::ip::address addr = asio::ip::make_address(host_, ec);
+    if (!ec) {
+      endpoints_.emplace_back(addr, static_cast<uint16_t>(port_));
+    } else {
+      auto ex = std::make_shared<Exchange>();
+      resolver_.async_resolve(host_, std::to_string(port_),
+                              [ex](const asio::error_code& rec, tcp::resolver::results_type r) {
+                                ex->ec = rec;
+                                for (const auto& entry : r) ex->endpoints.push_back(entry);
+                                ex->done = true;
+                              });
+      if (!RunUntil(*ex, deadline)) {
+        CloseSocket();
+        return DeadlineExceededError(url() + ": resolving '" + host_ + "' timed out");
+      }
+      if (ex->ec || ex->endpoints.empty()) {
+        return UnavailableError(url() + ": cannot resolve '" + host_ +
+                                "': " + (ex->ec ? ex->ec.message() : std::string("no address")));
+      }
+      endpoints_ = ex->endpoints;
+    }
+  }
+  auto ex = std::make_shared<Exchange>();
+  asio::async_connect(socket_, endpoints_, [ex](const asio::error_code& ec, const tcp::endpoint&) {
+    ex->ec = ec;
+    ex->done = true;
+  });
+  if (!RunUntil(*ex, deadline)) {
+    CloseSocket();
+    return DeadlineExceededError(url() + ": connect timed out");
+  }
+  if (ex->ec || generation != generation_) {
+    CloseSocket();
+    return UnavailableError(url() + ": connect failed: " + ex->ec.message());
+  }
+  asio::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  connected_ = true;
+  return Status::Ok();
+}
+
+Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CallTimer timer(deadline);
+  internal::Backoff backoff(Millis(5), Millis(250));
+  int attempts = 0;
+  Status last;
+  while (true) {
+    ++attempts;
+    Status attempt = ConnectOnce(deadline);
+    if (attempt.ok()) return attempt;
+    // An attempt cut short by the deadline says less than the refusal before it.
+    if (last.ok() || attempt.code() != StatusCode::kDeadlineExceeded) last = attempt;
+    if (!backoff.SleepWithin(deadline)) break;
+  }
+  return DeadlineExceededError("TcpStore: could not connect to " + url() + " " + timer.AfterText() +
+                               ", " + std::to_string(attempts) +
+                               " attempts; last error: " + last.message());
+}
+
+std::string TcpStore::Impl::Describe(const proto::StoreRequest& request) const {
+  std::string text = internal::StoreOpName(request.op());
+  if (request.op() == proto::STORE_OP_WAIT) {
+    std::vector<std::string> keys(request.keys().begin(), request.keys().end());
+    return text + " for " + internal::FormatKeyList(keys, 3);
+  }
+  return text + " of key " + (request.keys_size() > 0 ? QuoteKey(request.keys(0)) : "''");
+}
+
+StatusOr<proto::StoreResponse> TcpStore::Impl::Call(proto::StoreRequest* request,
+                                                    Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CallTimer timer(deadline);
+  const Duration remaining = deadline.Remaining(*SteadyClock::Get());
+  if (remaining <= Duration::zero()) {
+    return DeadlineExceededError(url() + ": " + Describe(*request) +
+                                 ": the deadline passed before the request was sent");
+  }
+  if (!connected_) {
+    Status status = ConnectOnce(deadline);
+    if (!status.ok()) {
+      if (status.code() == StatusCode::kDeadlineExceeded) {
+        return DeadlineExceededError(status.message() + " during " + Describe(*request) + " " +
+                                     timer.AfterText());
+      }
+      return UnavailableError("store " + url() + " is unreachable for " + Describe(*request) +
+                              ": " + status.message());
+    }
+  }
+  request->set_request_id(next_request_id_++);
+  if (deadline.infinite()) {
+    request->set_deadline_ms(-1);
+  } else {
+    // The server gives up slightly before we do, so its more precise answer (which keys are
+    // missing) normally wins the race against our local deadline.
+    Duration margin = std::min<Duration>(remaining / 20, Millis(50));
+    request->set_deadline_ms(
+        std::chrono::duration_cast<std::chrono::milliseconds>(remaining - margin).count());
+  }
+  auto ex = std::make_shared<Exchange>();
+  if (!internal::EncodeFrame(*request, &ex->out)) {
+    return InvalidArgumentError(url() + ": " + Describe(*request) + ": the request is " +
+                                std::to_string(request->ByteSizeLong()) +
+                                " bytes, more than a frame can carry (" +
+                                std::to_string(internal::kMaxFrameBytes) + ")");
+  }
+  const uint64_t generation = generation_;
+  asio::async_write(socket_, asio::buffer(ex->out),
+                    [this, ex, generation](const asio::error_code& ec, size_t) {
+                      if (ec || generation != generation_) {
+                        ex->ec = ec ? ec : asio::error::operation_aborted;
+                        ex->stage = "sending the request";
+                        ex->done = true;
+                        return;
+                      }
+                      asio::async_read(socket_, asio::buffer(ex->header),
+                                       [this, ex, generation](const asio::error_code& ec, size_t) {
+                                         if (ec || generation != generation_) {
+                                           ex->ec = ec ? ec : asio::error::operation_aborted;
+                                           ex->stage = "reading the response header";
+                                           ex->done = true;
+                                           return;
+                                         }
+                                         ex->length = internal::DecodeFrameLength(ex->header);
+                                         if (ex->length > internal::kMaxFrameBytes) {
+                                           ex->too_long = true;
+                                           ex->done = true;
+                                           return;
+                                         }
+                                         ex->in.resize(ex->length);
+                                         asio::async_read(socket_, asio::buffer(ex->in),
+                                                          [ex](const asio::error_code& ec, size_t) {
+                                                            ex->ec = ec;
+                                                            ex->stage = "reading the response body";
+                                                            ex->done = true;
+                                                          });
+                                       });
+                    });
+  if (!RunUntil(*ex, deadline)) {
+    CloseSocket();
+    return DeadlineExceededError(url() + ": no answer to " + Describe(*request) + " " +
+                                 timer.AfterText());
+  }
+  if (ex->ec) {
+    CloseSocket();
+    return UnavailableError(url() + ": connection lost during " + Describe(*request) + " (" +
+                            ex->stage + "): " + ex->ec.message());
+  }
+  if (ex->too_long) {
+    CloseSocket();
+    return InternalError(url() + ": response to " + Describe(*request) + " announces " +
+                         std::to_string(ex->length) + " bytes, over the frame cap");
+  }
+  proto::StoreResponse response;
+  if (!response.ParseFromString(ex->in)) {
+    CloseSocket();
+    return InternalError(url() + ": unparsable response to " + Describe(*request));
+  }
+  if (response.request_id() != request->request_id()) {
+    CloseSocket();
+    return InternalError(url() + ": response to request " + std::to_string(response.request_id()) +
+                         " while waiting for " + std::to_string(request->request_id()));
+  }
+  return response;
+}
+
+TcpStore::TcpStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpStore::~TcpStore() = default;
+
+StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, int port,
+                                                      Deadline deadline) {
+  if (host.empty()) return InvalidArgumentError("TcpStore: empty host");
+  if (port <= 0 || port > 65535) {
+    return InvalidArgumentError("TcpStore: port " + std::to_string(port) + " for host '" + host +
+                                "' is not in 1..65535");
+  }
+  auto impl = std::make_unique<Impl>(host, port);
+  GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline));
+  return std::unique_ptr<TcpStore>(new TcpStore(std::move(impl)));
+}
+
+std::string TcpStore::Describe() const { return impl_->url(); }
+
+namespace {
+
+proto::StoreRequest MakeRequest(proto::StoreOp op, const std::string& key) {
+  proto::StoreRequest request;
+  request.set_op(op);
+  request.add_keys(key);
+  return request;
+}
+
+}  // namespace
+
+Status TcpStore::Set(const std::string& key, const std::string& value, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  GYRE_RETURN_IF_ERROR(CheckValue(key, value));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_SET, key);
+  request.set_value(value);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  return internal::ResponseStatus(response);
+}
+
+StatusOr<std::string> TcpStore::Get(const std::string& key, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_GET, key);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+  return std::move(*response.mutable_value());
+}
+
+StatusOr<std::optional<std::string>> TcpStore::TryGet(const std::string& key, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_TRY_GET, key);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+  if (!response.found()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(*response.mutable_value()));
+}
+
+StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_ADD, key);
+  request.set_delta(delta);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+  return static_cast<int64_t>(response.number());
+}
+
+StatusOr<std::string> TcpStore::CompareSet(const std::string& key, const std::string& expected,
+                                           const std::string& desired, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  GYRE_RETURN_IF_ERROR(CheckValue(key, desired));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_COMPARE_SET, key);
+  request.set_expected(expected);
+  request.set_value(desired);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+  return std::move(*response.mutable_value());
+}
+
+Status TcpStore::Wait(const std::vector<std::string>& keys, Deadline deadline) {
+  if (keys.empty()) return Status::Ok();
+  proto::StoreRequest request;
+  request.set_op(proto::STORE_OP_WAIT);
+  for (const std::string& key : keys) {
+    GYRE_RETURN_IF_ERROR(CheckKey(key));
+    request.add_keys(key);
+  }
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  return internal::ResponseStatus(response);
+}
+
+Status TcpStore::Delete(const std::string& key, Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(CheckKey(key));
+  proto::StoreRequest request = MakeRequest(proto::STORE_OP_DELETE, key);
+  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+  return internal::ResponseStatus(response);
+}
+
+}  // namespace gyre::store

@@ -1,0 +1,58 @@
+// TcpStoreServer: serves a HashStore to TcpStore clients over TCP on its own io thread.
+// Blocking requests (Get, Wait) are parked until their keys appear or their deadline
+// passes, so they never hold up other clients. A connection that sends garbage (a length
+// over the cap, an unparsable request, a frame that never completes) is dropped with a
+// logged reason while the server goes on serving everyone else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+
+namespace gyre::store {
+
+class TcpStoreServer {
+ public:
+  struct Options {
+    // Frames longer than this are refused before any allocation.
+    size_t max_frame_bytes;
+    // A frame whose header has arrived must complete within this time.
+    Duration frame_timeout = Seconds(30);
+    // Connections beyond this are closed at once.
+    int max_connections = 1024;
+    Options();
+  };
+
+  // Listens on host:port (port 0: the kernel picks; see port()). Only `host` is bound:
+  // "127.0.0.1" stays local; "0.0.0.0" must be asked for explicitly.
+  static StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host = "127.0.0.1",
+                                                         int port = 0);
+  static StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, int port,
+                                                         const Options& options);
+  // Stops as Stop() does.
+  ~TcpStoreServer();
+
+  // Closes the listener and every connection (parked clients see the connection close) and
+  // joins the io thread. Idempotent. Must not be called from a store callback.
+  void Stop();
+
+  int port() const;
+  // "host:port", e.g. "127.0.0.1:29500"
+  std::string address() const;
+  // "tcp://host:port"
+  std::string url() const;
+
+  // Connections dropped since Start: garbage, a protocol violation, or over the cap.
+  int64_t dropped_connections() const;
+
+ private:
+  class Impl;
+  explicit TcpStoreServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gyre::store

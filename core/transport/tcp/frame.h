@@ -1,0 +1,61 @@
+// The TCP transport's wire format. Every frame is a fixed 56-byte little-endian header, then
+// `meta_len` bytes of protobuf metadata, then `payload_len` raw payload bytes. Decoding checks
+// magic, version, CRC and every length against caps before the caller allocates anything, so
+// garbage on a socket costs a closed connection and nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/transport/transport.h"
+
+namespace gyre {
+
+// Header layout (offsets in bytes, integers little-endian):
+//   0 magic u32 ("GYRE")   4 version u16    6 type u8       7 flags u8 (must be 0)
+//   8 meta_len u32        12 seq u64       20 tag u64      28 payload_len u64
+//  36 OpDesc: collective u8, dtype u8, reduce_op u8, algorithm u8, root i32, count i64
+//  52 CRC-32 (IEEE) of bytes 0..51
+inline constexpr uint32_t kFrameMagic = 0x45525947;
+inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 56;
+
+enum class FrameType : uint8_t {
+  kHello = 1,     // meta: proto::PeerHello; no payload
+  kHelloAck = 2,  // meta: proto::PeerHelloAck; no payload
+  kData = 3,      // a message: seq, tag and OpDesc identify it; payload is the raw bytes
+};
+
+const char* FrameTypeName(FrameType type);
+
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  uint32_t meta_len = 0;
+  uint64_t seq = 0;
+  uint64_t tag = 0;
+  uint64_t payload_len = 0;
+  OpDesc desc;
+};
+
+// What a reader is prepared to accept; a header over either cap is refused.
+struct FrameLimits {
+  uint32_t max_meta_bytes = 0;
+  uint64_t max_payload_bytes = 0;
+};
+
+void EncodeFrameHeader(const FrameHeader& header, uint8_t out[kFrameHeaderBytes]);
+
+// Fills `out` from `in`, or fails with InvalidArgument naming the first broken rule (wrong
+// magic, unsupported version, CRC mismatch, unknown type or flags, length over a cap).
+Status DecodeFrameHeader(const uint8_t in[kFrameHeaderBytes], const FrameLimits& limits,
+                         FrameHeader* out);
+
+// A complete frame without payload (header followed by `meta`), as sent for the handshake.
+std::vector<uint8_t> EncodeControlFrame(FrameType type, const std::string& meta);
+
+uint32_t Crc32(const void* data, size_t size);
+
+}  // namespace gyre

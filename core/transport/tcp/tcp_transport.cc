@@ -1,0 +1,1307 @@
+#include "core/transport/tcp/tcp_transport.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <array>
+#include <asio.hpp>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "core/transport/tcp/frame.h"
+#include "proto/peer.pb.h"
+
+namespace gyre {
+namespace {
+
+using asio::ip::tcp;
+
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxHandshakeMetaBytes = 4096;
+// Data frames carry no metadata yet; a little is accepted (and skipped) so a later version
+// can add some without breaking this one.
+constexpr uint32_t kMaxDataMetaBytes = 64 << 10;
+// Reads of a large payload are split so BytesReceivedFrom moves while the frame streams in.
+constexpr size_t kReadChunkBytes = 4 << 20;
+// Bytes one socket may move per io turn before yielding, so a busy peer cannot starve the
+// other sockets or a waiting CancelOperation.
+constexpr size_t kIoTurnBytes = 16 << 20;
+constexpr size_t kDiscardBufferBytes = 256 << 10;
+// Charged per buffered message on top of its payload, so floods of empty messages are capped.
+constexpr size_t kBufferedMessageOverhead = 64;
+constexpr size_t kMaxRememberedCancels = 4096;
+constexpr int kMaxPendingHandshakes = 64;
+constexpr size_t kMaxGatherBuffers = 64;
+constexpr int kListenBacklog = 128;
+constexpr std::chrono::milliseconds kInitialBackoff{10};
+constexpr std::chrono::milliseconds kMaxBackoff{500};
+constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+// A `done` callback must not block; if the io thread is unresponsive this long something did.
+constexpr std::chrono::seconds kIoStallLimit{60};
+
+using MessageKey = std::pair<uint64_t, uint64_t>;  // (seq, tag)
+
+struct HostPort {
+  std::string host;
+  std::string port;
+};
+
+StatusOr<HostPort> ParseHostPort(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgumentError("\"" + address + "\" is not host:port");
+  }
+  HostPort hp{address.substr(0, colon), address.substr(colon + 1)};
+  if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']') {
+    hp.host = hp.host.substr(1, hp.host.size() - 2);
+  }
+  if (hp.port.size() > 5 ||
+      !std::all_of(hp.port.begin(), hp.port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stoi(hp.port) == 0 || std::stoi(hp.port) > 65535) {
+    return InvalidArgumentError("\"" + address + "\" has no valid port");
+  }
+  return hp;
+}
+
+std::string FormatEndpoint(const tcp::endpoint& ep) {
+  std::string host = ep.address().to_string();
+  if (ep.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(ep.port());
+}
+
+void SetSocketOptions(tcp::socket& socket, int buffer_bytes) {
+  asio::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ignored);
+  }
+}
+
+bool WouldBlock(const asio::error_code& ec) {
+  return ec == asio::error::would_block || ec == asio::error::try_again;
+}
+
+}  // namespace
+
+class TcpTransport::Impl {
+ public:
+  explicit Impl(const TcpTransportOptions& options);
+  ~Impl();
+
+  Status Start();
+  const std::string& address() const { return address_; }
+  Status SetPeers(std::vector<std::string> addresses);
+  int rank() const { return options_.rank; }
+  int size() const { return options_.world_size; }
+  const Clock& clock() const { return *clock_; }
+  void Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
+            DoneCallback done);
+  void Recv(int peer, const MessageHeader& header, void* data, size_t bytes, DoneCallback done);
+  void CancelOperation(uint64_t seq, const Status& reason);
+  uint64_t BytesReceivedFrom(int peer) const;
+  std::string DescribePeer(int peer) const;
+  void Shutdown();
+
+ private:
+  struct Completion {
+    DoneCallback done;
+    Status status;
+  };
+
+  struct PendingRecv {
+    MessageHeader header;
+    uint8_t* data = nullptr;
+    size_t bytes = 0;
+    DoneCallback done;
+  };
+
+  // A message that arrived before its Recv was posted.
+  struct BufferedMessage {
+    OpDesc desc;
+    std::unique_ptr<uint8_t[]> payload;
+    size_t bytes = 0;
+    size_t charge = 0;  // what it counts against max_unexpected_bytes
+  };
+
+  // The accepted connection from a peer, once that peer has been identified.
+  struct InConn;
+  struct RecvPeer {
+    std::map<MessageKey, std::deque<PendingRecv>> posted;
+    std::map<MessageKey, std::deque<BufferedMessage>> unexpected;
+    std::shared_ptr<InConn> conn;
+    Status closed;  // not OK once the peer's connection to this rank is gone
+  };
+
+  enum class ReadPhase { kHeader, kMeta, kPayload };
+  enum class Sink { kUser, kBuffer, kDiscard };  // where the current payload goes
+
+  struct InConn {
+    InConn(tcp::socket s, asio::io_context& io) : socket(std::move(s)), handshake_timer(io) {}
+    tcp::socket socket;
+    asio::steady_timer handshake_timer;
+    std::string remote;  // the peer's ephemeral address, for logs before it is identified
+    int peer = -1;
+    bool handshake_done = false;
+    bool rejecting = false;  // a refusal is being written; nothing more is read
+    bool closed = false;
+    ReadPhase phase = ReadPhase::kHeader;
+    std::array<uint8_t, kFrameHeaderBytes> header_bytes{};
+    size_t header_got = 0;
+    FrameHeader frame;
+    std::vector<uint8_t> meta;
+    size_t meta_got = 0;
+    uint64_t payload_got = 0;
+    Sink sink = Sink::kDiscard;
+    PendingRecv recv;                   // sink == kUser
+    std::unique_ptr<uint8_t[]> buffer;  // sink == kBuffer
+    size_t buffer_charge = 0;
+    std::vector<uint8_t> reply;  // the hello answer being written
+  };
+
+  struct SendOp {
+    uint64_t seq = 0;
+    std::array<uint8_t, kFrameHeaderBytes> header{};
+    const uint8_t* data = nullptr;
+    size_t bytes = 0;
+    size_t sent = 0;  // header and payload bytes written so far
+    // After a cancel in mid-write the rest of the payload lives here, so the frame can be
+    // finished (the stream stays framed) without touching the caller's buffer.
+    std::unique_ptr<uint8_t[]> owned;
+    size_t owned_from = 0;
+    DoneCallback done;  // empty once the op has been completed by a cancel
+
+    const uint8_t* PayloadAt(size_t offset) const {
+      return owned ? owned.get() + (offset - owned_from) : data + offset;
+    }
+  };
+
+  enum class OutState { kIdle, kConnecting, kReady, kFailed };
+
+  struct OutConn {
+    OutConn(asio::io_context& io, int peer_rank)
+        : peer(peer_rank), socket(io), timer(io), resolver(io) {}
+    int peer;
+    OutState state = OutState::kIdle;
+    tcp::socket socket;
+    asio::steady_timer timer;  // attempt deadline, then retry backoff
+    tcp::resolver resolver;
+    std::deque<SendOp> queue;
+    bool write_waiting = false;
+    Status failure;
+    HostPort target;
+    TimePoint started{};
+    Deadline deadline = Deadline::Infinite();
+    int attempts = 0;
+    Duration backoff{};
+    std::string last_error;
+    uint64_t attempt = 0;  // handlers of an older attempt see a different value and return
+    std::vector<uint8_t> hello;
+    std::array<uint8_t, kFrameHeaderBytes> ack_header{};
+    std::vector<uint8_t> ack_meta;
+    std::array<uint8_t, 64> probe{};
+  };
+
+  // Wraps an io handler so callbacks produced while it ran are delivered when it is done,
+  // never while the transport's state is half updated.
+  template <typename F>
+  auto Wrap(F f) {
+    return [this, f = std::move(f)](auto&&... args) mutable {
+      f(std::forward<decltype(args)>(args)...);
+      DrainCompletions();
+    };
+  }
+  // Posts make() to the io thread unless it has shut down; make() is only called (and so
+  // only consumes what it captures) when the post happens.
+  template <typename MakeHandler>
+  bool PostIfOpen(MakeHandler&& make) {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    if (io_closed_) return false;
+    asio::post(io_, Wrap(make()));
+    return true;
+  }
+  bool OnIoThread() { return io_.get_executor().running_in_this_thread(); }
+  void WaitForIo(std::future<void>& done, const char* what);
+  void Complete(DoneCallback done, Status status);
+  void DrainCompletions();
+  Status ShutdownStatus() const;
+
+  // Everything below runs on the io thread only.
+  void SendOnIo(int peer, const MessageHeader& header, const uint8_t* data, size_t bytes,
+                DoneCallback done);
+  void RecvOnIo(int peer, const MessageHeader& header, uint8_t* data, size_t bytes,
+                DoneCallback done);
+  void CancelOnIo(uint64_t seq, const Status& reason);
+  void ShutdownOnIo();
+  const Status* FindCancel(uint64_t seq) const;
+  Status CheckMatch(int peer, const FrameHeader& frame, const PendingRecv& recv) const;
+
+  void StartAccept();
+  void OnAccepted(tcp::socket socket);
+  void WaitReadable(const std::shared_ptr<InConn>& c);
+  void OnReadable(const std::shared_ptr<InConn>& c);
+  void OnHeader(const std::shared_ptr<InConn>& c);
+  void OnHello(const std::shared_ptr<InConn>& c);
+  void StartPayload(const std::shared_ptr<InConn>& c);
+  void FinishPayload(const std::shared_ptr<InConn>& c);
+  void Refuse(const std::shared_ptr<InConn>& c, const std::string& why);
+  void Drop(const std::shared_ptr<InConn>& c, const std::string& why);
+  void CloseIn(const std::shared_ptr<InConn>& c, const Status& reason);
+  std::string DescribeIn(const InConn& c) const;
+
+  void StartConnect(const std::shared_ptr<OutConn>& o);
+  void StartAttempt(const std::shared_ptr<OutConn>& o);
+  void OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id);
+  void OnAckHeader(const std::shared_ptr<OutConn>& o, uint64_t id);
+  void OnAck(const std::shared_ptr<OutConn>& o, uint64_t id);
+  void AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id, const std::string& error);
+  void WatchForClose(const std::shared_ptr<OutConn>& o);
+  void PumpWrites(const std::shared_ptr<OutConn>& o);
+  void WaitWritable(const std::shared_ptr<OutConn>& o);
+  void FailOut(const std::shared_ptr<OutConn>& o, const Status& status);
+
+  const TcpTransportOptions options_;
+  const Clock* const clock_;
+  std::string address_;  // fixed by Start(), before the io thread exists
+  std::unique_ptr<std::atomic<uint64_t>[]> bytes_received_;
+
+  mutable std::mutex peers_mu_;
+  bool peers_set_ = false;                   // guarded by peers_mu_
+  std::vector<std::string> peer_addresses_;  // guarded by peers_mu_
+  std::vector<HostPort> peer_targets_;       // guarded by peers_mu_
+
+  std::mutex post_mu_;
+  bool io_closed_ = false;  // guarded by post_mu_; no handler is posted once set
+
+  std::mutex shutdown_mu_;
+  bool joined_ = true;  // guarded by shutdown_mu_; false while the io thread may run
+
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_guard_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_timer_;
+
+  // io thread state.
+  bool shutdown_ = false;
+  bool draining_ = false;
+  std::deque<Completion> completions_;
+  std::vector<RecvPeer> recv_peers_;
+  std::set<std::shared_ptr<InConn>> in_conns_;
+  int pending_handshakes_ = 0;
+  size_t unexpected_bytes_ = 0;
+  std::map<uint64_t, Status> cancelled_;
+  std::vector<std::shared_ptr<OutConn>> out_conns_;
+  std::vector<asio::const_buffer> gather_;
+  std::unique_ptr<uint8_t[]> discard_;
+
+  std::promise<void> io_exited_;
+  std::future<void> io_exited_future_;
+  std::thread io_thread_;
+};
+
+TcpTransport::Impl::Impl(const TcpTransportOptions& options)
+    : options_(options),
+      clock_(SteadyClock::Get()),
+      bytes_received_(new std::atomic<uint64_t>[options.world_size]()),
+      work_guard_(asio::make_work_guard(io_)),
+      acceptor_(io_),
+      accept_retry_timer_(io_),
+      recv_peers_(options.world_size),
+      discard_(new uint8_t[kDiscardBufferBytes]) {
+  for (int q = 0; q < options_.world_size; ++q) {
+    out_conns_.push_back(std::make_shared<OutConn>(io_, q));
+  }
+  gather_.reserve(kMaxGatherBuffers);
+}
+
+TcpTransport::Impl::~Impl() {
+  CHECK(!OnIoThread()) << "a TcpTransport must not be destroyed inside its own callback";
+  Shutdown();
+}
+
+Status TcpTransport::Impl::Start() {
+  asio::error_code ec;
+  asio::ip::address host = asio::ip::make_address(options_.listen_host, ec);
+  if (ec) {
+    return InvalidArgumentError("listen_host \"" + options_.listen_host +
+                                "\" is not an IP address: " + ec.message());
+  }
+  tcp::endpoint endpoint(host, static_cast<uint16_t>(options_.listen_port));
+  std::string where = FormatEndpoint(endpoint);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec && options_.socket_buffer_bytes > 0) {
+    // Set before listen so accepted sockets inherit it and the window scale is negotiated.
+    acceptor_.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes), ec);
+  }
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(kListenBacklog, ec);
+  if (ec) {
+    return UnavailableError("rank " + std::to_string(options_.rank) + " cannot listen on " + where +
+                            ": " + ec.message());
+  }
+  address_ = FormatEndpoint(acceptor_.local_endpoint(ec));
+  if (ec) return UnavailableError("cannot read the listening address: " + ec.message());
+
+  StartAccept();
+  io_exited_future_ = io_exited_.get_future();
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    joined_ = false;
+  }
+  io_thread_ = std::thread([this] {
+    io_.run();
+    io_exited_.set_value();
+  });
+  return Status::Ok();
+}
+
+Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
+  if (addresses.size() != static_cast<size_t>(options_.world_size)) {
+    return InvalidArgumentError("SetPeers got " + std::to_string(addresses.size()) +
+                                " addresses for a world of " + std::to_string(options_.world_size) +
+                                " ranks");
+  }
+  std::vector<HostPort> targets;
+  for (size_t q = 0; q < addresses.size(); ++q) {
+    StatusOr<HostPort> hp = ParseHostPort(addresses[q]);
+    if (!hp.ok()) return hp.status().WithContext("address of rank " + std::to_string(q));
+    targets.push_back(*hp);
+  }
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  if (peers_set_) {
+    return InvalidArgumentError("SetPeers was already called on rank " +
+                                std::to_string(options_.rank));
+  }
+  peer_addresses_ = std::move(addresses);
+  peer_targets_ = std::move(targets);
+  peers_set_ = true;
+  return Status::Ok();
+}
+
+std::string TcpTransport::Impl::DescribePeer(int peer) const {
+  std::string name = "rank " + std::to_string(peer);
+  if (peer == options_.rank) return name + " (" + address_ + ")";
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  if (peers_set_ && peer >= 0 && peer < options_.world_size) {
+    return name + " (" + peer_addresses_[peer] + ")";
+  }
+  return name;
+}
+
+uint64_t TcpTransport::Impl::BytesReceivedFrom(int peer) const {
+  if (peer < 0 || peer >= options_.world_size) return 0;
+  return bytes_received_[peer].load(std::memory_order_relaxed);
+}
+
+Status TcpTransport::Impl::ShutdownStatus() const {
+  return AbortedError("the transport of rank " + std::to_string(options_.rank) + " is shut down");
+}
+
+void TcpTransport::Impl::Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
+                              DoneCallback done) {
+  std::string refusal;
+  if (peer < 0 || peer >= options_.world_size || peer == options_.rank) {
+    refusal = "rank " + std::to_string(options_.rank) + " cannot send to rank " +
+              std::to_string(peer) + " (world of " + std::to_string(options_.world_size) + ")";
+  } else if (data == nullptr && bytes > 0) {
+    refusal = "Send of " + std::to_string(bytes) + " bytes from a null buffer";
+  } else if (bytes > options_.max_frame_bytes) {
+    refusal = "Send of " + std::to_string(bytes) + " bytes to " + DescribePeer(peer) +
+              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")";
+  }
+  if (!refusal.empty()) {
+    if (done) done(InvalidArgumentError(refusal));
+    return;
+  }
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  bool posted = PostIfOpen([&] {
+    return [this, peer, header, p, bytes, done = std::move(done)]() mutable {
+      SendOnIo(peer, header, p, bytes, std::move(done));
+    };
+  });
+  if (!posted && done) done(ShutdownStatus());
+}
+
+void TcpTransport::Impl::Recv(int peer, const MessageHeader& header, void* data, size_t bytes,
+                              DoneCallback done) {
+  std::string refusal;
+  if (peer < 0 || peer >= options_.world_size || peer == options_.rank) {
+    refusal = "rank " + std::to_string(options_.rank) + " cannot receive from rank " +
+              std::to_string(peer) + " (world of " + std::to_string(options_.world_size) + ")";
+  } else if (data == nullptr && bytes > 0) {
+    refusal = "Recv of " + std::to_string(bytes) + " bytes into a null buffer";
+  } else if (bytes > options_.max_frame_bytes) {
+    refusal = "Recv of " + std::to_string(bytes) + " bytes from " + DescribePeer(peer) +
+              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")";
+  }
+  if (!refusal.empty()) {
+    if (done) done(InvalidArgumentError(refusal));
+    return;
+  }
+  uint8_t* p = static_cast<uint8_t*>(data);
+  bool posted = PostIfOpen([&] {
+    return [this, peer, header, p, bytes, done = std::move(done)]() mutable {
+      RecvOnIo(peer, header, p, bytes, std::move(done));
+    };
+  });
+  if (!posted && done) done(ShutdownStatus());
+}
+
+void TcpTransport::Impl::WaitForIo(std::future<void>& done, const char* what) {
+  Deadline deadline = Deadline::After(*clock_, kIoStallLimit);
+  if (done.wait_for(deadline.Remaining(*clock_)) != std::future_status::ready) {
+    LOG(FATAL) << "rank " << options_.rank << ": the transport io thread did not finish " << what
+               << " within " << FormatDuration(kIoStallLimit) << "; a done callback must not block";
+  }
+}
+
+void TcpTransport::Impl::CancelOperation(uint64_t seq, const Status& reason) {
+  if (OnIoThread()) {
+    CancelOnIo(seq, reason);
+    DrainCompletions();
+    return;
+  }
+  std::promise<void> finished;
+  std::future<void> future = finished.get_future();
+  bool posted = PostIfOpen([&] {
+    return [this, seq, reason, &finished] {
+      CancelOnIo(seq, reason);
+      DrainCompletions();
+      finished.set_value();
+    };
+  });
+  // Not posted: the io thread has shut down, which already failed every operation.
+  if (posted) WaitForIo(future, "CancelOperation");
+}
+
+void TcpTransport::Impl::Shutdown() {
+  if (OnIoThread()) {
+    ShutdownOnIo();
+    DrainCompletions();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (joined_) return;
+  PostIfOpen([this] { return [this] { ShutdownOnIo(); }; });
+  work_guard_.reset();
+  WaitForIo(io_exited_future_, "Shutdown");
+  io_thread_.join();
+  joined_ = true;
+}
+
+void TcpTransport::Impl::Complete(DoneCallback done, Status status) {
+  if (done) completions_.push_back(Completion{std::move(done), std::move(status)});
+}
+
+void TcpTransport::Impl::DrainCompletions() {
+  // A callback may call back in (CancelOperation runs inline on this thread); the outer
+  // loop delivers whatever that adds.
+  if (draining_) return;
+  draining_ = true;
+  while (!completions_.empty()) {
+    Completion c = std::move(completions_.front());
+    completions_.pop_front();
+    c.done(std::move(c.status));
+  }
+  draining_ = false;
+}
+
+const Status* TcpTransport::Impl::FindCancel(uint64_t seq) const {
+  auto it = cancelled_.find(seq);
+  return it == cancelled_.end() ? nullptr : &it->second;
+}
+
+Status TcpTransport::Impl::CheckMatch(int peer, const FrameHeader& frame,
+                                      const PendingRecv& recv) const {
+  bool size_differs = frame.payload_len != recv.bytes;
+  bool desc_differs = frame.desc != recv.header.desc;
+  if (!size_differs && !desc_differs) return Status::Ok();
+  return InvalidArgumentError(
+      std::string(desc_differs ? "mismatched calls" : "mismatched sizes") + " at seq " +
+      std::to_string(frame.seq) + " tag " + std::to_string(frame.tag) + ": " + DescribePeer(peer) +
+      " sent " + DescribeOpDesc(frame.desc) + " with " + std::to_string(frame.payload_len) +
+      " bytes, but this rank (rank " + std::to_string(options_.rank) + ") expected " +
+      DescribeOpDesc(recv.header.desc) + " with " + std::to_string(recv.bytes) + " bytes");
+}
+
+// ---- Operations on the io thread ----------------------------------------------------------
+
+void TcpTransport::Impl::SendOnIo(int peer, const MessageHeader& header, const uint8_t* data,
+                                  size_t bytes, DoneCallback done) {
+  if (shutdown_) return Complete(std::move(done), ShutdownStatus());
+  if (const Status* reason = FindCancel(header.seq)) return Complete(std::move(done), *reason);
+  const std::shared_ptr<OutConn>& o = out_conns_[peer];
+  if (o->state == OutState::kFailed) return Complete(std::move(done), o->failure);
+  if (o->state == OutState::kIdle) {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (!peers_set_) {
+      return Complete(
+          std::move(done),
+          InvalidArgumentError("rank " + std::to_string(options_.rank) + " sent to rank " +
+                               std::to_string(peer) + " before SetPeers"));
+    }
+    o->target = peer_targets_[peer];
+  }
+  SendOp op;
+  op.seq = header.seq;
+  FrameHeader frame;
+  frame.type = FrameType::kData;
+  frame.seq = header.seq;
+  frame.tag = header.tag;
+  frame.payload_len = bytes;
+  frame.desc = header.desc;
+  EncodeFrameHeader(frame, op.header.data());
+  op.data = data;
+  op.bytes = bytes;
+  op.done = std::move(done);
+  o->queue.push_back(std::move(op));
+  if (o->state == OutState::kIdle) {
+    StartConnect(o);
+  } else if (o->state == OutState::kReady) {
+    PumpWrites(o);
+  }
+}
+
+void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t* data,
+                                  size_t bytes, DoneCallback done) {
+  if (shutdown_) return Complete(std::move(done), ShutdownStatus());
+  if (const Status* reason = FindCancel(header.seq)) return Complete(std::move(done), *reason);
+  PendingRecv recv{header, data, bytes, std::move(done)};
+  RecvPeer& p = recv_peers_[peer];
+  MessageKey key{header.seq, header.tag};
+
+  auto buffered = p.unexpected.find(key);
+  if (buffered != p.unexpected.end()) {
+    BufferedMessage msg = std::move(buffered->second.front());
+    buffered->second.pop_front();
+    if (buffered->second.empty()) p.unexpected.erase(buffered);
+    unexpected_bytes_ -= msg.charge;
+    FrameHeader frame;
+    frame.seq = header.seq;
+    frame.tag = header.tag;
+    frame.payload_len = msg.bytes;
+    frame.desc = msg.desc;
+    Status match = CheckMatch(peer, frame, recv);
+    if (match.ok() && bytes > 0) std::memcpy(data, msg.payload.get(), bytes);
+    return Complete(std::move(recv.done), match);
+  }
+
+  // The message may be streaming in right now as an early one: take it over, so the rest of
+  // it lands directly in the caller's buffer.
+  const std::shared_ptr<InConn>& c = p.conn;
+  if (c && c->phase == ReadPhase::kPayload && c->sink == Sink::kBuffer &&
+      c->frame.seq == header.seq && c->frame.tag == header.tag) {
+    unexpected_bytes_ -= c->buffer_charge;
+    c->buffer_charge = 0;
+    Status match = CheckMatch(peer, c->frame, recv);
+    if (match.ok()) {
+      if (c->payload_got > 0) std::memcpy(data, c->buffer.get(), c->payload_got);
+      c->buffer.reset();
+      c->recv = std::move(recv);
+      c->sink = Sink::kUser;
+      return;
+    }
+    c->buffer.reset();
+    c->sink = Sink::kDiscard;
+    return Complete(std::move(recv.done), match);
+  }
+
+  if (!p.closed.ok()) return Complete(std::move(recv.done), p.closed);
+  p.posted[key].push_back(std::move(recv));
+}
+
+void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
+  cancelled_[seq] = reason;
+  while (cancelled_.size() > kMaxRememberedCancels) cancelled_.erase(cancelled_.begin());
+
+  auto in_seq = [seq](auto& map) {
+    return std::make_pair(map.lower_bound(MessageKey{seq, 0}),
+                          seq == UINT64_MAX ? map.end() : map.lower_bound(MessageKey{seq + 1, 0}));
+  };
+  for (RecvPeer& p : recv_peers_) {
+    auto [posted_begin, posted_end] = in_seq(p.posted);
+    for (auto it = posted_begin; it != posted_end; ++it) {
+      for (PendingRecv& r : it->second) Complete(std::move(r.done), reason);
+    }
+    p.posted.erase(posted_begin, posted_end);
+    auto [early_begin, early_end] = in_seq(p.unexpected);
+    for (auto it = early_begin; it != early_end; ++it) {
+      for (const BufferedMessage& m : it->second) unexpected_bytes_ -= m.charge;
+    }
+    p.unexpected.erase(early_begin, early_end);
+  }
+
+  for (const std::shared_ptr<InConn>& c : in_conns_) {
+    if (c->closed || c->phase != ReadPhase::kPayload || c->frame.seq != seq) continue;
+    if (c->sink == Sink::kUser) {
+      Complete(std::move(c->recv.done), reason);
+      c->recv = PendingRecv();
+    } else if (c->sink == Sink::kBuffer) {
+      unexpected_bytes_ -= c->buffer_charge;
+      c->buffer_charge = 0;
+      c->buffer.reset();
+    }
+    c->sink = Sink::kDiscard;
+  }
+
+  for (const std::shared_ptr<OutConn>& o : out_conns_) {
+    for (auto it = o->queue.begin(); it != o->queue.end();) {
+      if (it->seq != seq || !it->done) {
+        ++it;
+        continue;
+      }
+      Complete(std::move(it->done), reason);
+      if (it->sent == 0) {
+        it = o->queue.erase(it);
+        continue;
+      }
+      size_t payload_sent = it->sent > kFrameHeaderBytes ? it->sent - kFrameHeaderBytes : 0;
+      if (payload_sent < it->bytes) {
+        size_t rest = it->bytes - payload_sent;
+        it->owned.reset(new uint8_t[rest]);
+        std::memcpy(it->owned.get(), it->data + payload_sent, rest);
+        it->owned_from = payload_sent;
+      }
+      it->data = nullptr;
+      ++it;
+    }
+  }
+}
+
+void TcpTransport::Impl::ShutdownOnIo() {
+  if (shutdown_) return;
+  shutdown_ = true;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    io_closed_ = true;
+  }
+  Status status = ShutdownStatus();
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_timer_.cancel();
+  for (const std::shared_ptr<InConn>& c : in_conns_) {
+    c->closed = true;
+    c->socket.close(ignored);
+    c->handshake_timer.cancel();
+    if (c->phase == ReadPhase::kPayload && c->sink == Sink::kUser) {
+      Complete(std::move(c->recv.done), status);
+    }
+  }
+  in_conns_.clear();
+  for (RecvPeer& p : recv_peers_) {
+    for (auto& [key, recvs] : p.posted) {
+      for (PendingRecv& r : recvs) Complete(std::move(r.done), status);
+    }
+    p.posted.clear();
+    p.unexpected.clear();
+    p.conn.reset();
+  }
+  unexpected_bytes_ = 0;
+  for (const std::shared_ptr<OutConn>& o : out_conns_) FailOut(o, status);
+}
+
+// ---- Accepted connections: handshake and the receive path ----------------------------------
+
+void TcpTransport::Impl::StartAccept() {
+  acceptor_.async_accept(Wrap([this](const asio::error_code& ec, tcp::socket socket) {
+    if (shutdown_ || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // E.g. out of descriptors: back off instead of spinning on the error.
+      LOG(WARNING) << "rank " << options_.rank << " failed to accept a connection on " << address_
+                   << ": " << ec.message();
+      accept_retry_timer_.expires_after(kAcceptRetryDelay);
+      accept_retry_timer_.async_wait(Wrap([this](const asio::error_code& timer_ec) {
+        if (!timer_ec && !shutdown_) StartAccept();
+      }));
+      return;
+    }
+    OnAccepted(std::move(socket));
+    StartAccept();
+  }));
+}
+
+void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
+  asio::error_code ec;
+  tcp::endpoint remote = socket.remote_endpoint(ec);
+  std::string who = ec ? std::string("an unknown address") : FormatEndpoint(remote);
+  if (pending_handshakes_ >= kMaxPendingHandshakes) {
+    LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
+                 << pending_handshakes_ << " connections in handshake";
+    socket.close(ec);
+    return;
+  }
+  SetSocketOptions(socket, options_.socket_buffer_bytes);
+  socket.non_blocking(true, ec);
+  if (ec) {
+    LOG(WARNING) << "rank " << options_.rank << " dropped a connection from " << who << ": "
+                 << ec.message();
+    return;
+  }
+  auto c = std::make_shared<InConn>(std::move(socket), io_);
+  c->remote = who;
+  in_conns_.insert(c);
+  ++pending_handshakes_;
+  c->handshake_timer.expires_after(options_.handshake_timeout);
+  c->handshake_timer.async_wait(Wrap([this, c](const asio::error_code& timer_ec) {
+    if (timer_ec || c->closed || c->handshake_done) return;
+    Drop(c, "no valid hello within " + FormatDuration(options_.handshake_timeout));
+  }));
+  OnReadable(c);
+}
+
+std::string TcpTransport::Impl::DescribeIn(const InConn& c) const {
+  return c.handshake_done ? DescribePeer(c.peer) : c.remote;
+}
+
+void TcpTransport::Impl::WaitReadable(const std::shared_ptr<InConn>& c) {
+  c->socket.async_wait(
+      tcp::socket::wait_read, Wrap([this, c](const asio::error_code& ec) {
+        if (shutdown_ || c->closed || c->rejecting || ec == asio::error::operation_aborted) return;
+        if (ec) {
+          Drop(c, "waiting for data failed: " + ec.message());
+          return;
+        }
+        OnReadable(c);
+      }));
+}
+
+// Reads with non-blocking read_some into whatever buffer the current frame needs. No read
+// is ever left pending on a caller's buffer, so CancelOperation only has to redirect the
+// sink: the next read goes wherever the sink then points.
+void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c) {
+  size_t turn_left = kIoTurnBytes;
+  while (!c->closed && !c->rejecting && !shutdown_) {
+    asio::mutable_buffer target;
+    switch (c->phase) {
+      case ReadPhase::kHeader:
+        target =
+            asio::buffer(c->header_bytes.data() + c->header_got, kFrameHeaderBytes - c->header_got);
+        break;
+      case ReadPhase::kMeta:
+        target = asio::buffer(c->meta.data() + c->meta_got, c->meta.size() - c->meta_got);
+        break;
+      case ReadPhase::kPayload: {
+        size_t want = static_cast<size_t>(
+            std::min<uint64_t>(c->frame.payload_len - c->payload_got, kReadChunkBytes));
+        if (c->sink == Sink::kUser) {
+          target = asio::buffer(c->recv.data + c->payload_got, want);
+        } else if (c->sink == Sink::kBuffer) {
+          target = asio::buffer(c->buffer.get() + c->payload_got, want);
+        } else {
+          target = asio::buffer(discard_.get(), std::min(want, kDiscardBufferBytes));
+        }
+        break;
+      }
+    }
+    asio::error_code ec;
+    size_t n = c->socket.read_some(target, ec);
+    if (WouldBlock(ec)) return WaitReadable(c);
+    if (ec) {
+      if (!c->handshake_done) return Drop(c, "closed during the handshake: " + ec.message());
+      Status reason =
+          UnavailableError("connection from " + DescribePeer(c->peer) + " closed: " + ec.message());
+      VLOG(1) << "rank " << options_.rank << ": " << reason.message();
+      return CloseIn(c, reason);
+    }
+    switch (c->phase) {
+      case ReadPhase::kHeader:
+        c->header_got += n;
+        if (c->header_got == kFrameHeaderBytes) OnHeader(c);
+        break;
+      case ReadPhase::kMeta:
+        c->meta_got += n;
+        if (c->meta_got == c->meta.size()) {
+          if (!c->handshake_done) {
+            OnHello(c);
+          } else {
+            StartPayload(c);
+          }
+        }
+        break;
+      case ReadPhase::kPayload:
+        c->payload_got += n;
+        bytes_received_[c->peer].fetch_add(n, std::memory_order_relaxed);
+        if (c->payload_got == c->frame.payload_len) FinishPayload(c);
+        break;
+    }
+    if (n >= turn_left) return WaitReadable(c);
+    turn_left -= n;
+  }
+}
+
+void TcpTransport::Impl::OnHeader(const std::shared_ptr<InConn>& c) {
+  c->header_got = 0;
+  FrameLimits limits;
+  if (c->handshake_done) {
+    limits.max_meta_bytes = kMaxDataMetaBytes;
+    limits.max_payload_bytes = options_.max_frame_bytes;
+  } else {
+    limits.max_meta_bytes = kMaxHandshakeMetaBytes;
+    limits.max_payload_bytes = 0;
+  }
+  Status decoded = DecodeFrameHeader(c->header_bytes.data(), limits, &c->frame);
+  if (!decoded.ok()) return Drop(c, decoded.message());
+  FrameType expected = c->handshake_done ? FrameType::kData : FrameType::kHello;
+  if (c->frame.type != expected) {
+    return Drop(c, std::string("got a ") + FrameTypeName(c->frame.type) + " frame where a " +
+                       FrameTypeName(expected) + " frame belongs");
+  }
+  if (c->frame.meta_len > 0) {
+    c->meta.resize(c->frame.meta_len);
+    c->meta_got = 0;
+    c->phase = ReadPhase::kMeta;
+    return;
+  }
+  c->meta.clear();
+  if (!c->handshake_done) return OnHello(c);
+  StartPayload(c);
+}
+
+void TcpTransport::Impl::OnHello(const std::shared_ptr<InConn>& c) {
+  c->phase = ReadPhase::kHeader;
+  proto::PeerHello hello;
+  if (!hello.ParseFromArray(c->meta.data(), static_cast<int>(c->meta.size()))) {
+    return Drop(c, "malformed hello");
+  }
+  c->meta.clear();
+  const int q = hello.rank();
+  if (hello.magic() != kFrameMagic) return Drop(c, "hello without the gyre magic");
+  if (hello.protocol_version() != kProtocolVersion) {
+    return Refuse(c, "protocol version " + std::to_string(hello.protocol_version()) +
+                         ", this rank speaks " + std::to_string(kProtocolVersion));
+  }
+  if (hello.job_id() != options_.job_id) {
+    return Refuse(
+        c, "hello for job \"" + hello.job_id() + "\", this is job \"" + options_.job_id + "\"");
+  }
+  if (hello.world_size() != options_.world_size) {
+    return Refuse(c, "hello for a world of " + std::to_string(hello.world_size()) +
+                         " ranks, this world has " + std::to_string(options_.world_size));
+  }
+  if (q < 0 || q >= options_.world_size || q == options_.rank) {
+    return Refuse(c, "hello from rank " + std::to_string(q) +
+                         ", which is out of range or "
+                         "this rank itself");
+  }
+  // The per-job secret proof will be checked here, before any state below changes.
+  RecvPeer& p = recv_peers_[q];
+  if (p.conn || !p.closed.ok()) {
+    return Refuse(c, "rank " + std::to_string(q) + " already connected to rank " +
+                         std::to_string(options_.rank));
+  }
+  c->peer = q;
+  c->handshake_done = true;
+  --pending_handshakes_;
+  c->handshake_timer.cancel();
+  p.conn = c;
+  VLOG(1) << "rank " << options_.rank << " accepted a connection from " << DescribePeer(q) << " at "
+          << c->remote;
+
+  proto::PeerHelloAck ack;
+  ack.set_accepted(true);
+  ack.set_protocol_version(kProtocolVersion);
+  ack.set_job_id(options_.job_id);
+  ack.set_rank(options_.rank);
+  c->reply = EncodeControlFrame(FrameType::kHelloAck, ack.SerializeAsString());
+  asio::async_write(c->socket, asio::buffer(c->reply),
+                    Wrap([this, c](const asio::error_code& ec, size_t) {
+                      if (ec && !c->closed && !shutdown_) {
+                        Drop(c, "cannot answer the hello: " + ec.message());
+                      }
+                    }));
+}
+
+void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
+  c->phase = ReadPhase::kPayload;
+  c->payload_got = 0;
+  const FrameHeader& f = c->frame;
+  RecvPeer& p = recv_peers_[c->peer];
+  MessageKey key{f.seq, f.tag};
+  auto posted = p.posted.find(key);
+  if (FindCancel(f.seq) != nullptr) {
+    c->sink = Sink::kDiscard;
+  } else if (posted != p.posted.end()) {
+    PendingRecv recv = std::move(posted->second.front());
+    posted->second.pop_front();
+    if (posted->second.empty()) p.posted.erase(posted);
+    Status match = CheckMatch(c->peer, f, recv);
+    if (match.ok()) {
+      c->recv = std::move(recv);
+      c->sink = Sink::kUser;
+    } else {
+      Complete(std::move(recv.done), match);
+      c->sink = Sink::kDiscard;
+    }
+  } else {
+    size_t charge = static_cast<size_t>(f.payload_len) + kBufferedMessageOverhead;
+    if (unexpected_bytes_ + charge > options_.max_unexpected_bytes) {
+      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for seq " +
+                         std::to_string(f.seq) + " tag " + std::to_string(f.tag) +
+                         " before the receive was posted, over max_unexpected_bytes (" +
+                         std::to_string(unexpected_bytes_) + " of " +
+                         std::to_string(options_.max_unexpected_bytes) + " bytes in use)");
+    }
+    unexpected_bytes_ += charge;
+    c->buffer_charge = charge;
+    c->buffer.reset(new uint8_t[f.payload_len > 0 ? f.payload_len : 1]);
+    c->sink = Sink::kBuffer;
+  }
+  if (f.payload_len == 0) FinishPayload(c);
+}
+
+void TcpTransport::Impl::FinishPayload(const std::shared_ptr<InConn>& c) {
+  if (c->sink == Sink::kUser) {
+    Complete(std::move(c->recv.done), Status::Ok());
+    c->recv = PendingRecv();
+  } else if (c->sink == Sink::kBuffer) {
+    BufferedMessage msg;
+    msg.desc = c->frame.desc;
+    msg.payload = std::move(c->buffer);
+    msg.bytes = static_cast<size_t>(c->frame.payload_len);
+    msg.charge = c->buffer_charge;
+    c->buffer_charge = 0;
+    recv_peers_[c->peer].unexpected[MessageKey{c->frame.seq, c->frame.tag}].push_back(
+        std::move(msg));
+  }
+  c->sink = Sink::kDiscard;
+  c->phase = ReadPhase::kHeader;
+}
+
+void TcpTransport::Impl::Refuse(const std::shared_ptr<InConn>& c, const std::string& why) {
+  LOG(WARNING) << "rank " << options_.rank << " refused the connection from " << c->remote << ": "
+               << why;
+  c->rejecting = true;
+  proto::PeerHelloAck ack;
+  ack.set_accepted(false);
+  ack.set_reason(why);
+  ack.set_protocol_version(kProtocolVersion);
+  ack.set_rank(options_.rank);
+  c->reply = EncodeControlFrame(FrameType::kHelloAck, ack.SerializeAsString());
+  // The handshake timer stays armed, so a refused stranger that never reads is still cut off.
+  asio::async_write(c->socket, asio::buffer(c->reply),
+                    Wrap([this, c](const asio::error_code&, size_t) {
+                      CloseIn(c, UnavailableError("refused"));
+                    }));
+}
+
+void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::string& why) {
+  if (c->closed) return;
+  LOG(WARNING) << "rank " << options_.rank << " dropped the connection from " << DescribeIn(*c)
+               << ": " << why;
+  CloseIn(c, UnavailableError("rank " + std::to_string(options_.rank) +
+                              " dropped the connection from " + DescribeIn(*c) + ": " + why));
+}
+
+void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status& reason) {
+  if (c->closed) return;
+  c->closed = true;
+  asio::error_code ignored;
+  c->socket.close(ignored);
+  c->handshake_timer.cancel();
+  in_conns_.erase(c);
+  if (!c->handshake_done) {
+    --pending_handshakes_;
+    return;
+  }
+  RecvPeer& p = recv_peers_[c->peer];
+  if (p.conn == c) p.conn.reset();
+  p.closed = reason;
+  if (c->phase == ReadPhase::kPayload) {
+    if (c->sink == Sink::kUser) Complete(std::move(c->recv.done), reason);
+    if (c->sink == Sink::kBuffer) unexpected_bytes_ -= c->buffer_charge;
+    c->recv = PendingRecv();
+    c->buffer.reset();
+    c->buffer_charge = 0;
+    c->sink = Sink::kDiscard;
+  }
+  for (auto& [key, recvs] : p.posted) {
+    for (PendingRecv& r : recvs) Complete(std::move(r.done), reason);
+  }
+  p.posted.clear();
+}
+
+// ---- Outgoing connections: connect, handshake and the send path ----------------------------
+
+void TcpTransport::Impl::StartConnect(const std::shared_ptr<OutConn>& o) {
+  o->state = OutState::kConnecting;
+  o->started = clock_->Now();
+  o->deadline = Deadline::After(*clock_, options_.connect_timeout);
+  o->backoff = kInitialBackoff;
+  o->attempts = 0;
+  StartAttempt(o);
+}
+
+void TcpTransport::Impl::StartAttempt(const std::shared_ptr<OutConn>& o) {
+  const uint64_t id = ++o->attempt;
+  ++o->attempts;
+  Deadline attempt_deadline = o->deadline.Min(Deadline::After(*clock_, options_.handshake_timeout));
+  o->timer.expires_after(attempt_deadline.Remaining(*clock_));
+  o->timer.async_wait(Wrap([this, o, id](const asio::error_code& ec) {
+    if (ec || o->attempt != id || o->state != OutState::kConnecting) return;
+    AttemptFailed(o, id, "no answer within the attempt deadline");
+  }));
+  o->resolver.async_resolve(
+      o->target.host, o->target.port, tcp::resolver::numeric_service,
+      Wrap([this, o, id](const asio::error_code& ec, tcp::resolver::results_type results) {
+        if (o->attempt != id || o->state != OutState::kConnecting) return;
+        if (ec)
+          return AttemptFailed(o, id, "cannot resolve " + o->target.host + ": " + ec.message());
+        asio::async_connect(
+            o->socket, results,
+            Wrap([this, o, id](const asio::error_code& connect_ec, const tcp::endpoint&) {
+              if (o->attempt != id || o->state != OutState::kConnecting) return;
+              if (connect_ec) return AttemptFailed(o, id, connect_ec.message());
+              OnConnected(o, id);
+            }));
+      }));
+}
+
+void TcpTransport::Impl::OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  SetSocketOptions(o->socket, options_.socket_buffer_bytes);
+  proto::PeerHello hello;
+  hello.set_magic(kFrameMagic);
+  hello.set_protocol_version(kProtocolVersion);
+  hello.set_job_id(options_.job_id);
+  hello.set_rank(options_.rank);
+  hello.set_world_size(options_.world_size);
+  o->hello = EncodeControlFrame(FrameType::kHello, hello.SerializeAsString());
+  asio::async_write(
+      o->socket, asio::buffer(o->hello), Wrap([this, o, id](const asio::error_code& ec, size_t) {
+        if (o->attempt != id || o->state != OutState::kConnecting) return;
+        if (ec) return AttemptFailed(o, id, "cannot send the hello: " + ec.message());
+        asio::async_read(o->socket, asio::buffer(o->ack_header),
+                         Wrap([this, o, id](const asio::error_code& read_ec, size_t) {
+                           if (o->attempt != id || o->state != OutState::kConnecting) return;
+                           if (read_ec) {
+                             return AttemptFailed(o, id,
+                                                  "no answer to the hello: " + read_ec.message());
+                           }
+                           OnAckHeader(o, id);
+                         }));
+      }));
+}
+
+void TcpTransport::Impl::OnAckHeader(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  FrameHeader frame;
+  Status decoded =
+      DecodeFrameHeader(o->ack_header.data(), FrameLimits{kMaxHandshakeMetaBytes, 0}, &frame);
+  if (decoded.ok() && frame.type != FrameType::kHelloAck) {
+    decoded = InvalidArgumentError(std::string("answered with a ") + FrameTypeName(frame.type) +
+                                   " frame");
+  }
+  if (!decoded.ok()) {
+    // Something that is not a gyre peer of this version listens there; retrying won't help.
+    return FailOut(o, UnavailableError("rank " + std::to_string(options_.rank) +
+                                       " got a bad answer to its hello from " +
+                                       DescribePeer(o->peer) + ": " + decoded.message()));
+  }
+  o->ack_meta.resize(frame.meta_len);
+  asio::async_read(o->socket, asio::buffer(o->ack_meta),
+                   Wrap([this, o, id](const asio::error_code& ec, size_t) {
+                     if (o->attempt != id || o->state != OutState::kConnecting) return;
+                     if (ec) return AttemptFailed(o, id, "truncated answer: " + ec.message());
+                     OnAck(o, id);
+                   }));
+}
+
+void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  proto::PeerHelloAck ack;
+  std::string problem;
+  if (!ack.ParseFromArray(o->ack_meta.data(), static_cast<int>(o->ack_meta.size()))) {
+    problem = "sent a malformed answer to the hello";
+  } else if (!ack.accepted()) {
+    problem = "refused the connection: " + ack.reason();
+  } else if (ack.job_id() != options_.job_id || ack.rank() != o->peer) {
+    problem = "answered as rank " + std::to_string(ack.rank()) + " of job \"" + ack.job_id() + "\"";
+  }
+  if (!problem.empty()) {
+    return FailOut(o, UnavailableError(DescribePeer(o->peer) + " " + problem + " (rank " +
+                                       std::to_string(options_.rank) + " connecting)"));
+  }
+  asio::error_code ec;
+  o->socket.non_blocking(true, ec);
+  if (ec) return AttemptFailed(o, id, "cannot make the socket non-blocking: " + ec.message());
+  o->timer.cancel();
+  o->state = OutState::kReady;
+  o->ack_meta.clear();
+  o->hello.clear();
+  VLOG(1) << "rank " << options_.rank << " connected to " << DescribePeer(o->peer) << " after "
+          << o->attempts << " attempt(s)";
+  WatchForClose(o);
+  PumpWrites(o);
+}
+
+void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id,
+                                       const std::string& error) {
+  if (o->attempt != id || o->state != OutState::kConnecting) return;
+  const uint64_t next = ++o->attempt;  // whatever of this attempt is still in flight is stale
+  asio::error_code ignored;
+  o->resolver.cancel();
+  o->socket.close(ignored);
+  o->last_error = error;
+  Duration left = o->deadline.Remaining(*clock_);
+  if (left <= Duration::zero()) {
+    return FailOut(
+        o, UnavailableError("rank " + std::to_string(options_.rank) + " cannot connect to " +
+                            DescribePeer(o->peer) + ": gave up after " +
+                            FormatDuration(clock_->Now() - o->started) + " of connect_timeout " +
+                            FormatDuration(options_.connect_timeout) + " (" +
+                            std::to_string(o->attempts) + " attempts); last error: " + error));
+  }
+  // The last attempt is made right at the deadline rather than giving up early.
+  o->timer.expires_after(std::min(left, o->backoff));
+  o->backoff = std::min<Duration>(o->backoff * 2, kMaxBackoff);
+  o->timer.async_wait(Wrap([this, o, next](const asio::error_code& ec) {
+    if (ec || o->attempt != next || o->state != OutState::kConnecting) return;
+    StartAttempt(o);
+  }));
+}
+
+// The peer never writes on this connection after its answer, so readability means it closed
+// (or broke the protocol). Watching makes a dead peer visible before the next Send.
+void TcpTransport::Impl::WatchForClose(const std::shared_ptr<OutConn>& o) {
+  o->socket.async_wait(
+      tcp::socket::wait_read, Wrap([this, o](const asio::error_code& ec) {
+        if (o->state != OutState::kReady || ec == asio::error::operation_aborted) return;
+        asio::error_code read_ec = ec;
+        if (!read_ec) {
+          o->socket.read_some(asio::buffer(o->probe), read_ec);
+          if (WouldBlock(read_ec)) return WatchForClose(o);
+        }
+        FailOut(o, UnavailableError("connection to " + DescribePeer(o->peer) + " closed: " +
+                                    (read_ec ? read_ec.message()
+                                             : std::string("the peer sent unexpected bytes"))));
+      }));
+}
+
+// Writes with non-blocking write_some (gathering headers and payloads of queued frames, no
+// payload copy); no write is ever left pending on a caller's buffer, which is what lets
+// CancelOperation release that buffer at once.
+void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
+  if (o->state != OutState::kReady || o->write_waiting) return;
+  size_t turn_left = kIoTurnBytes;
+  while (!o->queue.empty()) {
+    gather_.clear();
+    for (const SendOp& op : o->queue) {
+      if (gather_.size() + 2 > kMaxGatherBuffers) break;
+      if (op.sent < kFrameHeaderBytes) {
+        gather_.emplace_back(op.header.data() + op.sent, kFrameHeaderBytes - op.sent);
+      }
+      size_t payload_sent = op.sent > kFrameHeaderBytes ? op.sent - kFrameHeaderBytes : 0;
+      if (payload_sent < op.bytes) {
+        gather_.emplace_back(op.PayloadAt(payload_sent), op.bytes - payload_sent);
+      }
+    }
+    asio::error_code ec;
+    size_t n = o->socket.write_some(gather_, ec);
+    if (WouldBlock(ec)) return WaitWritable(o);
+    if (ec) {
+      return FailOut(
+          o, UnavailableError("write to " + DescribePeer(o->peer) + " failed: " + ec.message()));
+    }
+    size_t left = n;
+    while (left > 0) {
+      SendOp& op = o->queue.front();
+      size_t take = std::min(left, kFrameHeaderBytes + op.bytes - op.sent);
+      op.sent += take;
+      left -= take;
+      if (op.sent == kFrameHeaderBytes + op.bytes) {
+        Complete(std::move(op.done), Status::Ok());
+        o->queue.pop_front();
+      }
+    }
+    if (n >= turn_left) return WaitWritable(o);
+    turn_left -= n;
+  }
+}
+
+void TcpTransport::Impl::WaitWritable(const std::shared_ptr<OutConn>& o) {
+  o->write_waiting = true;
+  o->socket.async_wait(tcp::socket::wait_write, Wrap([this, o](const asio::error_code& ec) {
+                         o->write_waiting = false;
+                         if (o->state != OutState::kReady || ec == asio::error::operation_aborted)
+                           return;
+                         if (ec) {
+                           return FailOut(o, UnavailableError("write to " + DescribePeer(o->peer) +
+                                                              " failed: " + ec.message()));
+                         }
+                         PumpWrites(o);
+                       }));
+}
+
+void TcpTransport::Impl::FailOut(const std::shared_ptr<OutConn>& o, const Status& status) {
+  if (o->state == OutState::kFailed) return;
+  if (!shutdown_) {
+    // A peer closing an idle connection is how every job ends; only lost sends are news.
+    bool sends_lost = std::any_of(o->queue.begin(), o->queue.end(),
+                                  [](const SendOp& op) { return static_cast<bool>(op.done); });
+    LOG_IF(WARNING, sends_lost) << "rank " << options_.rank << ": " << status.message();
+    VLOG_IF(1, !sends_lost) << "rank " << options_.rank << ": " << status.message();
+  }
+  o->state = OutState::kFailed;
+  o->failure = status;
+  ++o->attempt;
+  asio::error_code ignored;
+  o->timer.cancel();
+  o->resolver.cancel();
+  o->socket.close(ignored);
+  for (SendOp& op : o->queue) Complete(std::move(op.done), status);
+  o->queue.clear();
+}
+
+// ---- TcpTransport ---------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(const TcpTransportOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(options.rank) + " is not in a world of " +
+                                std::to_string(options.world_size));
+  }
+  if (options.job_id.empty()) return InvalidArgumentError("TcpTransport needs a job_id");
+  if (options.listen_port < 0 || options.listen_port > 65535) {
+    return InvalidArgumentError("listen_port " + std::to_string(options.listen_port) +
+                                " is out of range");
+  }
+  if (options.connect_timeout <= Duration::zero() ||
+      options.handshake_timeout <= Duration::zero()) {
+    return InvalidArgumentError("connect_timeout and handshake_timeout must be positive");
+  }
+  if (options.max_frame_bytes == 0) return InvalidArgumentError("max_frame_bytes must be > 0");
+  auto impl = std::make_unique<Impl>(options);
+  GYRE_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(impl)));
+}
+
+TcpTransport::TcpTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpTransport::~TcpTransport() = default;
+
+std::string TcpTransport::address() const { return impl_->address(); }
+Status TcpTransport::SetPeers(std::vector<std::string> addresses) {
+  return impl_->SetPeers(std::move(addresses));
+}
+int TcpTransport::rank() const { return impl_->rank(); }
+int TcpTransport::size() const { return impl_->size(); }
+const Clock& TcpTransport::clock() const { return impl_->clock(); }
+void TcpTransport::Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
+                        DoneCallback done) {
+  impl_->Send(peer, header, data, bytes, std::move(done));
+}
+void TcpTransport::Recv(int peer, const MessageHeader& header, void* data, size_t bytes,
+                        DoneCallback done) {
+  impl_->Recv(peer, header, data, bytes, std::move(done));
+}
+void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
+  impl_->CancelOperation(seq, reason);
+}
+uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
+std::string TcpTransport::DescribePeer(int peer) const { return impl_->DescribePeer(peer); }
+void TcpTransport::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace gyre

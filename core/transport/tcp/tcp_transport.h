@@ -1,0 +1,92 @@
+// gyre::Transport over TCP. Each rank listens on one socket; the first Send to a peer opens a
+// connection to it, so connections are one-directional (this rank writes, the peer reads) and
+// no two ranks ever race to connect to each other. All socket work happens on one io thread
+// owned by the transport; `done` callbacks run there. Frames are described in frame.h.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/transport/transport.h"
+
+namespace gyre {
+
+struct TcpTransportOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Every connection carries it; a hello from another job is refused.
+  std::string job_id;
+  // Must be an IP address the peers can reach; address() advertises it.
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 0;  // 0: the kernel picks a free port
+  // How long the first Send to a peer keeps retrying to connect and handshake before every
+  // Send to that peer fails with Unavailable.
+  Duration connect_timeout = Seconds(30);
+  // How long an accepted connection may take to present a valid hello, and how long one
+  // connect attempt waits for the answer; a silent stranger holds a socket for no longer.
+  Duration handshake_timeout = Seconds(5);
+  // Largest message accepted or sent; a larger frame header closes the connection before
+  // anything is allocated.
+  size_t max_frame_bytes = size_t{1} << 30;
+  // Cap on payload bytes of messages that arrived before their Recv was posted, over all
+  // peers. A frame that would exceed it closes its connection.
+  size_t max_unexpected_bytes = size_t{1} << 30;
+  // SO_SNDBUF / SO_RCVBUF. 0 leaves the kernel's autotuning alone, which on Linux grows past
+  // what an unprivileged process may set explicitly.
+  int socket_buffer_bytes = 0;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Binds and listens (so address() is known at once) and starts the io thread.
+  static StatusOr<std::unique_ptr<TcpTransport>> Create(const TcpTransportOptions& options);
+
+  // Shuts down and joins the io thread. Must not run on the io thread (inside a `done`).
+  ~TcpTransport() override;
+
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  // "127.0.0.1:40123": what peers pass to SetPeers for this rank.
+  std::string address() const;
+
+  // The listening address of every rank, index = rank, as found at rendezvous. Call once,
+  // before the first Send; receiving works before it.
+  Status SetPeers(std::vector<std::string> addresses);
+
+  int rank() const override;
+  int size() const override;
+  const Clock& clock() const override;
+
+  // Sends and receives never block; `done` runs on the io thread, or inline when the call
+  // is refused at once (bad peer, shut down). A receive from a peer whose connection to
+  // this rank closed fails with Unavailable, but only once every message that arrived before
+  // the close has been matched; a peer that never connected is caught by the caller's
+  // deadline, not here.
+  void Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
+            DoneCallback done) override;
+  void Recv(int peer, const MessageHeader& header, void* data, size_t bytes,
+            DoneCallback done) override;
+
+  // Safe from any thread, including inside `done`. From another thread it waits for the io
+  // thread to carry out the cancellation.
+  void CancelOperation(uint64_t seq, const Status& reason) override;
+
+  uint64_t BytesReceivedFrom(int peer) const override;
+  std::string DescribePeer(int peer) const override;
+
+  // Idempotent. Pending operations fail with Aborted. From inside a `done` it closes
+  // everything at once and the io thread is joined by the destructor.
+  void Shutdown() override;
+
+ private:
+  class Impl;
+  explicit TcpTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gyre

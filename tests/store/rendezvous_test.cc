@@ -1,0 +1,192 @@
+// Rendezvous and StoreBarrier failure cases: a missing rank, a rank claimed twice, a world
+// size mismatch, stale state from an earlier job, and bad arguments.
+#include "core/store/rendezvous.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "core/store/file_store.h"
+#include "core/store/hash_store.h"
+#include "tests/store/store_test_util.h"
+
+namespace gyre::store {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::In;
+
+PeerRecord Peer(int rank, int world_size, const std::string& tag = "x") {
+  PeerRecord p;
+  p.rank = rank;
+  p.world_size = world_size;
+  p.address = tag + "-addr-" + std::to_string(rank);
+  p.host = "host" + std::to_string(rank);
+  p.pid = 100 + rank;
+  return p;
+}
+
+using Result = StatusOr<std::vector<PeerRecord>>;
+
+// Runs Rendezvous for every record in `peers` concurrently.
+std::vector<Result> RunAll(Store* store, const std::string& job,
+                           const std::vector<PeerRecord>& peers, Duration timeout) {
+  std::vector<Result> results(peers.size(), Result(InternalError("not run")));
+  std::vector<std::thread> threads;
+  Deadline deadline = In(timeout);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = Rendezvous(store, job, peers[i], deadline); });
+  }
+  for (auto& thread : threads) thread.join();
+  return results;
+}
+
+TEST(RendezvousTest, MissingRankIsListed) {
+  HashStore store;
+  TimePoint start = SteadyClock::Get()->Now();
+  auto results = RunAll(&store, "J", {Peer(0, 4), Peer(1, 4), Peer(3, 4)}, Millis(500));
+  Duration took = SteadyClock::Get()->Now() - start;
+  for (const Result& result : results) {
+    ASSERT_EQ(result.status().code(), StatusCode::kDeadlineExceeded) << result.status();
+    EXPECT_THAT(result.status().message(),
+                HasSubstr("rendezvous of job J: 3 of 4 ranks arrived after"));
+    EXPECT_THAT(result.status().message(), HasSubstr("missing: rank 2 "));
+    EXPECT_THAT(result.status().message(), HasSubstr("ms (deadline 4"));
+  }
+  EXPECT_GE(took, Millis(400));
+  EXPECT_LT(took, Millis(1500));
+}
+
+TEST(RendezvousTest, SeveralMissingRanksAreCompressed) {
+  HashStore store;
+  auto results = RunAll(&store, "J", {Peer(0, 8), Peer(2, 8)}, Millis(200));
+  ASSERT_EQ(results[0].status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(results[0].status().message(), HasSubstr("2 of 8 ranks arrived"));
+  EXPECT_THAT(results[0].status().message(), HasSubstr("missing: ranks 1, 3-7"));
+}
+
+TEST(RendezvousTest, DuplicateRankNamesBothClaimants) {
+  HashStore store;
+  PeerRecord second = Peer(1, 2);
+  second.host = "intruder";
+  second.pid = 999;
+  auto results = RunAll(&store, "J", {Peer(0, 2), Peer(1, 2), second}, Seconds(5));
+  EXPECT_TRUE(results[0].ok()) << results[0].status();
+  // Exactly one of the two claimants of rank 1 wins.
+  int winners = results[1].ok() + results[2].ok();
+  ASSERT_EQ(winners, 1);
+  const Result& loser = results[1].ok() ? results[2] : results[1];
+  ASSERT_EQ(loser.status().code(), StatusCode::kAlreadyExists) << loser.status();
+  EXPECT_THAT(loser.status().message(), HasSubstr("rank 1 is claimed twice"));
+  EXPECT_THAT(loser.status().message(), HasSubstr("host host1 pid 101"));
+  EXPECT_THAT(loser.status().message(), HasSubstr("host intruder pid 999"));
+  const Result& winner = results[1].ok() ? results[1] : results[2];
+  EXPECT_EQ((*results[0])[1].pid, (*winner)[1].pid);
+}
+
+TEST(RendezvousTest, WorldSizeMismatchNamesBothValuesAndRanks) {
+  HashStore store;
+  // Rank 0 fixes the world size at 2; rank 1 then arrives believing in 3.
+  Result first = Result(InternalError("not run"));
+  std::thread rank0([&] { first = Rendezvous(&store, "J", Peer(0, 2), In(Seconds(5))); });
+  ASSERT_TRUE(store.Wait({"gyre/rdzv/J/world_size"}, In(Seconds(5))).ok());
+  Result second = Rendezvous(&store, "J", Peer(1, 3), In(Seconds(5)));
+  rank0.join();
+  ASSERT_EQ(second.status().code(), StatusCode::kInvalidArgument) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("world size mismatch"));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("rank 1 (host host1, pid 101) has world size 3"));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("rank 0 (host host0, pid 100) has world size 2"));
+  // Rank 0 finds rank 1's record and fails at once too, rather than waiting it out.
+  ASSERT_EQ(first.status().code(), StatusCode::kInvalidArgument) << first.status();
+  EXPECT_THAT(first.status().message(), HasSubstr("has world size 3"));
+}
+
+TEST(RendezvousTest, StaleFolderFromAnEarlierJobDoesNotConfuseANewOne) {
+  testing::TempDir tmp;
+  auto store = FileStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  // An earlier job that completed, and one that died half-way.
+  std::vector<PeerRecord> old_job;
+  for (int r = 0; r < 4; ++r) old_job.push_back(Peer(r, 4, "old"));
+  for (const Result& r : RunAll(store->get(), "job-1", old_job, Seconds(10))) {
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  auto half = RunAll(store->get(), "job-2", {Peer(0, 3, "half"), Peer(2, 3, "half")}, Millis(200));
+  ASSERT_FALSE(half[0].ok());
+  // A new job with a different size in the same folder.
+  std::vector<PeerRecord> new_job;
+  for (int r = 0; r < 3; ++r) new_job.push_back(Peer(r, 3, "new"));
+  for (const Result& r : RunAll(store->get(), "job-3", new_job, Seconds(10))) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->size(), 3u);
+    for (int peer = 0; peer < 3; ++peer)
+      EXPECT_EQ((*r)[peer].address, "new-addr-" + std::to_string(peer));
+  }
+  // Re-using a finished job's id is caught, naming the process that held the rank.
+  PeerRecord again = Peer(0, 4, "again");
+  again.pid = 5555;
+  Result reused = Rendezvous(store->get(), "job-1", again, In(Seconds(5)));
+  ASSERT_EQ(reused.status().code(), StatusCode::kAlreadyExists) << reused.status();
+  EXPECT_THAT(reused.status().message(), HasSubstr("pid 100"));
+  EXPECT_THAT(reused.status().message(), HasSubstr("pid 5555"));
+}
+
+TEST(RendezvousTest, RetryBySameProcessIsIdempotent) {
+  HashStore store;
+  PeerRecord me = Peer(0, 1);
+  me.nonce = "fixed";
+  auto first = Rendezvous(&store, "J", me, In(Seconds(5)));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Rendezvous(&store, "J", me, In(Seconds(5)));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)[0].nonce, "fixed");
+}
+
+TEST(RendezvousTest, BadArgumentsAreInvalidArgument) {
+  HashStore store;
+  EXPECT_EQ(Rendezvous(&store, "", Peer(0, 1), In(Seconds(1))).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Rendezvous(&store, "a/b", Peer(0, 1), In(Seconds(1))).status().code(),
+            StatusCode::kInvalidArgument);
+  auto out_of_range = Rendezvous(&store, "J", Peer(4, 4), In(Seconds(1)));
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_range.status().message(), HasSubstr("rank 4 is not in 0..3"));
+  EXPECT_EQ(Rendezvous(&store, "J", Peer(0, 0), In(Seconds(1))).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoreBarrier(&store, "J", "", 0, 1, In(Seconds(1))).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(StoreBarrier(&store, "J", "b", -1, 1, In(Seconds(1))).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(RendezvousTest, BarrierNamesMissingRanks) {
+  HashStore store;
+  std::vector<Status> statuses(3);
+  std::vector<std::thread> threads;
+  Deadline deadline = In(Millis(300));
+  const int ranks[] = {0, 2, 3};
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back(
+        [&, i] { statuses[i] = StoreBarrier(&store, "J", "init", ranks[i], 4, deadline); });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const Status& status : statuses) {
+    ASSERT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), HasSubstr("barrier 'init' of job J: 3 of 4 ranks arrived"));
+    EXPECT_THAT(status.message(), HasSubstr("missing: rank 1 "));
+  }
+}
+
+TEST(RendezvousTest, FormatRankList) {
+  EXPECT_EQ(FormatRankList({2}), "rank 2");
+  EXPECT_EQ(FormatRankList({7, 1, 3, 4, 5}), "ranks 1, 3-5, 7");
+  EXPECT_EQ(FormatRankList({0, 1}), "ranks 0-1");
+  EXPECT_EQ(DescribePeer(Peer(3, 4)), "rank 3 (host host3, pid 103)");
+}
+
+}  // namespace
+}  // namespace gyre::store

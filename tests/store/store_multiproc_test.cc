@@ -1,0 +1,243 @@
+// Stores shared by real processes: forked children adding to one FileStore folder and
+// meeting in a rendezvous, a write error in a child with a file-size limit, and the
+// gyre-store binary serving forked clients. Children are forked while this process has no
+// other threads, and report through their exit code.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <set>
+
+#include "core/store/file_store.h"
+#include "core/store/rendezvous.h"
+#include "core/store/tcp_store.h"
+#include "tests/store/store_test_util.h"
+
+namespace gyre::store {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::In;
+
+pid_t ForkChild(const std::function<int()>& body) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  return pid;
+}
+
+// The child's exit code, or -1 when it was killed or had to be killed after `timeout`.
+int WaitChild(pid_t pid, Duration timeout) {
+  TimePoint until = SteadyClock::Get()->Now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (SteadyClock::Get()->Now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::usleep(2000);
+  }
+}
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "child %d: %s\n", static_cast<int>(::getpid()), status.ToString().c_str());
+  return 1;
+}
+
+PeerRecord Me(int rank, int world_size) {
+  PeerRecord me;
+  me.rank = rank;
+  me.world_size = world_size;
+  me.host = "localhost";
+  me.pid = ::getpid();
+  me.address = "127.0.0.1:" + std::to_string(20000 + rank);
+  return me;
+}
+
+// Rendezvous from a child; publishes the pids it saw under "seen/<rank>".
+int RendezvousChild(Store* store, const std::string& job, int rank, int world_size,
+                    Duration timeout) {
+  auto records = Rendezvous(store, job, Me(rank, world_size), In(timeout));
+  if (!records.ok()) return Fail(records.status());
+  std::string pids;
+  for (const PeerRecord& record : *records) pids += std::to_string(record.pid) + ",";
+  Status published = store->Set("seen/" + std::to_string(rank), pids, In(Seconds(5)));
+  return published.ok() ? 0 : Fail(published);
+}
+
+TEST(StoreMultiprocTest, ForkedProcessesAddToOneFolderExactly) {
+  testing::TempDir tmp;
+  constexpr int kChildren = 4;
+  constexpr int kAdds = 100;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    children.push_back(ForkChild([&] {
+      auto store = FileStore::Open(tmp.path());
+      if (!store.ok()) return Fail(store.status());
+      for (int i = 0; i < kAdds; ++i) {
+        auto added = (*store)->Add("total", 1, In(Seconds(30)));
+        if (!added.ok()) return Fail(added.status());
+      }
+      return 0;
+    }));
+  }
+  for (pid_t pid : children) EXPECT_EQ(WaitChild(pid, Seconds(40)), 0);
+  auto store = FileStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(*(*store)->Add("total", 0, In(Seconds(5))), kChildren * kAdds);
+}
+
+TEST(StoreMultiprocTest, ForkedRendezvousOnAFolder) {
+  testing::TempDir tmp;
+  constexpr int kWorld = 4;
+  std::set<std::string> expected_pids;
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    children.push_back(ForkChild([&, rank] {
+      auto store = FileStore::Open(tmp.path());
+      if (!store.ok()) return Fail(store.status());
+      return RendezvousChild(store->get(), "mp-job", rank, kWorld, Seconds(20));
+    }));
+  }
+  std::string pid_list;
+  for (pid_t pid : children) pid_list += std::to_string(pid) + ",";
+  for (pid_t pid : children) EXPECT_EQ(WaitChild(pid, Seconds(30)), 0);
+  auto store = FileStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  for (int rank = 0; rank < kWorld; ++rank) {
+    auto seen = (*store)->Get("seen/" + std::to_string(rank), In(Seconds(1)));
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    EXPECT_EQ(*seen, pid_list) << "rank " << rank;
+  }
+}
+
+TEST(StoreMultiprocTest, RankThatDiesBeforeRendezvousIsNamed) {
+  testing::TempDir tmp;
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < 4; ++rank) {
+    children.push_back(ForkChild([&, rank] {
+      if (rank == 2) return 0;  // dies before it gets there
+      auto store = FileStore::Open(tmp.path());
+      if (!store.ok()) return Fail(store.status());
+      auto records = Rendezvous(store->get(), "J", Me(rank, 4), In(Millis(500)));
+      if (records.ok()) return 2;
+      const std::string& message = records.status().message();
+      bool named = records.status().code() == StatusCode::kDeadlineExceeded &&
+                   message.find("3 of 4 ranks arrived") != std::string::npos &&
+                   message.find("missing: rank 2 ") != std::string::npos;
+      return named ? 0 : Fail(records.status());
+    }));
+  }
+  for (pid_t pid : children) EXPECT_EQ(WaitChild(pid, Seconds(10)), 0);
+}
+
+TEST(StoreMultiprocTest, WriteErrorIsAStatusNamingThePath) {
+  testing::TempDir tmp;
+  pid_t child = ForkChild([&] {
+    auto store = FileStore::Open(tmp.path());
+    if (!store.ok()) return Fail(store.status());
+    // A file-size limit makes every write past 1 KiB fail (EFBIG), as a full disk would.
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{1024, 1024};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 3;
+    Status status = (*store)->Set("big", std::string(4096, 'v'), In(Seconds(5)));
+    if (status.code() != StatusCode::kResourceExhausted) return Fail(status);
+    if (status.message().find(tmp.path() + "/.tmp.") == std::string::npos) return Fail(status);
+    if (status.message().find("File too large") == std::string::npos) return Fail(status);
+    if (status.message().find("'big'") == std::string::npos) return Fail(status);
+    // Nothing half-written is visible, and small writes still work.
+    auto value = (*store)->TryGet("big", In(Seconds(5)));
+    if (!value.ok() || value->has_value()) return 4;
+    if (!(*store)->Set("small", "ok", In(Seconds(5))).ok()) return 5;
+    return 0;
+  });
+  EXPECT_EQ(WaitChild(child, Seconds(10)), 0);
+  EXPECT_EQ(testing::TempDir::List(tmp.path()), (std::vector<std::string>{".lock", "k.small"}));
+}
+
+// Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port.
+bool StartServerBinary(pid_t* pid, int* port) {
+  // GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin next to tests/.
+  std::string bin_dir;
+  if (const char* env = std::getenv("GYRE_BIN_DIR")) {
+    bin_dir = env;
+  } else {
+    char self[4096] = {};
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return false;
+    std::string exe(self, static_cast<size_t>(n));
+    bin_dir = exe.substr(0, exe.rfind('/')) + "/../bin";
+  }
+  const std::string binary = bin_dir + "/gyre-store";
+  if (::access(binary.c_str(), X_OK) != 0) {
+    ADD_FAILURE() << binary << " is not there; build the gyre-store target";
+    return false;
+  }
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return false;
+  std::fflush(nullptr);
+  *pid = ::fork();
+  if (*pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::execl(binary.c_str(), binary.c_str(), "--host=127.0.0.1", "--port=0", nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string line;
+  TimePoint until = SteadyClock::Get()->Now() + Seconds(10);
+  while (line.find('\n') == std::string::npos && SteadyClock::Get()->Now() < until) {
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    line.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  const std::string prefix = "gyre-store listening on 127.0.0.1:";
+  if (line.compare(0, prefix.size(), prefix) != 0) {
+    ADD_FAILURE() << "unexpected first line from gyre-store: '" << line << "'";
+    return false;
+  }
+  *port = std::atoi(line.c_str() + prefix.size());
+  return *port > 0;
+}
+
+TEST(StoreMultiprocTest, GyreStoreBinaryServesForkedRanksAndStopsOnSigterm) {
+  pid_t server = 0;
+  int port = 0;
+  ASSERT_TRUE(StartServerBinary(&server, &port));
+  constexpr int kWorld = 4;
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    children.push_back(ForkChild([&, rank] {
+      auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(10)));
+      if (!store.ok()) return Fail(store.status());
+      return RendezvousChild(store->get(), "tcp-job", rank, kWorld, Seconds(20));
+    }));
+  }
+  std::string pid_list;
+  for (pid_t pid : children) pid_list += std::to_string(pid) + ",";
+  for (pid_t pid : children) EXPECT_EQ(WaitChild(pid, Seconds(30)), 0);
+  {
+    auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(5)));
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(*(*store)->Get("seen/3", In(Seconds(5))), pid_list);
+  }
+  ASSERT_EQ(::kill(server, SIGTERM), 0);
+  EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace gyre::store

@@ -1,0 +1,364 @@
+// TcpStore and TcpStoreServer specifics: connecting before the server is up, dead and
+// silent servers, parked requests not blocking others, and garbage on the port.
+#include "core/store/tcp_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "core/store/store_wire.h"
+#include "core/store/tcp_store_server.h"
+#include "tests/store/store_test_util.h"
+
+namespace gyre::store {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::In;
+
+std::unique_ptr<TcpStoreServer> StartServer(
+    const TcpStoreServer::Options& options = TcpStoreServer::Options()) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+std::unique_ptr<TcpStore> ConnectTo(int port) {
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(5)));
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+std::string Frame(const proto::StoreRequest& request) {
+  std::string frame;
+  EXPECT_TRUE(internal::EncodeFrame(request, &frame));
+  return frame;
+}
+
+// Reads one framed response from a raw socket.
+bool ReadResponse(int fd, proto::StoreResponse* response) {
+  std::string header;
+  if (!testing::ReadExactly(fd, 4, Seconds(5), &header)) return false;
+  uint32_t length =
+      internal::DecodeFrameLength(reinterpret_cast<const unsigned char*>(header.data()));
+  std::string body;
+  if (!testing::ReadExactly(fd, length, Seconds(5), &body)) return false;
+  return response->ParseFromString(body);
+}
+
+// A good client still gets served.
+void ExpectServes(int port, const std::string& key) {
+  auto store = ConnectTo(port);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Set(key, "fine", In(Seconds(5))).ok());
+  auto value = store->Get(key, In(Seconds(5)));
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "fine");
+}
+
+TEST(TcpStoreServerTest, BindsTheGivenHostOnAKernelPickedPort) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  EXPECT_GT(server->port(), 0);
+  EXPECT_EQ(server->address(), "127.0.0.1:" + std::to_string(server->port()));
+  EXPECT_EQ(server->url(), "tcp://" + server->address());
+  // The port is taken while the server runs.
+  auto second = TcpStoreServer::Start("127.0.0.1", server->port());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(std::to_string(server->port())));
+  server->Stop();
+  server->Stop();  // idempotent
+}
+
+TEST(TcpStoreServerTest, BadHostIsInvalidArgument) {
+  auto server = TcpStoreServer::Start("no-such-host.invalid", 0);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), StatusCode::kInvalidArgument) << server.status();
+  EXPECT_THAT(server.status().message(), HasSubstr("no-such-host.invalid"));
+}
+
+TEST(TcpStoreTest, ConnectsBeforeTheServerStarts) {
+  const int port = testing::FreePort();
+  ASSERT_GT(port, 0);
+  std::unique_ptr<TcpStoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(Millis(300));  // the server comes up late on purpose
+    auto started = TcpStoreServer::Start("127.0.0.1", port);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server = std::move(*started);
+  });
+  TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(10)));
+  Duration took = SteadyClock::Get()->Now() - start;
+  starter.join();
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_GE(took, Millis(250));
+  EXPECT_LT(took, Seconds(3));
+  ASSERT_TRUE((*store)->Set("k", "v", In(Seconds(5))).ok());
+  EXPECT_EQ(*(*store)->Get("k", In(Seconds(5))), "v");
+}
+
+TEST(TcpStoreTest, ConnectGivesUpAtItsDeadline) {
+  const int port = testing::FreePort();
+  TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(300)));
+  Duration took = SteadyClock::Get()->Now() - start;
+  ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+  EXPECT_THAT(store.status().message(), HasSubstr("refused"));
+  EXPECT_GE(took, Millis(250));
+  EXPECT_LT(took, Millis(1500));
+}
+
+TEST(TcpStoreTest, DeadServerIsUnavailableNamingHostAndPort) {
+  auto server = StartServer();
+  auto store = ConnectTo(server->port());
+  ASSERT_TRUE(store->Set("k", "v", In(Seconds(5))).ok());
+  const std::string where = "127.0.0.1:" + std::to_string(server->port());
+  server.reset();
+  TimePoint start = SteadyClock::Get()->Now();
+  auto lost = store->Get("k", In(Seconds(5)));
+  ASSERT_EQ(lost.status().code(), StatusCode::kUnavailable) << lost.status();
+  EXPECT_THAT(lost.status().message(), HasSubstr(where));
+  // And again, now that nothing listens: the one reconnect attempt is refused.
+  Status refused = store->Set("k", "v", In(Seconds(5)));
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr(where));
+  EXPECT_LT(SteadyClock::Get()->Now() - start, Seconds(1));  // seen, not waited out
+}
+
+TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
+  // A listening socket that never reads: the kernel completes the handshake, nobody answers.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(5)));
+  ASSERT_TRUE(store.ok()) << store.status();
+  TimePoint start = SteadyClock::Get()->Now();
+  Status status = (*store)->Set("stuck", "v", In(Millis(300)));
+  Duration took = SteadyClock::Get()->Now() - start;
+  ASSERT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), HasSubstr("'stuck'"));
+  EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+  EXPECT_GE(took, Millis(290));
+  EXPECT_LT(took, Millis(1500));
+  ::close(listener);
+}
+
+TEST(TcpStoreTest, ParkedGetDoesNotBlockOtherClients) {
+  auto server = StartServer();
+  auto waiter = ConnectTo(server->port());
+  auto other = ConnectTo(server->port());
+  StatusOr<std::string> parked = InternalError("not run");
+  std::thread blocked([&] { parked = waiter->Get("late", In(Seconds(20))); });
+  // Meanwhile other clients are served promptly, many times over.
+  TimePoint start = SteadyClock::Get()->Now();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(other->Set("busy", std::to_string(i), In(Seconds(5))).ok());
+    ASSERT_EQ(*other->Get("busy", In(Seconds(5))), std::to_string(i));
+  }
+  EXPECT_LT(SteadyClock::Get()->Now() - start, Seconds(2));
+  ASSERT_TRUE(other->Set("late", "finally", In(Seconds(5))).ok());
+  blocked.join();
+  ASSERT_TRUE(parked.ok()) << parked.status();
+  EXPECT_EQ(*parked, "finally");
+}
+
+TEST(TcpStoreTest, ManyClientsAddConcurrently) {
+  auto server = StartServer();
+  constexpr int kClients = 8;
+  constexpr int kAdds = 50;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      auto store = ConnectTo(server->port());
+      ASSERT_NE(store, nullptr);
+      for (int i = 0; i < kAdds; ++i) ASSERT_TRUE(store->Add("n", 1, In(Seconds(10))).ok());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(*ConnectTo(server->port())->Add("n", 0, In(Seconds(5))), kClients * kAdds);
+}
+
+TEST(TcpStoreServerTest, GarbageIsDroppedAndOthersAreStillServed) {
+  auto server = StartServer();
+  const int port = server->port();
+  std::mt19937 rng(1234);
+
+  // Random bytes.
+  {
+    int fd = testing::ConnectRaw(port);
+    ASSERT_GE(fd, 0);
+    // A 2048-byte frame of noise: the length passes the cap, the body fails to parse.
+    std::string noise = std::string("\x00\x08\x00\x00", 4);
+    for (int i = 0; i < 2048; ++i) noise += static_cast<char>(rng());
+    testing::SendRaw(fd, noise);
+    EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+    ::close(fd);
+  }
+  // A length prefix far over the cap: refused before anything is allocated.
+  {
+    int fd = testing::ConnectRaw(port);
+    ASSERT_TRUE(testing::SendRaw(fd, std::string("\xff\xff\xff\xff", 4)));
+    EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+    ::close(fd);
+  }
+  // A truncated frame: 100 bytes announced, 10 sent, then the writer closes.
+  {
+    int fd = testing::ConnectRaw(port);
+    ASSERT_TRUE(testing::SendRaw(fd, std::string("\x64\x00\x00\x00", 4) + std::string(10, 'x')));
+    ::shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+    ::close(fd);
+  }
+  // A truncated frame left open does not hold up anyone else either.
+  int hanging = testing::ConnectRaw(port);
+  ASSERT_TRUE(testing::SendRaw(hanging, std::string("\x64\x00\x00\x00", 4) + "abc"));
+  ExpectServes(port, "after-garbage");
+  EXPECT_GE(server->dropped_connections(), 3);
+  ::close(hanging);
+}
+
+TEST(TcpStoreServerTest, IncompleteFrameTimesOut) {
+  TcpStoreServer::Options options;
+  options.frame_timeout = Millis(200);
+  auto server = StartServer(options);
+  int fd = testing::ConnectRaw(server->port());
+  ASSERT_TRUE(testing::SendRaw(fd, std::string("\x64\x00\x00\x00", 4) + "abc"));
+  TimePoint start = SteadyClock::Get()->Now();
+  EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+  EXPECT_GE(SteadyClock::Get()->Now() - start, Millis(150));
+  EXPECT_EQ(server->dropped_connections(), 1);
+  ::close(fd);
+  ExpectServes(server->port(), "k");
+}
+
+TEST(TcpStoreServerTest, ConnectionCapRefusesExtraClients) {
+  TcpStoreServer::Options options;
+  options.max_connections = 2;
+  auto server = StartServer(options);
+  auto a = ConnectTo(server->port());
+  auto b = ConnectTo(server->port());
+  ASSERT_TRUE(a->Set("k", "v", In(Seconds(5))).ok());
+  ASSERT_TRUE(b->Set("k", "v", In(Seconds(5))).ok());
+  int fd = testing::ConnectRaw(server->port());
+  EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+  ::close(fd);
+  a.reset();  // frees a slot
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto c = TcpStore::Connect("127.0.0.1", server->port(), In(Seconds(5)));
+    ASSERT_TRUE(c.ok());
+    if ((*c)->Set("k2", "v", In(Seconds(5))).ok()) return;
+    std::this_thread::sleep_for(Millis(10));  // the server may not have seen `a` go yet
+  }
+  FAIL() << "no slot came free after a client left";
+}
+
+TEST(TcpStoreServerTest, UnknownOpAndWrongKeyCountAreAnsweredNotDropped) {
+  auto server = StartServer();
+  int fd = testing::ConnectRaw(server->port());
+  proto::StoreRequest unknown;
+  unknown.set_request_id(7);
+  unknown.set_op(static_cast<proto::StoreOp>(99));
+  unknown.add_keys("k");
+  ASSERT_TRUE(testing::SendRaw(fd, Frame(unknown)));
+  proto::StoreResponse response;
+  ASSERT_TRUE(ReadResponse(fd, &response));
+  EXPECT_EQ(response.request_id(), 7u);
+  EXPECT_EQ(response.code(), static_cast<int>(StatusCode::kInvalidArgument));
+  proto::StoreRequest no_key;
+  no_key.set_request_id(8);
+  no_key.set_op(proto::STORE_OP_SET);
+  ASSERT_TRUE(testing::SendRaw(fd, Frame(no_key)));
+  ASSERT_TRUE(ReadResponse(fd, &response));
+  EXPECT_EQ(response.request_id(), 8u);
+  EXPECT_EQ(response.code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_THAT(response.message(), HasSubstr("exactly one key"));
+  ::close(fd);
+  EXPECT_EQ(server->dropped_connections(), 0);
+}
+
+TEST(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  auto server = StartServer();
+  int fd = testing::ConnectRaw(server->port());
+  std::string frames;
+  for (int i = 0; i < 5; ++i) {
+    proto::StoreRequest add;
+    add.set_request_id(100 + i);
+    add.set_op(proto::STORE_OP_ADD);
+    add.add_keys("n");
+    add.set_delta(1);
+    frames += Frame(add);
+  }
+  ASSERT_TRUE(testing::SendRaw(fd, frames));
+  for (int i = 0; i < 5; ++i) {
+    proto::StoreResponse response;
+    ASSERT_TRUE(ReadResponse(fd, &response)) << i;
+    EXPECT_EQ(response.request_id(), static_cast<uint64_t>(100 + i));
+    EXPECT_EQ(response.number(), i + 1);
+  }
+  ::close(fd);
+}
+
+TEST(TcpStoreServerTest, ARequestWhileParkedIsAProtocolError) {
+  auto server = StartServer();
+  int fd = testing::ConnectRaw(server->port());
+  proto::StoreRequest get;
+  get.set_request_id(1);
+  get.set_op(proto::STORE_OP_GET);
+  get.add_keys("never");
+  get.set_deadline_ms(-1);
+  ASSERT_TRUE(testing::SendRaw(fd, Frame(get) + Frame(get)));
+  EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+  ::close(fd);
+  EXPECT_EQ(server->dropped_connections(), 1);
+  ExpectServes(server->port(), "never");
+}
+
+TEST(TcpStoreServerTest, ClientLeavingWhileParkedIsCleanedUp) {
+  auto server = StartServer();
+  for (int i = 0; i < 20; ++i) {
+    int fd = testing::ConnectRaw(server->port());
+    proto::StoreRequest wait;
+    wait.set_request_id(1);
+    wait.set_op(proto::STORE_OP_WAIT);
+    wait.add_keys("gone/" + std::to_string(i));
+    wait.add_keys("shared");
+    wait.set_deadline_ms(-1);
+    ASSERT_TRUE(testing::SendRaw(fd, Frame(wait)));
+    ::close(fd);
+  }
+  // The key the departed clients waited for arrives; nobody is left to answer.
+  ExpectServes(server->port(), "shared");
+  for (int i = 0; i < 20; ++i) ExpectServes(server->port(), "gone/" + std::to_string(i));
+  EXPECT_EQ(server->dropped_connections(), 0);
+}
+
+TEST(TcpStoreServerTest, StopClosesParkedClients) {
+  auto server = StartServer();
+  auto waiter = ConnectTo(server->port());
+  StatusOr<std::string> parked = InternalError("not run");
+  std::thread blocked([&] { parked = waiter->Get("never", In(Seconds(20))); });
+  // Usually parked by now; if not, the Get meets a stopped server, also Unavailable.
+  std::this_thread::sleep_for(Millis(100));
+  TimePoint start = SteadyClock::Get()->Now();
+  server->Stop();
+  blocked.join();
+  EXPECT_LT(SteadyClock::Get()->Now() - start, Seconds(2));
+  EXPECT_EQ(parked.status().code(), StatusCode::kUnavailable) << parked.status();
+}
+
+}  // namespace
+}  // namespace gyre::store

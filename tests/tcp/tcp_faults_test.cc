@@ -1,0 +1,467 @@
+// The TCP transport under faults: peers that go away, cancellation while bytes are in flight,
+// strangers and garbage on the listening port, and fake peers that break the protocol after
+// a valid handshake. Fake peers are raw sockets, so the test controls every byte and pause.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/transport/tcp/frame.h"
+#include "core/transport/tcp/tcp_transport.h"
+#include "tests/tcp/tcp_test_util.h"
+#include "tests/tcp/tcp_world.h"
+
+namespace gyre {
+namespace {
+
+constexpr char kJob[] = "tcp-faults";
+
+bool Contains(const Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+std::vector<std::unique_ptr<TcpTransport>> World(int n, TcpTransportOptions options = {}) {
+  options.job_id = kJob;
+  auto world = MakeTcpTransports(n, options);
+  EXPECT_TRUE(world.ok()) << world.status();
+  return world.ok() ? std::move(world).value() : std::vector<std::unique_ptr<TcpTransport>>();
+}
+
+// A transport of a two-rank world whose rank 1 is played by the test through raw sockets.
+struct HalfWorld {
+  std::unique_ptr<TcpTransport> transport;
+  std::unique_ptr<RawListener> fake_listener;
+};
+
+HalfWorld MakeHalfWorld(TcpTransportOptions options = {}, int fake_receive_buffer = 0) {
+  HalfWorld w;
+  options.job_id = kJob;
+  options.rank = 0;
+  options.world_size = 2;
+  auto t = TcpTransport::Create(options);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return w;
+  w.transport = std::move(t).value();
+  w.fake_listener = RawListener::Listen(fake_receive_buffer);
+  EXPECT_TRUE(w.fake_listener != nullptr);
+  if (w.fake_listener) {
+    EXPECT_TRUE(w.transport->SetPeers({w.transport->address(), w.fake_listener->address()}).ok());
+  }
+  return w;
+}
+
+// Rank 1 as a raw socket that has completed the handshake with rank 0.
+std::unique_ptr<RawSocket> ConnectAsRank1(const TcpTransport& transport) {
+  auto socket = RawSocket::Connect(transport.address());
+  if (!socket) return nullptr;
+  proto::PeerHelloAck ack;
+  if (!ConnectorHandshake(*socket, kJob, 1, transport.size(), &ack) || !ack.accepted()) {
+    return nullptr;
+  }
+  return socket;
+}
+
+// A round trip between rank 0 and rank 1 of `world`, proving both still work.
+void ExpectRoundTrip(std::vector<std::unique_ptr<TcpTransport>>& world, uint64_t seq) {
+  for (int from : {0, 1}) {
+    std::vector<uint8_t> payload = Pattern(777, static_cast<uint32_t>(seq * 2 + from));
+    std::vector<uint8_t> got(payload.size());
+    DoneWaiter send, recv;
+    world[1 - from]->Recv(from, Header(seq, from), got.data(), got.size(), recv.Callback());
+    world[from]->Send(1 - from, Header(seq, from), payload.data(), payload.size(), send.Callback());
+    ASSERT_TRUE(send.Wait().ok());
+    ASSERT_TRUE(recv.Wait().ok());
+    EXPECT_EQ(got, payload);
+  }
+}
+
+TEST(TcpFaultsTest, PeerShutdownFailsPendingReceivesPromptly) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  ExpectRoundTrip(world, 1);  // both directions are connected now
+  std::vector<uint8_t> buffer(64);
+  DoneWaiter pending;
+  world[0]->Recv(1, Header(2, 0), buffer.data(), buffer.size(), pending.Callback());
+  const std::string peer = world[0]->DescribePeer(1);
+
+  auto start = std::chrono::steady_clock::now();
+  world[1]->Shutdown();
+  Status s = pending.Wait(Seconds(1));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "connection from " + peer + " closed")) << s;
+  EXPECT_LT(elapsed, std::chrono::seconds(1));
+
+  // Later receives from that peer fail at once, the same way.
+  DoneWaiter later;
+  world[0]->Recv(1, Header(3, 0), buffer.data(), buffer.size(), later.Callback());
+  Status l = later.Wait(Seconds(1));
+  EXPECT_EQ(l.code(), StatusCode::kUnavailable) << l;
+  EXPECT_TRUE(Contains(l, peer)) << l;
+
+  // Sends notice the closed connection too (the close is watched, not waited for).
+  Status send_status;
+  ASSERT_TRUE(WaitUntil([&] {
+    DoneWaiter send;
+    world[0]->Send(1, Header(4, 0), buffer.data(), buffer.size(), send.Callback());
+    send_status = send.Wait();
+    return !send_status.ok();
+  }));
+  EXPECT_EQ(send_status.code(), StatusCode::kUnavailable) << send_status;
+  EXPECT_TRUE(Contains(send_status, peer)) << send_status;
+}
+
+TEST(TcpFaultsTest, MessagesSentBeforeTheCloseStillArrive) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> payload = Pattern(1 << 20, 5);
+  DoneWaiter send;
+  world[1]->Send(0, Header(1, 0), payload.data(), payload.size(), send.Callback());
+  ASSERT_TRUE(send.Wait().ok());
+  ASSERT_TRUE(WaitUntil([&] { return world[0]->BytesReceivedFrom(1) == payload.size(); }));
+  world[1]->Shutdown();
+  // Whether or not the close has been seen, the buffered message is still delivered.
+  std::vector<uint8_t> got(payload.size());
+  DoneWaiter recv;
+  world[0]->Recv(1, Header(1, 0), got.data(), got.size(), recv.Callback());
+  ASSERT_TRUE(recv.Wait().ok());
+  EXPECT_EQ(got, payload);
+}
+
+TEST(TcpFaultsTest, ConnectFailureNamesThePeerAndTheTimeout) {
+  TcpTransportOptions options;
+  options.connect_timeout = Millis(300);
+  auto world = World(2, options);
+  ASSERT_EQ(world.size(), 2u);
+  const std::string peer = world[0]->DescribePeer(1);
+  world[1]->Shutdown();  // nothing listens there any more
+  uint8_t byte = 1;
+  DoneWaiter send, queued;
+  auto start = std::chrono::steady_clock::now();
+  world[0]->Send(1, Header(1, 0), &byte, 1, send.Callback());
+  world[0]->Send(1, Header(1, 1), &byte, 1, queued.Callback());
+  Status s = send.Wait();
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "rank 0 cannot connect to " + peer)) << s;
+  EXPECT_TRUE(Contains(s, "connect_timeout 300.0 ms")) << s;
+  EXPECT_GE(elapsed, std::chrono::milliseconds(200));
+  EXPECT_LT(elapsed, std::chrono::seconds(3));
+  EXPECT_EQ(queued.Wait().code(), StatusCode::kUnavailable);
+  DoneWaiter later;  // fails at once now
+  world[0]->Send(1, Header(2, 0), &byte, 1, later.Callback());
+  EXPECT_TRUE(Contains(later.Wait(Seconds(1)), peer));
+}
+
+TEST(TcpFaultsTest, PeerOfAnotherJobIsRefused) {
+  TcpTransportOptions a;
+  a.job_id = "job-a";
+  a.world_size = 2;
+  TcpTransportOptions b = a;
+  b.job_id = "job-b";
+  b.rank = 1;
+  auto ta = TcpTransport::Create(a);
+  auto tb = TcpTransport::Create(b);
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  std::vector<std::string> addresses = {(*ta)->address(), (*tb)->address()};
+  ASSERT_TRUE((*ta)->SetPeers(addresses).ok());
+  ASSERT_TRUE((*tb)->SetPeers(addresses).ok());
+  uint8_t byte = 1;
+  DoneWaiter send;
+  (*ta)->Send(1, Header(1, 0), &byte, 1, send.Callback());
+  Status s = send.Wait();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, (*ta)->DescribePeer(1) + " refused the connection")) << s;
+  EXPECT_TRUE(Contains(s, "job \"job-a\", this is job \"job-b\"")) << s;
+}
+
+// The buffer of a cancelled receive is never written again: a late frame of that seq is
+// read and thrown away, and the next seq on the same tag works.
+TEST(TcpFaultsTest, CancelledReceiveReleasesItsBufferAndLateFramesAreDiscarded) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> cancelled(4096, 0xEE);
+  DoneWaiter recv;
+  world[1]->Recv(0, Header(7, 0), cancelled.data(), cancelled.size(), recv.Callback());
+  world[1]->CancelOperation(7, AbortedError("seq 7 failed elsewhere"));
+  ASSERT_TRUE(recv.Ready());  // completed inside the call
+  Status s = recv.Wait();
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_EQ(s.message(), "seq 7 failed elsewhere");
+
+  std::vector<uint8_t> late = Pattern(4096, 1), next = Pattern(4096, 2), got(4096);
+  DoneWaiter late_send, next_send, next_recv, recv_after_cancel;
+  world[0]->Send(1, Header(7, 0), late.data(), late.size(), late_send.Callback());
+  world[1]->Recv(0, Header(8, 0), got.data(), got.size(), next_recv.Callback());
+  world[0]->Send(1, Header(8, 0), next.data(), next.size(), next_send.Callback());
+  ASSERT_TRUE(next_recv.Wait().ok());
+  EXPECT_TRUE(late_send.Wait().ok());
+  EXPECT_TRUE(next_send.Wait().ok());
+  EXPECT_EQ(got, next);
+  EXPECT_EQ(cancelled, std::vector<uint8_t>(4096, 0xEE));
+  EXPECT_EQ(world[1]->BytesReceivedFrom(0), 8192u);  // the late frame was read, not kept
+
+  // A receive posted for the cancelled seq fails at once instead of waiting forever.
+  world[1]->Recv(0, Header(7, 0), got.data(), got.size(), recv_after_cancel.Callback());
+  EXPECT_EQ(recv_after_cancel.Wait(Seconds(1)).message(), "seq 7 failed elsewhere");
+}
+
+TEST(TcpFaultsTest, CancelInTheMiddleOfAnIncomingFrame) {
+  HalfWorld w = MakeHalfWorld();
+  ASSERT_TRUE(w.transport);
+  auto fake = ConnectAsRank1(*w.transport);
+  ASSERT_TRUE(fake);
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<uint8_t> buffer(kBytes, 0);
+  DoneWaiter recv;
+  w.transport->Recv(1, Header(3, 0), buffer.data(), kBytes, recv.Callback());
+  std::vector<uint8_t> frame = DataFrame(3, 0, Header(3, 0).desc, Pattern(kBytes, 9));
+  const size_t half = kFrameHeaderBytes + kBytes / 2;
+  ASSERT_TRUE(fake->SendAll(frame.data(), half));
+  ASSERT_TRUE(WaitUntil([&] { return w.transport->BytesReceivedFrom(1) == kBytes / 2; }));
+  EXPECT_FALSE(recv.Ready());
+
+  w.transport->CancelOperation(3, AbortedError("cancelled mid-frame"));
+  EXPECT_EQ(recv.Wait(Seconds(1)).code(), StatusCode::kAborted);
+  std::vector<uint8_t> snapshot = buffer;
+  ASSERT_TRUE(fake->SendAll(frame.data() + half, frame.size() - half));
+  std::vector<uint8_t> next = Pattern(100, 4), got(100);
+  DoneWaiter next_recv;
+  w.transport->Recv(1, Header(4, 0), got.data(), got.size(), next_recv.Callback());
+  ASSERT_TRUE(fake->SendAll(DataFrame(4, 0, Header(4, 0).desc, next)));
+  ASSERT_TRUE(next_recv.Wait().ok());
+  EXPECT_EQ(got, next);
+  EXPECT_TRUE(buffer == snapshot);  // nothing written after the cancel returned
+  EXPECT_EQ(w.transport->BytesReceivedFrom(1), kBytes + 100);
+}
+
+// A send stuck in mid-payload (the peer stopped reading) is completed by the cancel, its
+// buffer is released, and the frame is still finished correctly from a private copy; sends
+// of that seq that had not started never reach the wire.
+TEST(TcpFaultsTest, CancelReleasesTheBufferOfASendInMidWrite) {
+  HalfWorld w = MakeHalfWorld({}, 64 << 10);
+  ASSERT_TRUE(w.transport);
+  constexpr size_t kBytes = 64 << 20;
+  auto payload = std::make_unique<std::vector<uint8_t>>(Pattern(kBytes, 21));
+  const std::vector<uint8_t> expected = *payload;
+  std::vector<uint8_t> unstarted(1000, 3), next = Pattern(5000, 22);
+  DoneWaiter big, queued, next_send;
+  w.transport->Send(1, Header(5, 0), payload->data(), kBytes, big.Callback());
+  w.transport->Send(1, Header(5, 1), unstarted.data(), unstarted.size(), queued.Callback());
+
+  auto fake = w.fake_listener->Accept();
+  ASSERT_TRUE(fake);
+  proto::PeerHello hello;
+  ASSERT_TRUE(AcceptorHandshake(*fake, kJob, 1, &hello));
+  EXPECT_EQ(hello.rank(), 0);
+  EXPECT_EQ(hello.job_id(), kJob);
+  // Wait for the first payload bytes, then stop reading: the socket buffers fill up.
+  ASSERT_TRUE(WaitUntil([&] {
+    uint8_t peek;
+    return recv(fake->fd(), &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  }));
+  EXPECT_FALSE(big.Ready());
+
+  w.transport->CancelOperation(5, AbortedError("seq 5 cancelled"));
+  EXPECT_EQ(big.Wait(Seconds(1)).message(), "seq 5 cancelled");
+  EXPECT_EQ(queued.Wait(Seconds(1)).message(), "seq 5 cancelled");
+  std::memset(payload->data(), 0xAB, kBytes);  // the transport must not read this any more
+  payload.reset();
+  w.transport->Send(1, Header(6, 0), next.data(), next.size(), next_send.Callback());
+
+  FrameHeader header;
+  std::vector<uint8_t> meta, got;
+  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got, Seconds(20)));
+  EXPECT_EQ(header.seq, 5u);
+  EXPECT_EQ(header.tag, 0u);
+  ASSERT_EQ(got.size(), kBytes);
+  EXPECT_TRUE(got == expected);  // the unsent rest came from the copy, not the dead buffer
+  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));
+  EXPECT_EQ(header.seq, 6u);  // seq 5 tag 1 never went out
+  EXPECT_EQ(got, next);
+  EXPECT_TRUE(next_send.Wait().ok());
+}
+
+TEST(TcpFaultsTest, FrameTrickledOneByteAtATimeIsReassembled) {
+  HalfWorld w = MakeHalfWorld();
+  ASSERT_TRUE(w.transport);
+  auto fake = ConnectAsRank1(*w.transport);
+  ASSERT_TRUE(fake);
+  std::vector<uint8_t> payload = Pattern(300, 8), got(300);
+  std::vector<uint8_t> frame = DataFrame(2, 9, Header(2, 9).desc, payload);
+  DoneWaiter recv;
+  w.transport->Recv(1, Header(2, 9), got.data(), got.size(), recv.Callback());
+  for (size_t i = 0; i < frame.size(); ++i) {
+    ASSERT_TRUE(fake->SendAll(&frame[i], 1));
+    if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_TRUE(recv.Wait().ok());
+  EXPECT_EQ(got, payload);
+}
+
+// Each kind of garbage on the listening port is dropped without harming the real ranks; a
+// receive posted before the garbage still completes afterwards.
+TEST(TcpFaultsTest, GarbageOnTheListeningPortIsDropped) {
+  TcpTransportOptions options;
+  options.handshake_timeout = Millis(500);
+  auto world = World(2, options);
+  ASSERT_EQ(world.size(), 2u);
+  const std::string address = world[0]->address();
+  std::vector<uint8_t> early_got(10);
+  DoneWaiter early_recv;
+  world[0]->Recv(1, Header(100, 0), early_got.data(), early_got.size(), early_recv.Callback());
+
+  std::vector<std::vector<uint8_t>> garbage;
+  std::mt19937 rng(1);
+  std::vector<uint8_t> random(4096);
+  for (uint8_t& b : random) b = static_cast<uint8_t>(rng());
+  garbage.push_back(random);
+  std::vector<uint8_t> wrong_magic = HelloFrame(kJob, 1, 2);
+  wrong_magic[0] = 'X';
+  garbage.push_back(wrong_magic);
+  FrameHeader huge;
+  huge.type = FrameType::kHello;
+  huge.meta_len = 0xFFFFFFF0u;
+  std::vector<uint8_t> huge_bytes(kFrameHeaderBytes);
+  EncodeFrameHeader(huge, huge_bytes.data());
+  garbage.push_back(huge_bytes);
+  huge.meta_len = 10;
+  huge.payload_len = uint64_t{1} << 40;
+  EncodeFrameHeader(huge, huge_bytes.data());
+  garbage.push_back(huge_bytes);
+  std::vector<uint8_t> bad_crc = HelloFrame(kJob, 1, 2);
+  bad_crc[20] ^= 1;
+  garbage.push_back(bad_crc);
+  std::vector<uint8_t> data_first = DataFrame(1, 0, OpDesc(), std::vector<uint8_t>(8));
+  garbage.push_back(data_first);  // a data frame where a hello belongs
+
+  for (size_t i = 0; i < garbage.size(); ++i) {
+    auto stranger = RawSocket::Connect(address);
+    ASSERT_TRUE(stranger);
+    ASSERT_TRUE(stranger->SendAll(garbage[i]));
+    EXPECT_TRUE(stranger->WaitClosed(Seconds(2))) << "garbage #" << i;
+  }
+
+  // A truncated frame followed by a close, and a silent stranger cut off by the deadline.
+  {
+    auto stranger = RawSocket::Connect(address);
+    ASSERT_TRUE(stranger);
+    std::vector<uint8_t> hello = HelloFrame(kJob, 1, 2);
+    ASSERT_TRUE(stranger->SendAll(hello.data(), 30));
+  }
+  {
+    auto silent = RawSocket::Connect(address);
+    ASSERT_TRUE(silent);
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(silent->WaitClosed(Seconds(3)));
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
+  }
+
+  // Well-formed hellos that do not belong: answered with the reason, then closed.
+  struct BadHello {
+    std::string job;
+    int rank;
+    int world_size;
+    std::string reason;
+  };
+  for (const BadHello& bad : {BadHello{"other-job", 1, 2, "this is job \"tcp-faults\""},
+                              BadHello{kJob, 1, 3, "world of 3 ranks"},
+                              BadHello{kJob, 7, 2, "rank 7"}, BadHello{kJob, 0, 2, "rank 0"}}) {
+    auto stranger = RawSocket::Connect(address);
+    ASSERT_TRUE(stranger);
+    proto::PeerHelloAck ack;
+    ASSERT_TRUE(ConnectorHandshake(*stranger, bad.job, bad.rank, bad.world_size, &ack));
+    EXPECT_FALSE(ack.accepted());
+    EXPECT_NE(ack.reason().find(bad.reason), std::string::npos) << ack.reason();
+    EXPECT_TRUE(stranger->WaitClosed(Seconds(2)));
+  }
+
+  ExpectRoundTrip(world, 1);
+  std::vector<uint8_t> early = Pattern(10, 100);
+  DoneWaiter early_send;
+  world[1]->Send(0, Header(100, 0), early.data(), early.size(), early_send.Callback());
+  ASSERT_TRUE(early_recv.Wait().ok());
+  ASSERT_TRUE(early_send.Wait().ok());
+  EXPECT_EQ(early_got, early);
+}
+
+// After a valid handshake, a broken frame closes that connection and fails what was waiting
+// on that peer; the transport carries on with its other peers.
+TEST(TcpFaultsTest, BrokenFrameAfterTheHandshakeFailsThatPeerOnly) {
+  auto world = World(3);
+  ASSERT_EQ(world.size(), 3u);
+  auto fake = RawSocket::Connect(world[0]->address());
+  ASSERT_TRUE(fake);
+  proto::PeerHelloAck ack;
+  ASSERT_TRUE(ConnectorHandshake(*fake, kJob, 2, 3, &ack));
+  ASSERT_TRUE(ack.accepted()) << ack.reason();
+  EXPECT_EQ(ack.rank(), 0);
+
+  // A second connection claiming the same rank is refused.
+  auto twin = RawSocket::Connect(world[0]->address());
+  ASSERT_TRUE(twin);
+  proto::PeerHelloAck twin_ack;
+  ASSERT_TRUE(ConnectorHandshake(*twin, kJob, 2, 3, &twin_ack));
+  EXPECT_FALSE(twin_ack.accepted());
+  EXPECT_NE(twin_ack.reason().find("already connected"), std::string::npos);
+
+  std::vector<uint8_t> buffer(64);
+  DoneWaiter pending;
+  world[0]->Recv(2, Header(1, 0), buffer.data(), buffer.size(), pending.Callback());
+  std::vector<uint8_t> frame = DataFrame(1, 0, Header(1, 0).desc, std::vector<uint8_t>(64));
+  frame[10] ^= 0xFF;  // CRC no longer matches
+  ASSERT_TRUE(fake->SendAll(frame));
+  Status s = pending.Wait();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "rank 0 dropped the connection from " + world[0]->DescribePeer(2))) << s;
+  EXPECT_TRUE(Contains(s, "CRC")) << s;
+  EXPECT_TRUE(fake->WaitClosed());
+  ExpectRoundTrip(world, 2);
+}
+
+TEST(TcpFaultsTest, HugeLengthAfterTheHandshakeIsRefusedBeforeAllocating) {
+  HalfWorld w = MakeHalfWorld();
+  ASSERT_TRUE(w.transport);
+  auto fake = ConnectAsRank1(*w.transport);
+  ASSERT_TRUE(fake);
+  std::vector<uint8_t> buffer(8);
+  DoneWaiter pending;
+  w.transport->Recv(1, Header(1, 0), buffer.data(), buffer.size(), pending.Callback());
+  FrameHeader h;
+  h.type = FrameType::kData;
+  h.seq = 1;
+  h.payload_len = uint64_t{1} << 50;
+  std::vector<uint8_t> bytes(kFrameHeaderBytes);
+  EncodeFrameHeader(h, bytes.data());
+  ASSERT_TRUE(fake->SendAll(bytes));
+  Status s = pending.Wait();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "exceeds the cap")) << s;
+}
+
+TEST(TcpFaultsTest, EarlyMessagesOverTheCapCloseTheConnection) {
+  TcpTransportOptions options;
+  options.max_unexpected_bytes = 1 << 20;
+  auto world = World(2, options);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> buffer(8);
+  DoneWaiter pending;
+  world[0]->Recv(1, Header(1, 99), buffer.data(), buffer.size(), pending.Callback());
+  std::vector<uint8_t> big(2 << 20);
+  DoneWaiter send;
+  world[1]->Send(0, Header(1, 0), big.data(), big.size(), send.Callback());
+  Status s = pending.Wait();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "max_unexpected_bytes")) << s;
+  EXPECT_TRUE(Contains(s, world[0]->DescribePeer(1))) << s;
+  send.Wait().IgnoreError();  // OK or Unavailable, depending on how much was written
+}
+
+}  // namespace
+}  // namespace gyre

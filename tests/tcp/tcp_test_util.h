@@ -1,0 +1,90 @@
+// Test support for the TCP transport: bounded waits on `done` callbacks, and raw POSIX
+// sockets that speak (or deliberately break) the wire format, to play a fake peer or a
+// stranger against a real TcpTransport.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/transport/tcp/frame.h"
+#include "core/transport/transport.h"
+#include "proto/peer.pb.h"
+
+namespace gyre {
+
+// Captures the Status of one `done`. Wait() never blocks past its deadline.
+class DoneWaiter {
+ public:
+  DoneWaiter();
+  DoneCallback Callback();
+  // The status passed to `done`, or DeadlineExceeded if it did not run within `timeout`.
+  Status Wait(Duration timeout = Seconds(10));
+  bool Ready() const;
+
+ private:
+  std::shared_ptr<std::promise<Status>> promise_;
+  std::shared_future<Status> future_;
+};
+
+// Polls `condition` until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& condition, Duration timeout = Seconds(10));
+
+MessageHeader Header(uint64_t seq, uint64_t tag, int64_t count = 0);
+std::vector<uint8_t> Pattern(size_t bytes, uint32_t seed);
+
+class RawSocket {
+ public:
+  explicit RawSocket(int fd) : fd_(fd) {}
+  ~RawSocket();
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  static std::unique_ptr<RawSocket> Connect(const std::string& address);
+  bool SendAll(const void* data, size_t bytes);
+  bool SendAll(const std::vector<uint8_t>& bytes) { return SendAll(bytes.data(), bytes.size()); }
+  bool RecvAll(void* data, size_t bytes, Duration timeout = Seconds(10));
+  // True once the other side closed (EOF or reset) within `timeout`; unread data is skipped.
+  bool WaitClosed(Duration timeout = Seconds(10));
+  void SetReceiveBuffer(int bytes);
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+class RawListener {
+ public:
+  static std::unique_ptr<RawListener> Listen(int receive_buffer_bytes = 0);
+  ~RawListener();
+  std::string address() const;
+  std::unique_ptr<RawSocket> Accept(Duration timeout = Seconds(10));
+
+ private:
+  explicit RawListener(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_;
+  int port_;
+};
+
+std::vector<uint8_t> HelloFrame(const std::string& job_id, int rank, int world_size);
+std::vector<uint8_t> DataFrame(uint64_t seq, uint64_t tag, const OpDesc& desc,
+                               const std::vector<uint8_t>& payload);
+
+// Reads one frame; false on timeout, close or a header that does not decode.
+bool ReadFrame(RawSocket& socket, FrameHeader* header, std::vector<uint8_t>* meta,
+               std::vector<uint8_t>* payload, Duration timeout = Seconds(10));
+
+// Plays the connecting side of the handshake; the answer lands in `ack`.
+bool ConnectorHandshake(RawSocket& socket, const std::string& job_id, int rank, int world_size,
+                        proto::PeerHelloAck* ack);
+
+// Plays the accepting side: reads the hello into `hello` and accepts it as `my_rank`.
+bool AcceptorHandshake(RawSocket& socket, const std::string& job_id, int my_rank,
+                       proto::PeerHello* hello);
+
+}  // namespace gyre
