@@ -62,7 +62,7 @@ std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
-    : transport_(std::move(transport)), options_(options) {
+    : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
 }
 
@@ -149,11 +149,18 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   ExecOptions eo;
   eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   eo.total_deadline = opts.deadline;
+  eo.monitor = &monitor_;
   OpCounters counters;
+  recorder_.Record("op_start", seq, name);
   Status st =
       executor_.Run(**schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo, &counters);
   total_.Add(counters);
   last_ = OpResult{seq, spec, std::move(counters), transport_->clock().Now() - start, st};
+  if (!st.ok() && failure_handler_) {
+    st = failure_handler_(last_);
+    last_.status = st;
+  }
+  recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
   return st;
 }
 

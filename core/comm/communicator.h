@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,7 +20,9 @@
 #include "core/algo/select.h"
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
+#include "core/comm/flight_recorder.h"
 #include "core/exec/executor.h"
+#include "core/exec/monitor.h"
 #include "core/transport/transport.h"
 
 namespace gyre {
@@ -91,6 +94,15 @@ class Communicator {
   // The concrete spec a call would run with (algorithm chosen, deterministic applied).
   StatusOr<algo::CollectiveSpec> Resolve(algo::CollectiveSpec spec, const CallOptions& opts) const;
 
+  // What to do when an operation fails: the job layer installs one that asks the other
+  // ranks for their state and returns the verdict (core/job/verdict.h). It gets the
+  // failed operation's result and returns the Status the caller sees.
+  using FailureHandler = std::function<Status(const OpResult& failed)>;
+  void SetFailureHandler(FailureHandler handler) { failure_handler_ = std::move(handler); }
+
+  OpMonitor* monitor() { return &monitor_; }
+  FlightRecorder* recorder() { return &recorder_; }
+
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }
   uint64_t next_seq() const { return next_seq_; }
@@ -100,6 +112,9 @@ class Communicator {
 
   std::unique_ptr<Transport> transport_;
   CommOptions options_;
+  OpMonitor monitor_;
+  FlightRecorder recorder_;
+  FailureHandler failure_handler_;
   std::mutex mu_;
   uint64_t next_seq_ = 1;
   Executor executor_;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/base/dtype.h"
+#include "core/exec/monitor.h"
 
 namespace gyre {
 
@@ -217,6 +218,10 @@ void OpRun::Poll() {
     batch.swap(queue_->items);
   }
   for (auto& [i, s] : batch) {
+    if (i < 0) {  // an interrupt from another thread
+      Fail(std::move(s));
+      continue;
+    }
     const algo::Step& st = steps_[i];
     pending_[i] = 0;
     --outstanding_;
@@ -251,6 +256,8 @@ void OpRun::WaitForCompletion(TimePoint until) {
   if (wait <= Duration::zero()) return;
   queue_->cv.wait_for(lock, wait, [&] { return !queue_->items.empty(); });
 }
+
+void OpRun::Interrupt(Status reason) { queue_->Push(-1, std::move(reason)); }
 
 void OpRun::Fail(Status reason) {
   if (!failure_.ok()) return;
@@ -311,9 +318,32 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
   };
   GYRE_RETURN_IF_ERROR(finish(run.Prepare()));
   const TimePoint start = clock.Now();
+  OpMonitor* monitor = options.monitor;
+  if (monitor != nullptr) {
+    int64_t expected = 0;
+    for (const algo::Step& st : schedule.steps) {
+      if (st.kind == algo::StepKind::kRecv) {
+        expected += st.dst.count * static_cast<int64_t>(DataTypeSize(spec.dtype));
+      }
+    }
+    Status pending = monitor->Begin(&run, ctx.seq, ctx.desc, ctx.name, expected);
+    if (!pending.ok()) {
+      monitor->End(ctx.seq, pending);
+      return finish(pending);
+    }
+  }
+  struct EndGuard {
+    OpMonitor* m;
+    const OpRun& run;
+    uint64_t seq;
+    ~EndGuard() {
+      if (m != nullptr) m->End(seq, run.status());
+    }
+  } end_guard{monitor, run, ctx.seq};
   run.Start();
   while (!run.finished()) {
     run.Poll();
+    if (monitor != nullptr) monitor->Update(run);
     if (run.finished()) break;
     if (!run.status().ok()) {
       // Failed: collect the cancelled completions, bounded so a broken transport cannot
@@ -334,6 +364,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
     run.Poll();
     if (run.finished() || !run.status().ok()) continue;
     run.SampleProgress();
+    if (monitor != nullptr) monitor->Update(run);
     const TimePoint now = clock.Now();
     if (!options.total_deadline.infinite() && now >= options.total_deadline.when()) {
       run.Fail(DeadlineExceededError(ctx.name + " on rank " + std::to_string(self) +

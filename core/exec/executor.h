@@ -46,6 +46,8 @@ struct ExecOptions {
   Duration progress_timeout = Seconds(30);
   // A limit on the whole operation (Infinite by default).
   Deadline total_deadline = Deadline::Infinite();
+  // Optional: published progress, and aborts from other threads (core/exec/monitor.h).
+  class OpMonitor* monitor = nullptr;
 };
 
 struct OpContext {
@@ -85,6 +87,9 @@ class OpRun {
   void WaitForCompletion(TimePoint until);
   // Fails the operation with `reason` (the first failure wins) and cancels its messages.
   void Fail(Status reason);
+  // Any thread: makes the driving thread fail the operation with `reason` at its next Poll
+  // (and wakes it if it waits).
+  void Interrupt(Status reason);
 
   // All steps done, or failed with every issued transport call completed.
   bool finished() const;

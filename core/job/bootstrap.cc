@@ -2,9 +2,14 @@
 
 #include <unistd.h>
 
+#include "core/job/verdict.h"
 #include "core/transport/tcp/tcp_transport.h"
 
 namespace gyre::job {
+
+std::string ControlKey(const std::string& job_id, int rank) {
+  return "gyre/control/" + job_id + "/" + std::to_string(rank);
+}
 
 StatusOr<Joined> JoinJob(const JoinOptions& o) {
   const Identity& id = o.identity;
@@ -30,6 +35,8 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   auto transport = TcpTransport::Create(topts);
   if (!transport.ok()) return transport.status().WithContext(who);
   joined.address = (*transport)->address();
+  TcpTransport* tcp = transport->get();
+  joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
 
   store::PeerRecord me;
   me.rank = id.rank;
@@ -39,14 +46,103 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   gethostname(host, sizeof(host) - 1);
   me.host = host;
   me.pid = getpid();
+
+  // The control endpoint is up and published before the rendezvous completes, so once
+  // everyone has arrived every control address can be read.
+  joined.control = std::make_unique<ControlServer>(
+      joined.comm.get(), RankInfo{id.rank, me.pid, me.host, joined.address});
+  GYRE_RETURN_IF_ERROR(joined.control->Start(o.listen_host).WithContext(who));
+  GYRE_RETURN_IF_ERROR(
+      joined.store->Set(ControlKey(id.job_id, id.rank), joined.control->address(), deadline)
+          .WithContext(who + ": publishing the control address"));
+
   auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline);
   if (!peers.ok()) return peers.status();
   joined.peers = *peers;
+  auto dir = std::make_shared<JobDirectory>();
+  dir->job_id = id.job_id;
+  dir->peers = joined.peers;
   std::vector<std::string> addresses;
   for (const auto& p : joined.peers) addresses.push_back(p.address);
-  GYRE_RETURN_IF_ERROR((*transport)->SetPeers(addresses).WithContext(who));
-  joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
+  for (int r = 0; r < id.world_size; ++r) {
+    auto addr = joined.store->Get(ControlKey(id.job_id, r), deadline);
+    if (!addr.ok())
+      return addr.status().WithContext(who + ": control address of rank " + std::to_string(r));
+    dir->control_addresses.push_back(*addr);
+  }
+  joined.directory = dir;
+  GYRE_RETURN_IF_ERROR(tcp->SetPeers(addresses).WithContext(who));
+  joined.comm->recorder()->Record(
+      "join", 0, who + " joined as " + joined.address + ", control " + joined.control->address());
+  if (o.verdicts) {
+    joined.comm->SetFailureHandler(MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout));
+  }
   return joined;
+}
+
+Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
+                                                std::shared_ptr<const JobDirectory> dir,
+                                                Duration progress_timeout) {
+  return [comm, dir, progress_timeout](const OpResult& failed) -> Status {
+    // An operation stopped by another rank's verdict already carries it.
+    if (comm->monitor()->WasAborted(failed.seq)) return failed.status;
+    // A caller error (bad arguments) involves nobody else.
+    if (failed.status.code() == StatusCode::kInvalidArgument &&
+        failed.status.message().find("mismatch") == std::string::npos) {
+      return failed.status;
+    }
+    const int p = comm->size();
+    const int self = comm->rank();
+    const OpSnapshot snap = comm->monitor()->Snapshot();
+    if (snap.failed_seq != failed.seq) return failed.status;  // never started (e.g. no schedule)
+    LocalFailure me;
+    me.rank = self;
+    me.seq = failed.seq;
+    me.desc = snap.desc;
+    me.op_name = snap.op_name;
+    me.status = failed.status;
+    me.elapsed = failed.elapsed;
+    me.timeout = progress_timeout;
+    me.waiting_on = snap.waiting_on;
+    me.bytes_received = snap.bytes_received;
+    me.bytes_expected = snap.bytes_expected;
+    me.recent = snap.recent;
+    // Quick enough not to stretch the failure much, long enough for a loaded machine.
+    const Duration query_timeout =
+        std::min<Duration>(Seconds(1), std::max<Duration>(Millis(250), progress_timeout / 4));
+    std::vector<std::string> targets = dir->control_addresses;
+    targets[self].clear();
+    proto::ControlRequest query;
+    query.mutable_status();
+    std::vector<QueryResult> results = QueryAll(targets, query, query_timeout);
+    std::vector<PeerView> views(p);
+    for (int q = 0; q < p; ++q) {
+      views[q].rank = q;
+      views[q].reach = results[q].reach;
+      views[q].error = results[q].error;
+      if (results[q].reach == Reach::kAnswered) views[q].state = results[q].response.state();
+      if (q < static_cast<int>(dir->peers.size())) {
+        views[q].pid = dir->peers[q].pid;
+        views[q].host = dir->peers[q].host;
+        views[q].data_address = dir->peers[q].address;
+      }
+    }
+    Verdict v = Classify(me, views);
+    comm->recorder()->Record("verdict", failed.seq, v.text);
+    // Tell every rank that answered (the dead and the stalled cannot listen).
+    proto::ControlRequest abort;
+    abort.mutable_abort()->set_seq(failed.seq);
+    abort.mutable_abort()->set_from_rank(self);
+    abort.mutable_abort()->set_verdict(v.text);
+    abort.mutable_abort()->set_code(static_cast<int>(StatusCode::kAborted));
+    std::vector<std::string> tell(p);
+    for (int q = 0; q < p; ++q) {
+      if (q != self && results[q].reach == Reach::kAnswered) tell[q] = targets[q];
+    }
+    QueryAll(tell, abort, query_timeout);
+    return Status(failed.status.code(), v.text + " [rank " + std::to_string(self) +
+                                            " saw: " + failed.status.message() + "]");
+  };
 }
 
 }  // namespace gyre::job

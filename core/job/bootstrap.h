@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/comm/communicator.h"
+#include "core/job/control.h"
 #include "core/job/identity.h"
 #include "core/store/rendezvous.h"
 #include "core/store/store.h"
@@ -20,14 +21,34 @@ struct JoinOptions {
   int listen_port = 0;
   Duration rendezvous_timeout = Seconds(60);
   CommOptions comm;
+  // Ask the other ranks and name the root cause when an operation fails (the verdict).
+  bool verdicts = true;
+};
+
+// Every rank's addresses, as found at rendezvous.
+struct JobDirectory {
+  std::string job_id;
+  std::vector<store::PeerRecord> peers;        // index = rank
+  std::vector<std::string> control_addresses;  // index = rank
 };
 
 struct Joined {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<Communicator> comm;
+  std::unique_ptr<ControlServer> control;
+  std::shared_ptr<JobDirectory> directory;
   std::vector<store::PeerRecord> peers;
   std::string address;  // this rank's listening address
 };
+
+// The store key under which rank `rank` of `job_id` publishes its control address.
+std::string ControlKey(const std::string& job_id, int rank);
+
+// The failure handler JoinJob installs: on a local failure, query every rank's control
+// endpoint (bounded by `query_timeout`), classify, tell the others, and return the verdict.
+Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
+                                                std::shared_ptr<const JobDirectory> directory,
+                                                Duration progress_timeout);
 
 StatusOr<Joined> JoinJob(const JoinOptions& options);
 

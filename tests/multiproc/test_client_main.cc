@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "client/include/gyre/gyre.h"
 #include "core/algo/collective.h"
@@ -18,6 +19,11 @@ DEFINE_bool(check, true, "run and verify every collective x algorithm");
 DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
+DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
+DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at");
+DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
+DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank");
+DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -115,8 +121,34 @@ int main(int argc, char** argv) {
         std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAGS_loop_seconds);
     for (int iter = 0; std::chrono::steady_clock::now() < end; ++iter) {
       if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
-      Status s = comm.Allreduce(g.data(), g.data(), static_cast<int64_t>(g.size()),
-                                DataType::kFloat32, ReduceOp::kAvg);
+      if (r == FLAGS_skip_rank && iter == FLAGS_fault_at) {
+        std::printf("rank %d skips call %d\n", r, iter);
+        std::fflush(stdout);
+        std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_skip_seconds));
+      }
+      Status s;
+      if (r == FLAGS_mismatch_rank && iter == FLAGS_fault_at) {
+        const std::string& k = FLAGS_mismatch_kind;
+        const int64_t n = static_cast<int64_t>(g.size());
+        if (k == "op") {
+          s = comm.Broadcast(g.data(), g.data(), n, DataType::kFloat32, 0);
+        } else if (k == "count") {
+          s = comm.Allreduce(g.data(), g.data(), n / 2, DataType::kFloat32, ReduceOp::kAvg);
+        } else if (k == "dtype") {
+          s = comm.Allreduce(g.data(), g.data(), n, DataType::kInt32, ReduceOp::kSum);
+        } else if (k == "reduce_op") {
+          s = comm.Allreduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kMax);
+        } else {  // root: everyone else calls reduce(root=0) for this kind
+          s = comm.Reduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kSum, 1);
+        }
+      } else if (FLAGS_mismatch_kind == "root" && FLAGS_mismatch_rank >= 0 &&
+                 iter == FLAGS_fault_at) {
+        s = comm.Reduce(g.data(), g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
+                        ReduceOp::kSum, 0);
+      } else {
+        s = comm.Allreduce(g.data(), g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
+                           ReduceOp::kAvg);
+      }
       if (!s.ok()) {
         std::fprintf(stderr, "rank %d: allreduce %d failed: %s\n", r, iter, s.ToString().c_str());
         return 1;

@@ -1,0 +1,42 @@
+// The flight recorder: a fixed-size ring of a rank's recent events (operations started and
+// finished, joins, connection trouble, verdicts), kept cheaply all the time and dumped as
+// JSON when something goes wrong, on SIGUSR1, or on request.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gyre {
+
+class FlightRecorder {
+ public:
+  explicit FlightRecorder(size_t capacity = 2000) : capacity_(capacity) {}
+
+  // `kind`: "op_start", "op_end", "join", "verdict", ...; `seq` 0 when not an operation.
+  void Record(const std::string& kind, uint64_t seq, const std::string& detail);
+
+  // {"rank": R, "events": [{"t_us": ..., "kind": ..., "seq": ..., "detail": ...}, ...]}
+  // oldest first; t_us is microseconds on the steady clock.
+  std::string DumpJson(int rank) const;
+
+  size_t size() const;
+
+ private:
+  struct Event {
+    int64_t t_us;
+    std::string kind;
+    uint64_t seq;
+    std::string detail;
+  };
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<Event> ring_;
+  size_t next_ = 0;
+};
+
+// JSON string escaping for the dumps.
+std::string JsonEscape(const std::string& s);
+
+}  // namespace gyre

@@ -1,0 +1,76 @@
+// OpMonitor: what a rank is doing right now, readable from any thread while an operation
+// runs (for the verdict, gyrectl and the flight recorder), and the way another thread stops
+// that operation (an abort carrying a verdict from the control path). An abort for an
+// operation this rank has not started yet is kept, and fails it the moment it starts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/transport/transport.h"
+
+namespace gyre {
+
+class OpRun;
+
+struct CallRecord {
+  uint64_t seq = 0;
+  OpDesc desc;
+  std::string op_name;
+};
+
+struct OpSnapshot {
+  bool in_op = false;
+  uint64_t seq = 0;
+  uint64_t last_started_seq = 0;
+  uint64_t last_completed_seq = 0;
+  OpDesc desc;
+  std::string op_name;
+  int steps_done = 0;
+  int steps_total = 0;
+  int waiting_on = -1;
+  int64_t bytes_received = 0;
+  int64_t bytes_expected = 0;
+  Duration since_progress{};
+  std::string last_error;
+  uint64_t failed_seq = 0;
+  std::vector<CallRecord> recent;  // the last kRecentCalls calls, oldest first
+};
+
+inline constexpr size_t kRecentCalls = 16;
+
+class OpMonitor {
+ public:
+  explicit OpMonitor(const Clock* clock) : clock_(clock) {}
+
+  // Called by the executor on its own thread.
+  // Returns a pending abort for `seq` (OK if none).
+  Status Begin(OpRun* run, uint64_t seq, const OpDesc& desc, const std::string& name,
+               int64_t bytes_expected);
+  void Update(const OpRun& run);
+  void End(uint64_t seq, const Status& status);
+
+  // Any thread. Interrupts operation `seq` if it is running, or keeps the abort for when it
+  // starts (when it has not started yet). Returns true if the abort was taken.
+  bool Abort(uint64_t seq, const Status& reason);
+
+  OpSnapshot Snapshot() const;
+  // Whether operation `seq` was stopped by Abort (its error is another rank's verdict).
+  bool WasAborted(uint64_t seq) const;
+
+ private:
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  OpRun* current_ = nullptr;
+  OpSnapshot snap_;
+  TimePoint last_progress_{};
+  std::map<uint64_t, Status> pending_aborts_;
+  uint64_t aborted_seq_ = 0;
+};
+
+}  // namespace gyre

@@ -1,0 +1,155 @@
+#include "core/job/control.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/ipc/ipc.h"
+
+namespace gyre::job {
+
+proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
+  proto::RankState st;
+  st.set_rank(info.rank);
+  st.set_pid(info.pid);
+  st.set_host(info.host);
+  st.set_data_address(info.data_address);
+  st.set_in_op(s.in_op);
+  st.set_seq(s.seq);
+  st.set_last_started_seq(s.last_started_seq);
+  st.set_last_completed_seq(s.last_completed_seq);
+  st.set_collective(s.desc.collective);
+  st.set_dtype(s.desc.dtype);
+  st.set_reduce_op(s.desc.reduce_op);
+  st.set_algorithm(s.desc.algorithm);
+  st.set_root(s.desc.root);
+  st.set_count(s.desc.count);
+  st.set_op_name(s.op_name);
+  st.set_steps_done(s.steps_done);
+  st.set_steps_total(s.steps_total);
+  st.set_waiting_on(s.waiting_on);
+  st.set_bytes_received(s.bytes_received);
+  st.set_bytes_expected(s.bytes_expected);
+  st.set_seconds_since_progress(std::chrono::duration<double>(s.since_progress).count());
+  st.set_last_error(s.last_error);
+  st.set_failed_seq(s.failed_seq);
+  for (const CallRecord& c : s.recent) {
+    proto::CallRecord* r = st.add_recent();
+    r->set_seq(c.seq);
+    r->set_collective(c.desc.collective);
+    r->set_dtype(c.desc.dtype);
+    r->set_reduce_op(c.desc.reduce_op);
+    r->set_algorithm(c.desc.algorithm);
+    r->set_root(c.desc.root);
+    r->set_count(c.desc.count);
+    r->set_op_name(c.op_name);
+  }
+  return st;
+}
+
+ControlServer::ControlServer(Communicator* comm, RankInfo info)
+    : comm_(comm), info_(std::move(info)) {}
+
+ControlServer::~ControlServer() { Stop(); }
+
+Status ControlServer::Start(const std::string& host) {
+  GYRE_ASSIGN_OR_RETURN(listen_fd_, ipc::ListenTcp(host, 0, &address_));
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void ControlServer::Stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  // Connection handlers are short (bounded by their deadlines); wait for them.
+  const TimePoint give_up = SteadyClock::Get()->Now() + Seconds(3);
+  while (active_ > 0 && SteadyClock::Get()->Now() < give_up) {
+    std::this_thread::sleep_for(Millis(5));
+  }
+}
+
+void ControlServer::Loop() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (active_ >= 32) {  // a flood of connections gets nothing
+      ::close(fd);
+      continue;
+    }
+    ++active_;
+    std::thread([this, fd] {
+      Handle(fd);
+      --active_;
+    }).detach();
+  }
+}
+
+void ControlServer::Handle(int fd) {
+  const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
+  proto::ControlRequest req;
+  Status s = ipc::ReadMessage(fd, &req, deadline, "control request");
+  if (s.ok()) {
+    proto::ControlResponse resp;
+    if (req.has_abort()) {
+      const auto& a = req.abort();
+      Status reason(a.code() == 0 ? StatusCode::kAborted : static_cast<StatusCode>(a.code()),
+                    a.verdict() + " [verdict from rank " + std::to_string(a.from_rank()) +
+                        ", received on rank " + std::to_string(info_.rank) + "]");
+      comm_->recorder()->Record("abort_received", a.seq(),
+                                "from rank " + std::to_string(a.from_rank()) + ": " + a.verdict());
+      comm_->monitor()->Abort(a.seq(), reason);
+    }
+    if (req.has_dump()) resp.set_dump_json(comm_->recorder()->DumpJson(info_.rank));
+    *resp.mutable_state() = StateOf(comm_->monitor()->Snapshot(), info_);
+    ipc::WriteMessage(fd, resp, deadline, "control response").IgnoreError();
+  }
+  ::close(fd);
+}
+
+QueryResult QueryControl(const std::string& address, const proto::ControlRequest& request,
+                         Duration timeout) {
+  QueryResult r;
+  const Deadline deadline = Deadline::After(*SteadyClock::Get(), timeout);
+  auto fd = ipc::ConnectTcp(address, deadline);
+  if (!fd.ok()) {
+    r.error = fd.status().message();
+    r.reach = fd.status().message().find("refused") != std::string::npos ? Reach::kRefused
+              : fd.status().code() == StatusCode::kDeadlineExceeded      ? Reach::kSilent
+                                                                         : Reach::kError;
+    return r;
+  }
+  Status s = ipc::WriteMessage(*fd, request, deadline, "control request to " + address);
+  if (s.ok()) s = ipc::ReadMessage(*fd, &r.response, deadline, "control answer from " + address);
+  ::close(*fd);
+  if (s.ok()) {
+    r.reach = Reach::kAnswered;
+  } else {
+    r.error = s.message();
+    r.reach = s.code() == StatusCode::kDeadlineExceeded ? Reach::kSilent
+              : s.message().find("reset") != std::string::npos ||
+                      s.message().find("closed") != std::string::npos
+                  ? Reach::kRefused
+                  : Reach::kError;
+  }
+  return r;
+}
+
+std::vector<QueryResult> QueryAll(const std::vector<std::string>& addresses,
+                                  const proto::ControlRequest& request, Duration timeout) {
+  std::vector<QueryResult> results(addresses.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (addresses[i].empty()) continue;
+    threads.emplace_back([&, i] { results[i] = QueryControl(addresses[i], request, timeout); });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace gyre::job

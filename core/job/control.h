@@ -1,0 +1,72 @@
+// The control path: a small TCP endpoint per rank, separate from the data sockets and served
+// by its own thread, so it answers while the rank is blocked inside a collective. Peers use it
+// to learn each other's state when an operation fails and to deliver the verdict; gyrectl uses
+// it to show a running or hung job. One request per connection, bounded by deadlines.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/comm/communicator.h"
+#include "proto/control.pb.h"
+
+namespace gyre::job {
+
+struct RankInfo {
+  int rank = 0;
+  int64_t pid = 0;
+  std::string host;
+  std::string data_address;
+};
+
+proto::RankState StateOf(const OpSnapshot& snap, const RankInfo& info);
+
+class ControlServer {
+ public:
+  ControlServer(Communicator* comm, RankInfo info);
+  ~ControlServer();
+
+  Status Start(const std::string& host);
+  std::string address() const { return address_; }
+  void Stop();
+
+ private:
+  void Loop();
+  void Handle(int fd);
+
+  Communicator* comm_;
+  RankInfo info_;
+  std::string address_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> active_{0};
+  std::thread thread_;
+};
+
+enum class Reach {
+  kAnswered,
+  kRefused,  // nothing listens: the process is gone
+  kSilent,   // connected but no answer in time: the process is stopped or frozen
+  kError,    // anything else (reset mid-answer, garbage)
+};
+
+struct QueryResult {
+  Reach reach = Reach::kError;
+  proto::ControlResponse response;
+  std::string error;
+};
+
+QueryResult QueryControl(const std::string& address, const proto::ControlRequest& request,
+                         Duration timeout);
+
+// Sends `request` to every address at once and waits for all (each bounded by `timeout`).
+std::vector<QueryResult> QueryAll(const std::vector<std::string>& addresses,
+                                  const proto::ControlRequest& request, Duration timeout);
+
+}  // namespace gyre::job

@@ -1,0 +1,279 @@
+#include "core/job/verdict.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace gyre::job {
+namespace {
+
+std::string Bytes(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t{1} << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
+  } else if (b >= 1024) {
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
+  }
+  return buf;
+}
+
+std::string Where(const PeerView& v) {
+  const int64_t pid = v.reach == Reach::kAnswered ? v.state.pid() : v.pid;
+  const std::string host = v.reach == Reach::kAnswered ? v.state.host() : v.host;
+  const std::string addr = v.reach == Reach::kAnswered ? v.state.data_address() : v.data_address;
+  std::ostringstream os;
+  os << "pid " << pid << " on host " << host;
+  if (!addr.empty()) os << ", " << addr;
+  return os.str();
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
+  return os.str();
+}
+
+}  // namespace
+
+const char* RankClassName(RankClass c) {
+  switch (c) {
+    case RankClass::kSelf:
+      return "self";
+    case RankClass::kDead:
+      return "dead";
+    case RankClass::kStalled:
+      return "stalled";
+    case RankClass::kNotEntered:
+      return "not entered";
+    case RankClass::kDiverged:
+      return "diverged";
+    case RankClass::kSlow:
+      return "slow";
+    case RankClass::kWaiting:
+      return "waiting";
+    case RankClass::kDone:
+      return "done";
+    case RankClass::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
+  const int p = static_cast<int>(peers.size());
+  const uint64_t S = me.seq;
+  Verdict v;
+  v.classes.assign(p, RankClass::kUnknown);
+  std::vector<int> waiting_on(p, -1);
+  for (int q = 0; q < p; ++q) {
+    if (q == me.rank) {
+      v.classes[q] = RankClass::kSelf;
+      waiting_on[q] = me.waiting_on;
+      continue;
+    }
+    const PeerView& pv = peers[q];
+    if (pv.reach == Reach::kRefused) {
+      v.classes[q] = RankClass::kDead;
+      continue;
+    }
+    if (pv.reach == Reach::kSilent) {
+      v.classes[q] = RankClass::kStalled;
+      continue;
+    }
+    if (pv.reach != Reach::kAnswered) {
+      v.classes[q] = RankClass::kUnknown;
+      continue;
+    }
+    const proto::RankState& st = pv.state;
+    if (st.last_started_seq() > S) {
+      v.classes[q] = RankClass::kDone;  // it finished (or gave up on) this call and moved on
+    } else if (st.last_started_seq() < S) {
+      v.classes[q] = RankClass::kNotEntered;
+    } else if (st.in_op()) {
+      // In the same operation: progressing recently means slow, else it waits on someone.
+      const double t = std::chrono::duration<double>(me.timeout).count();
+      waiting_on[q] = st.waiting_on();
+      v.classes[q] = st.seconds_since_progress() < t / 2 && st.waiting_on() < 0
+                         ? RankClass::kSlow
+                         : RankClass::kWaiting;
+    } else if (st.last_completed_seq() >= S) {
+      v.classes[q] = RankClass::kDone;
+    } else {
+      v.classes[q] = RankClass::kWaiting;  // it failed this operation too
+      waiting_on[q] = st.waiting_on();
+    }
+  }
+
+  // Divergence: the earliest sequence number at which the ranks' calls differ. The ranks
+  // outside the largest group of identical calls diverged (on a tie, the group holding the
+  // lowest rank is taken as the reference), so every survivor names the same rank.
+  std::map<uint64_t, std::vector<std::pair<int, OpDesc>>> calls;
+  std::map<uint64_t, std::map<int, std::string>> names;
+  for (const CallRecord& c : me.recent) {
+    calls[c.seq].push_back({me.rank, c.desc});
+    names[c.seq][me.rank] = c.op_name;
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q == me.rank || peers[q].reach != Reach::kAnswered) continue;
+    for (const proto::CallRecord& c : peers[q].state.recent()) {
+      OpDesc d;
+      d.collective = static_cast<uint8_t>(c.collective());
+      d.dtype = static_cast<uint8_t>(c.dtype());
+      d.reduce_op = static_cast<uint8_t>(c.reduce_op());
+      d.algorithm = static_cast<uint8_t>(c.algorithm());
+      d.root = c.root();
+      d.count = c.count();
+      calls[c.seq()].push_back({q, d});
+    }
+  }
+  std::string divergence;
+  for (auto& [seq, list] : calls) {
+    std::vector<std::pair<OpDesc, std::vector<int>>> groups;
+    for (const auto& [rank, desc] : list) {
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == desc; });
+      if (it == groups.end()) {
+        groups.push_back({desc, {rank}});
+      } else {
+        it->second.push_back(rank);
+      }
+    }
+    if (groups.size() < 2) continue;
+    for (auto& g : groups) std::sort(g.second.begin(), g.second.end());
+    size_t ref = 0;
+    for (size_t i = 1; i < groups.size(); ++i) {
+      const auto& a = groups[i].second;
+      const auto& b = groups[ref].second;
+      if (a.size() > b.size() || (a.size() == b.size() && a.front() < b.front())) ref = i;
+    }
+    int odd = -1;
+    OpDesc odd_desc;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (i == ref) continue;
+      for (int r : groups[i].second) {
+        if (odd < 0 || r < odd) {
+          odd = r;
+          odd_desc = groups[i].first;
+        }
+      }
+    }
+    v.root = odd;
+    v.root_class = RankClass::kDiverged;
+    v.classes[odd] = RankClass::kDiverged;
+    std::ostringstream d;
+    d << "called " << DescribeOpDesc(odd_desc) << " at seq=" << seq << " while "
+      << (groups[ref].second.size() > 1 ? "ranks " : "rank ") << RankList(groups[ref].second)
+      << " called " << DescribeOpDesc(groups[ref].first);
+    divergence = d.str();
+    break;
+  }
+
+  // The root cause, by priority. For waiters, follow who waits on whom from this rank: the
+  // first rank on the chain that is not itself waiting is the one holding everybody up.
+  auto first_of = [&](RankClass c) {
+    for (int q = 0; q < p; ++q) {
+      if (v.classes[q] == c) return q;
+    }
+    return -1;
+  };
+  for (RankClass c : {RankClass::kDead, RankClass::kStalled, RankClass::kNotEntered}) {
+    if (v.root < 0) {  // a divergence, found above, comes first
+      // Prefer the one this rank (or its chain) waits on, when several share the class.
+      int q = me.waiting_on;
+      for (int hops = 0; q >= 0 && q < p && hops < p; ++hops) {
+        if (v.classes[q] == c) {
+          v.root = q;
+          break;
+        }
+        if (v.classes[q] != RankClass::kWaiting) break;
+        q = waiting_on[q];
+      }
+      if (v.root < 0) v.root = first_of(c);
+      if (v.root >= 0) v.root_class = c;
+    }
+  }
+  if (v.root < 0) {
+    int q = me.waiting_on;
+    for (int hops = 0; q >= 0 && q < p && hops <= p; ++hops) {
+      if (v.classes[q] != RankClass::kWaiting) break;
+      q = waiting_on[q];
+    }
+    if (q >= 0 && q < p && q != me.rank && v.classes[q] == RankClass::kSlow) {
+      v.root = q;
+      v.root_class = RankClass::kSlow;
+    } else if (first_of(RankClass::kSlow) >= 0) {
+      v.root = first_of(RankClass::kSlow);
+      v.root_class = RankClass::kSlow;
+    }
+  }
+
+  std::ostringstream os;
+  os << me.op_name << " failed after " << FormatDuration(me.elapsed) << " on rank " << me.rank
+     << ": ";
+  if (v.root < 0) {
+    os << "no rank could be named as the cause (" << me.status.ToString() << ")";
+    v.text = os.str();
+    return v;
+  }
+  const PeerView& pv = peers[v.root];
+  const proto::RankState& st = pv.state;
+  if (v.root == me.rank) {
+    os << "rank " << v.root << " (this rank) " << RankClassName(v.root_class) << ": ";
+  } else {
+    os << "rank " << v.root << " " << RankClassName(v.root_class) << " (" << Where(pv) << "): ";
+  }
+  switch (v.root_class) {
+    case RankClass::kDead:
+      os << "its process is gone (" << (pv.error.empty() ? "connection refused" : pv.error) << ")";
+      break;
+    case RankClass::kStalled:
+      os << "alive but not answering (stopped or frozen): no reply to the control query";
+      break;
+    case RankClass::kNotEntered:
+      os << "never started seq=" << S << ": last completed seq=" << st.last_completed_seq();
+      if (st.in_op()) {
+        os << ", still in seq=" << st.seq() << " (" << st.op_name() << ") step " << st.steps_done()
+           << "/" << st.steps_total();
+      } else {
+        os << ", idle";
+      }
+      break;
+    case RankClass::kDiverged:
+      os << divergence;
+      break;
+    case RankClass::kSlow:
+      os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"
+         << st.steps_total() << ", received " << Bytes(st.bytes_received()) << "/"
+         << Bytes(st.bytes_expected());
+      break;
+    default:
+      break;
+  }
+  if (v.root_class == RankClass::kStalled || v.root_class == RankClass::kDead) {
+    os << "; last completed seq=" << (S > 0 ? S - 1 : 0) << " or earlier, in seq=" << S;
+  }
+  // Everyone whose chain of waits leads to the root is held up by it.
+  std::vector<int> waiters;
+  for (int q = 0; q < p; ++q) {
+    if (v.classes[q] != RankClass::kWaiting && v.classes[q] != RankClass::kSelf) continue;
+    int w = waiting_on[q];
+    for (int hops = 0; w >= 0 && w < p && hops < p; ++hops) {
+      if (w == v.root) {
+        waiters.push_back(q);
+        break;
+      }
+      if (v.classes[w] != RankClass::kWaiting && v.classes[w] != RankClass::kSelf) break;
+      w = waiting_on[w];
+    }
+  }
+  if (!waiters.empty()) {
+    os << "; rank" << (waiters.size() > 1 ? "s " : " ") << RankList(waiters) << " waiting on it";
+  }
+  v.text = os.str();
+  return v;
+}
+
+}  // namespace gyre::job

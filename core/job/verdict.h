@@ -1,0 +1,66 @@
+// The verdict: when an operation fails on a rank, it asks every other rank for its state over
+// the control path, classifies each one (dead, stalled, not entered, diverged, slow, waiting,
+// done), picks the root cause — the faulty rank, not this rank's neighbour — and words one
+// error that every survivor reports. Classification is a pure function, tested on its own.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/exec/monitor.h"
+#include "core/job/control.h"
+#include "core/transport/transport.h"
+
+namespace gyre::job {
+
+enum class RankClass {
+  kSelf,
+  kDead,
+  kStalled,
+  kNotEntered,
+  kDiverged,
+  kSlow,
+  kWaiting,
+  kDone,
+  kUnknown
+};
+const char* RankClassName(RankClass c);
+
+struct PeerView {
+  int rank = 0;
+  Reach reach = Reach::kError;
+  proto::RankState state;  // valid when reach == kAnswered
+  std::string error;       // why it did not answer
+  // From the rendezvous, for ranks that cannot answer.
+  int64_t pid = 0;
+  std::string host;
+  std::string data_address;
+};
+
+struct LocalFailure {
+  int rank = 0;
+  uint64_t seq = 0;
+  OpDesc desc;
+  std::string op_name;
+  Status status;        // this rank's own error
+  Duration elapsed{};   // since the operation started
+  Duration timeout{};   // the progress timeout T
+  int waiting_on = -1;  // the peer this rank waited for, if any
+  int64_t bytes_received = 0;
+  int64_t bytes_expected = 0;
+  std::vector<CallRecord> recent;  // this rank's recent calls (core/exec/monitor.h)
+};
+
+struct Verdict {
+  int root = -1;  // the rank at fault, -1 if none could be named
+  RankClass root_class = RankClass::kUnknown;
+  std::vector<RankClass> classes;  // per rank
+  std::string text;                // the whole error message
+};
+
+// `peers` has one entry per rank (this rank's own entry is ignored).
+Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers);
+
+}  // namespace gyre::job

@@ -1,0 +1,190 @@
+// The verdict's classification on hand-made views of a job: the root cause is the faulty
+// rank, never the survivor's neighbour, and the text names it with its class.
+#include "core/job/verdict.h"
+
+#include <gtest/gtest.h>
+
+#include "core/comm/communicator.h"
+
+namespace gyre::job {
+namespace {
+
+// Call descriptions read as they do in a running job.
+const bool kFormatterInstalled = (SetOpDescFormatter(&FormatOpDesc), true);
+
+OpDesc Allreduce() {
+  OpDesc d;
+  d.collective = 0;
+  d.dtype = 8;
+  d.count = 1024;
+  d.algorithm = 1;
+  return d;
+}
+
+PeerView Waiting(int rank, uint64_t seq, int waiting_on) {
+  PeerView v;
+  v.rank = rank;
+  v.reach = Reach::kAnswered;
+  v.state.set_rank(rank);
+  v.state.set_pid(1000 + rank);
+  v.state.set_host("h");
+  v.state.set_in_op(true);
+  v.state.set_seq(seq);
+  v.state.set_last_started_seq(seq);
+  v.state.set_last_completed_seq(seq - 1);
+  v.state.set_collective(0);
+  v.state.set_dtype(8);
+  v.state.set_count(1024);
+  v.state.set_algorithm(1);
+  v.state.set_waiting_on(waiting_on);
+  v.state.set_seconds_since_progress(30);
+  v.state.set_op_name("allreduce seq=41 (ring, 4.0 KiB float32)");
+  proto::CallRecord* c = v.state.add_recent();
+  c->set_seq(seq);
+  c->set_collective(0);
+  c->set_dtype(8);
+  c->set_count(1024);
+  c->set_algorithm(1);
+  return v;
+}
+
+LocalFailure Me(int rank, int waiting_on) {
+  LocalFailure me;
+  me.rank = rank;
+  me.seq = 41;
+  me.desc = Allreduce();
+  me.op_name = "allreduce seq=41 (ring, 4.0 KiB float32)";
+  me.status = DeadlineExceededError("no progress");
+  me.elapsed = Seconds(30);
+  me.timeout = Seconds(30);
+  me.waiting_on = waiting_on;
+  me.recent.push_back(CallRecord{41, Allreduce(), me.op_name});
+  return me;
+}
+
+// A ring of 8 where rank 3 is stopped: rank 7 waits on 6, 6 on 5, 5 on 4, 4 on 3.
+TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
+  std::vector<PeerView> views(8);
+  for (int q = 0; q < 8; ++q) views[q] = Waiting(q, 41, (q + 7) % 8);
+  views[3] = PeerView{};
+  views[3].rank = 3;
+  views[3].reach = Reach::kSilent;
+  views[3].pid = 1003;
+  views[3].host = "h";
+  Verdict v = Classify(Me(7, 6), views);
+  EXPECT_EQ(v.root, 3);
+  EXPECT_EQ(v.root_class, RankClass::kStalled);
+  EXPECT_NE(v.text.find("rank 3 stalled (pid 1003 on host h"), std::string::npos) << v.text;
+  // Every other rank of the ring waits on it, directly or through its predecessors.
+  EXPECT_NE(v.text.find("ranks 0,1,2,4,5,6,7 waiting on it"), std::string::npos) << v.text;
+  EXPECT_EQ(v.text.find("rank 6 stalled"), std::string::npos);
+}
+
+TEST(VerdictTest, DeadBeatsWaitingAndStalledIsSecond) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  views[1].reach = Reach::kRefused;
+  views[2].reach = Reach::kSilent;
+  Verdict v = Classify(Me(0, 3), views);
+  EXPECT_EQ(v.root, 1);
+  EXPECT_EQ(v.root_class, RankClass::kDead);
+  EXPECT_EQ(v.classes[2], RankClass::kStalled);
+}
+
+TEST(VerdictTest, IdleRankIsNotEntered) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  views[2].state.set_in_op(false);
+  views[2].state.set_seq(40);
+  views[2].state.set_last_started_seq(40);
+  views[2].state.set_last_completed_seq(40);
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.root, 2);
+  EXPECT_EQ(v.root_class, RankClass::kNotEntered);
+  EXPECT_NE(v.text.find("never started seq=41: last completed seq=40, idle"), std::string::npos)
+      << v.text;
+}
+
+// Rank 2 of 4 calls broadcast where the others call allreduce. Whichever rank computes
+// the verdict, the minority call is the one named.
+TEST(VerdictTest, MinorityCallIsDivergedWhoeverAsks) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  views[2].state.mutable_recent(0)->set_collective(1);  // broadcast
+  views[2].state.mutable_recent(0)->set_root(0);
+  for (int asker : {0, 3}) {
+    Verdict v = Classify(Me(asker, (asker + 3) % 4), views);
+    EXPECT_EQ(v.root, 2);
+    EXPECT_EQ(v.root_class, RankClass::kDiverged);
+    EXPECT_NE(v.text.find("rank 2 diverged"), std::string::npos) << v.text;
+    EXPECT_NE(v.text.find("called broadcast(count=1024"), std::string::npos) << v.text;
+    EXPECT_NE(v.text.find("while ranks 0,1,3 called allreduce(count=1024"), std::string::npos)
+        << v.text;
+  }
+  // The diverged rank itself gets the same answer about itself.
+  std::vector<PeerView> from2 = views;
+  LocalFailure me2 = Me(2, 1);
+  me2.recent[0].desc.collective = 1;
+  Verdict v2 = Classify(me2, from2);
+  EXPECT_EQ(v2.root, 2);
+  EXPECT_NE(v2.text.find("rank 2 (this rank) diverged"), std::string::npos) << v2.text;
+}
+
+// A divergence at an earlier call explains ranks stuck behind it.
+TEST(VerdictTest, EarliestDivergenceIsTheRootCause) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  // Rank 1 is still in seq 40, where it called with another root.
+  views[1].state.set_seq(40);
+  views[1].state.set_last_started_seq(40);
+  views[1].state.clear_recent();
+  proto::CallRecord* c = views[1].state.add_recent();
+  c->set_seq(40);
+  c->set_collective(2);
+  c->set_root(1);
+  proto::CallRecord* c2 = views[2].state.add_recent();
+  c2->set_seq(40);
+  c2->set_collective(2);
+  c2->set_root(0);
+  LocalFailure me = Me(0, 1);
+  me.recent.insert(me.recent.begin(), CallRecord{40, OpDesc{2, 0, 0, 0, 0, 0}, "reduce"});
+  Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root, 1);
+  EXPECT_EQ(v.root_class, RankClass::kDiverged);
+  EXPECT_NE(v.text.find("at seq=40"), std::string::npos) << v.text;
+}
+
+TEST(VerdictTest, RankAheadHasMovedOn) {
+  std::vector<PeerView> views(3);
+  views[0] = Waiting(0, 41, 2);
+  views[1] = Waiting(1, 42, 0);
+  views[2] = Waiting(2, 41, 1);
+  views[2].reach = Reach::kSilent;
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.classes[1], RankClass::kDone);
+  EXPECT_EQ(v.root, 2);
+}
+
+TEST(VerdictTest, ProgressingRankIsSlow) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  views[2].state.set_waiting_on(-1);
+  views[2].state.set_seconds_since_progress(0.1);
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.root, 2);
+  EXPECT_EQ(v.root_class, RankClass::kSlow);
+}
+
+TEST(VerdictTest, NobodyToBlameSaysSo) {
+  std::vector<PeerView> views(2);
+  views[0] = Waiting(0, 41, 1);
+  views[1] = Waiting(1, 41, 0);
+  views[1].state.set_in_op(false);
+  views[1].state.set_last_completed_seq(41);
+  Verdict v = Classify(Me(0, 1), views);
+  EXPECT_EQ(v.root, -1);
+  EXPECT_NE(v.text.find("no rank could be named"), std::string::npos) << v.text;
+}
+
+}  // namespace
+}  // namespace gyre::job
