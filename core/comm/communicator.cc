@@ -64,9 +64,12 @@ std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
+  if (!options_.trace_jsonl.empty()) trace_ = std::fopen(options_.trace_jsonl.c_str(), "a");
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (trace_ != nullptr) std::fclose(trace_);
+}
 
 StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOptions& opts) const {
   spec.world_size = size();
@@ -161,6 +164,34 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
     last_.status = st;
   }
   recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
+  metrics_.RecordOperation(algo::CollectiveName(spec.collective), st, last_.elapsed,
+                           last_.counters.bytes_sent(), last_.counters.bytes_recv());
+  if (trace_ != nullptr) {
+    std::string line = "{\"rank\": " + std::to_string(rank()) + ", \"seq\": " +
+                       std::to_string(seq) + ", \"op\": \"" +
+                       algo::CollectiveName(spec.collective) + "\", \"algorithm\": \"" +
+                       algo::AlgorithmName(spec.algorithm) + "\", \"count\": " +
+                       std::to_string(spec.count) + ", \"dtype\": \"" +
+                       DataTypeName(spec.dtype) + "\", \"bytes\": " +
+                       std::to_string(spec.count * static_cast<int64_t>(DataTypeSize(spec.dtype))) +
+                       ", \"duration_us\": " +
+                       std::to_string(std::chrono::duration<double, std::micro>(last_.elapsed).count()) +
+                       ", \"status\": \"" + JsonEscape(st.ok() ? "ok" : st.ToString()) +
+                       "\", \"peers\": [";
+    bool first = true;
+    for (size_t q = 0; q < last_.counters.peers.size(); ++q) {
+      const PeerCounters& pc = last_.counters.peers[q];
+      if (pc.msgs_sent == 0 && pc.msgs_recv == 0) continue;
+      line += std::string(first ? "" : ", ") + "{\"rank\": " + std::to_string(q) +
+              ", \"bytes_sent\": " + std::to_string(pc.bytes_sent) + ", \"msgs_sent\": " +
+              std::to_string(pc.msgs_sent) + ", \"bytes_recv\": " + std::to_string(pc.bytes_recv) +
+              ", \"msgs_recv\": " + std::to_string(pc.msgs_recv) + "}";
+      first = false;
+    }
+    line += "]}\n";
+    std::fputs(line.c_str(), trace_);
+    std::fflush(trace_);
+  }
   return st;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
 #include "core/comm/flight_recorder.h"
+#include "core/comm/metrics.h"
 #include "core/exec/executor.h"
 #include "core/exec/monitor.h"
 #include "core/transport/transport.h"
@@ -37,6 +39,8 @@ struct CommOptions {
   // Verify each schedule (all ranks, symbolically) the first time it is built.
   bool verify_schedules = true;
   algo::SelectionThresholds thresholds;
+  // Append one JSON line per operation to this file (empty: off).
+  std::string trace_jsonl;
 };
 
 struct CallOptions {
@@ -102,6 +106,7 @@ class Communicator {
 
   OpMonitor* monitor() { return &monitor_; }
   FlightRecorder* recorder() { return &recorder_; }
+  const Metrics& metrics() const { return metrics_; }
 
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }
@@ -114,7 +119,9 @@ class Communicator {
   CommOptions options_;
   OpMonitor monitor_;
   FlightRecorder recorder_;
+  Metrics metrics_;
   FailureHandler failure_handler_;
+  std::FILE* trace_ = nullptr;
   std::mutex mu_;
   uint64_t next_seq_ = 1;
   Executor executor_;

@@ -74,6 +74,16 @@ void LoopbackTransport::Send(int peer, const MessageHeader& h, const void* data,
       }
       recv_done = std::move(recv.done);
     } else {
+      // A posted receive of the same operation from this sender with another fingerprint
+      // means the two ranks made different calls: fail it now, not at its deadline.
+      auto lo = dst.posted.lower_bound(LoopbackHub::Key{rank_, h.seq, 0});
+      if (lo != dst.posted.end() && std::get<0>(lo->first) == rank_ &&
+          std::get<1>(lo->first) == h.seq && lo->second.desc != h.desc) {
+        recv_status = LoopbackHub::Mismatch(rank_, peer, h, bytes, h.desc, lo->second.bytes,
+                                            lo->second.desc);
+        recv_done = std::move(lo->second.done);
+        dst.posted.erase(lo);
+      }
       LoopbackHub::Arrived a;
       a.payload.assign(static_cast<const unsigned char*>(data),
                        static_cast<const unsigned char*>(data) + bytes);
@@ -110,6 +120,12 @@ void LoopbackTransport::Recv(int peer, const MessageHeader& h, void* data, size_
           if (bytes > 0) std::memcpy(data, a.payload.data(), bytes);
           me.bytes_from[peer] += bytes;
         }
+      } else if (auto lo = me.arrived.lower_bound(LoopbackHub::Key{peer, h.seq, 0});
+                 lo != me.arrived.end() && std::get<0>(lo->first) == peer &&
+                 std::get<1>(lo->first) == h.seq && lo->second.desc != h.desc) {
+        // An early message of this operation from that peer carries another call.
+        status = LoopbackHub::Mismatch(peer, rank_, h, lo->second.payload.size(), lo->second.desc,
+                                       bytes, h.desc);
       } else if (hub.endpoints_[peer].closed) {
         status =
             UnavailableError("rank " + std::to_string(peer) + " is gone (its transport closed)");

@@ -1,0 +1,549 @@
+#include "bench/bench_common.h"
+
+#include <dirent.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace gyre::bench {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = kKiB * 1024;
+constexpr int64_t kGiB = kMiB * 1024;
+
+// Calls f(T{}) with the C++ type of `dtype`; false for the 16-bit float types, which have
+// no native type and go through LoadAsDouble / StoreFromDouble.
+template <typename F>
+bool WithNativeType(DataType dtype, F&& f) {
+  switch (dtype) {
+    case DataType::kInt8:
+      f(int8_t{});
+      return true;
+    case DataType::kUint8:
+      f(uint8_t{});
+      return true;
+    case DataType::kInt32:
+      f(int32_t{});
+      return true;
+    case DataType::kUint32:
+      f(uint32_t{});
+      return true;
+    case DataType::kInt64:
+      f(int64_t{});
+      return true;
+    case DataType::kUint64:
+      f(uint64_t{});
+      return true;
+    case DataType::kFloat32:
+      f(float{});
+      return true;
+    case DataType::kFloat64:
+      f(double{});
+      return true;
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
+      return false;
+  }
+  return false;
+}
+
+// The value function of the test data, with the modulus fixed per (dtype, op).
+struct Pattern {
+  int64_t modulus = 1021;
+  bool prod = false;
+
+  Pattern(DataType dtype, ReduceOp op)
+      : modulus(DataTypeSize(dtype) <= 2 ? 8 : 1021), prod(op == ReduceOp::kProd) {}
+
+  int64_t Value(int64_t i, int rank) const { return FromBase((7 * i + 1) % modulus, rank); }
+  // Value(i, rank) depends on i only through (7i + 1) mod M, its "base".
+  int64_t FromBase(int64_t base, int rank) const {
+    const int64_t v = (base + 3 * static_cast<int64_t>(rank)) % modulus;
+    return prod ? 1 + (v & 1) : v;
+  }
+};
+
+double Combine(ReduceOp op, double acc, double v, bool first) {
+  if (first) return v;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return acc + v;
+    case ReduceOp::kProd:
+      return acc * v;
+    case ReduceOp::kMin:
+      return std::min(acc, v);
+    case ReduceOp::kMax:
+      return std::max(acc, v);
+    case ReduceOp::kBand:
+      return static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v));
+    case ReduceOp::kBor:
+      return static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v));
+    case ReduceOp::kBxor:
+      return static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v));
+  }
+  return acc;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kAllreduce:
+      return "allreduce";
+    case Op::kBroadcast:
+      return "broadcast";
+    case Op::kReduce:
+      return "reduce";
+    case Op::kAllgather:
+      return "allgather";
+    case Op::kReduceScatter:
+      return "reduce_scatter";
+    case Op::kAlltoall:
+      return "alltoall";
+    case Op::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+StatusOr<Op> ParseOp(const std::string& name) {
+  for (Op op : {Op::kAllreduce, Op::kBroadcast, Op::kReduce, Op::kAllgather, Op::kReduceScatter,
+                Op::kAlltoall, Op::kBarrier}) {
+    if (name == OpName(op)) return op;
+  }
+  return InvalidArgumentError("unknown --op '" + name +
+                              "': want allreduce, broadcast, reduce, allgather, "
+                              "reduce_scatter, alltoall or barrier");
+}
+
+StatusOr<int64_t> ParseSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) {
+    ++digits;
+  }
+  if (digits == 0 || digits > 15) {
+    return InvalidArgumentError("size '" + text + "': want a number with an optional K, M or G");
+  }
+  const int64_t number = std::stoll(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int64_t scale = 0;
+  if (unit.empty() || unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "KB" || unit == "KIB") {
+    scale = kKiB;
+  } else if (unit == "M" || unit == "MB" || unit == "MIB") {
+    scale = kMiB;
+  } else if (unit == "G" || unit == "GB" || unit == "GIB") {
+    scale = kGiB;
+  } else {
+    return InvalidArgumentError("size '" + text + "': unknown unit '" + unit +
+                                "' (want K, M or G, powers of 1024)");
+  }
+  return number * scale;
+}
+
+std::string FormatSize(int64_t bytes) {
+  char buf[32];
+  if (bytes >= kGiB && bytes % kGiB == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRId64 " GiB", bytes / kGiB);
+  } else if (bytes >= kMiB && bytes % kMiB == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRId64 " MiB", bytes / kMiB);
+  } else if (bytes >= kKiB && bytes % kKiB == 0) {
+    std::snprintf(buf, sizeof(buf), "%" PRId64 " KiB", bytes / kKiB);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%" PRId64 " B", bytes);
+  }
+  return buf;
+}
+
+std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes, int64_t factor) {
+  std::vector<int64_t> sizes;
+  if (factor <= 1 || min_bytes <= 0) return {std::max<int64_t>(min_bytes, 0)};
+  for (int64_t s = min_bytes; s <= max_bytes; s *= factor) sizes.push_back(s);
+  return sizes;
+}
+
+StatusOr<std::vector<int64_t>> SizesFromFlags(const std::string& list, const std::string& min,
+                                              const std::string& max, int64_t factor) {
+  if (!list.empty()) {
+    std::vector<int64_t> sizes;
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      GYRE_ASSIGN_OR_RETURN(int64_t bytes, ParseSize(list.substr(start, comma - start)));
+      sizes.push_back(bytes);
+      start = comma + 1;
+    }
+    return sizes;
+  }
+  GYRE_ASSIGN_OR_RETURN(int64_t min_bytes, ParseSize(min));
+  GYRE_ASSIGN_OR_RETURN(int64_t max_bytes, ParseSize(max));
+  if (max_bytes < min_bytes) {
+    return InvalidArgumentError("-e " + max + " is below -b " + min);
+  }
+  return SizeSeries(min_bytes, max_bytes, factor);
+}
+
+Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size) {
+  Shape s;
+  const int64_t p = world_size;
+  const int64_t e = static_cast<int64_t>(elem_size);
+  switch (op) {
+    case Op::kAllreduce:
+    case Op::kBroadcast:
+    case Op::kReduce:
+      s.count = std::max<int64_t>(1, bytes / e);
+      s.in_elems = s.out_elems = s.count;
+      s.bytes = s.count * e;
+      break;
+    case Op::kAllgather:
+      s.count = std::max<int64_t>(1, bytes / e / p);
+      s.in_elems = s.count;
+      s.out_elems = p * s.count;
+      s.bytes = p * s.count * e;
+      break;
+    case Op::kReduceScatter:
+      s.count = std::max<int64_t>(1, bytes / e / p);
+      s.in_elems = p * s.count;
+      s.out_elems = s.count;
+      s.bytes = p * s.count * e;
+      break;
+    case Op::kAlltoall:
+      s.count = std::max<int64_t>(1, bytes / e / p);
+      s.in_elems = s.out_elems = p * s.count;
+      s.bytes = p * s.count * e;
+      break;
+    case Op::kBarrier:
+      break;
+  }
+  return s;
+}
+
+double BusFactor(Op op, int world_size) {
+  const double p = world_size;
+  switch (op) {
+    case Op::kAllreduce:
+      return 2.0 * (p - 1) / p;
+    case Op::kAllgather:
+    case Op::kReduceScatter:
+    case Op::kAlltoall:
+      return (p - 1) / p;
+    case Op::kBroadcast:
+    case Op::kReduce:
+      return 1.0;
+    case Op::kBarrier:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+void FillInput(DataType dtype, ReduceOp op, int rank, void* data, int64_t elems) {
+  const Pattern pattern(dtype, op);
+  const bool native = WithNativeType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(data);
+    for (int64_t i = 0; i < elems; ++i) p[i] = static_cast<T>(pattern.Value(i, rank));
+  });
+  if (!native) {
+    for (int64_t i = 0; i < elems; ++i) {
+      StoreFromDouble(dtype, data, static_cast<size_t>(i),
+                      static_cast<double>(pattern.Value(i, rank)));
+    }
+  }
+}
+
+int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int world_size, int root,
+                   const Shape& shape, const void* out) {
+  if (op == Op::kBarrier || (op == Op::kReduce && rank != root)) return 0;
+  const Pattern pattern(dtype, redop);
+  const int64_t c = shape.count;
+  double tolerance = 0;
+  if (redop == ReduceOp::kAvg) {
+    tolerance = DataTypeSize(dtype) <= 2 ? 1e-2 : (dtype == DataType::kFloat32 ? 1e-5 : 1e-12);
+  }
+  // The reduced value depends only on an element's base, so it is tabulated once: checking
+  // 64 MiB on 8 ranks sharing 2 cores must not cost more than the collective itself.
+  std::vector<double> reduced_by_base(static_cast<size_t>(pattern.modulus));
+  for (int64_t b = 0; b < pattern.modulus; ++b) {
+    double acc = 0;
+    for (int q = 0; q < world_size; ++q) {
+      acc = Combine(redop, acc, static_cast<double>(pattern.FromBase(b, q)), q == 0);
+    }
+    reduced_by_base[static_cast<size_t>(b)] = redop == ReduceOp::kAvg ? acc / world_size : acc;
+  }
+  auto reduced = [&](int64_t j) {
+    return reduced_by_base[static_cast<size_t>((7 * j + 1) % pattern.modulus)];
+  };
+  auto expected = [&](int64_t k) -> double {
+    switch (op) {
+      case Op::kAllreduce:
+      case Op::kReduce:
+        return reduced(k);
+      case Op::kBroadcast:
+        return static_cast<double>(pattern.Value(k, root));
+      case Op::kAllgather:
+        return static_cast<double>(pattern.Value(k % c, static_cast<int>(k / c)));
+      case Op::kReduceScatter:
+        return reduced(rank * c + k);
+      case Op::kAlltoall:
+        return static_cast<double>(pattern.Value(rank * c + k % c, static_cast<int>(k / c)));
+      case Op::kBarrier:
+        break;
+    }
+    return 0;
+  };
+  auto differs = [&](double got, double want) {
+    if (tolerance == 0) return got != want;
+    return !(std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want)));
+  };
+  int64_t wrong = 0;
+  const bool native = WithNativeType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = static_cast<const T*>(out);
+    for (int64_t k = 0; k < shape.out_elems; ++k) {
+      if (differs(static_cast<double>(p[k]), expected(k))) ++wrong;
+    }
+  });
+  if (!native) {
+    for (int64_t k = 0; k < shape.out_elems; ++k) {
+      if (differs(LoadAsDouble(dtype, out, static_cast<size_t>(k)), expected(k))) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+int IterationsFor(double fastest_seconds, double cell_seconds) {
+  constexpr int kMin = 5, kMax = 1000;
+  if (!(fastest_seconds > 0)) return kMax;
+  const double n = std::floor(cell_seconds / fastest_seconds);
+  if (n < kMin) return kMin;
+  if (n > kMax) return kMax;
+  return static_cast<int>(n);
+}
+
+int DefaultWarmups(int64_t bytes) { return bytes <= kMiB ? 5 : 2; }
+
+StatusOr<CellTiming> TimeCell(Collectives& coll, const std::function<Status()>& op,
+                              const std::function<Status()>& check,
+                              const std::function<void()>& after, int warmups, int fixed_iters,
+                              double cell_seconds) {
+  using Clock = std::chrono::steady_clock;
+  if ((fixed_iters <= 0 || check) && warmups < 1) warmups = 1;
+  // Whole iterations, barrier included: that is what a cell's wall time is made of.
+  std::vector<double> warm(static_cast<size_t>(std::max(warmups, 0)));
+  for (size_t i = 0; i < warm.size(); ++i) {
+    const auto begin = Clock::now();
+    GYRE_RETURN_IF_ERROR(coll.Barrier().WithContext("barrier before a warm-up iteration"));
+    GYRE_RETURN_IF_ERROR(op().WithContext("warm-up iteration"));
+    warm[i] = std::chrono::duration<double>(Clock::now() - begin).count();
+    if (i == 0 && check) GYRE_RETURN_IF_ERROR(check());
+  }
+  CellTiming timing;
+  if (fixed_iters > 0) {
+    timing.iters = fixed_iters;
+  } else {
+    // The warm-up times taken over ranks are the same on every rank, and so is N; the
+    // second maximum only makes that agreement explicit.
+    GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&warm).WithContext("combining warm-up times"));
+    std::vector<double> agreed = {static_cast<double>(
+        IterationsFor(*std::min_element(warm.begin(), warm.end()), cell_seconds))};
+    GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&agreed).WithContext("agreeing on N"));
+    timing.iters = static_cast<int>(agreed[0]);
+  }
+  timing.seconds.resize(static_cast<size_t>(timing.iters));
+  for (int i = 0; i < timing.iters; ++i) {
+    GYRE_RETURN_IF_ERROR(
+        coll.Barrier().WithContext("barrier before iteration " + std::to_string(i)));
+    const auto start = Clock::now();
+    GYRE_RETURN_IF_ERROR(op().WithContext("timed iteration " + std::to_string(i)));
+    timing.seconds[static_cast<size_t>(i)] =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (after) after();
+  }
+  GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&timing.seconds).WithContext("gathering times"));
+  return timing;
+}
+
+void Summarise(const std::vector<double>& seconds, double bus_factor, Result* r) {
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  r->iters = static_cast<int>(sorted.size());
+  if (sorted.empty()) return;
+  const size_t n = sorted.size();
+  const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  r->min_us = sorted.front() * 1e6;
+  r->median_us = median * 1e6;
+  r->max_us = sorted.back() * 1e6;
+  r->algbw_gbps = median > 0 ? static_cast<double>(r->bytes) / median / 1e9 : 0;
+  r->busbw_gbps = r->algbw_gbps * bus_factor;
+}
+
+std::string ToJsonLine(const Result& r) {
+  char nums[512];
+  std::snprintf(nums, sizeof(nums),
+                "\"ranks\": %d, \"bytes\": %" PRId64
+                ", \"dtype\": %s, \"iters\": %d, \"min_us\": %.1f, \"median_us\": %.1f, "
+                "\"max_us\": %.1f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f, \"ok\": %s}",
+                r.ranks, r.bytes, JsonString(r.dtype).c_str(), r.iters, r.min_us, r.median_us,
+                r.max_us, r.algbw_gbps, r.busbw_gbps,
+                r.wrong < 0 ? "null" : (r.wrong == 0 ? "true" : "false"));
+  return "{\"impl\": " + JsonString(r.impl) + ", \"algo\": " + JsonString(r.algo) +
+         ", \"op\": " + JsonString(OpName(r.op)) + ", " + nums;
+}
+
+std::string TableHeader(const std::string& title) {
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "# %s\n"
+                "#%11s %12s %8s %6s %24s %5s %10s %10s %10s %8s %8s %7s\n"
+                "#%11s %12s %8s %6s %24s %5s %10s %10s %10s %8s %8s %7s\n",
+                title.c_str(), "size", "count", "type", "redop", "algo", "iters", "min", "median",
+                "max", "algbw", "busbw", "#wrong", "(B)", "(elements)", "", "", "", "", "(us)",
+                "(us)", "(us)", "(GB/s)", "(GB/s)", "");
+  return buf;
+}
+
+std::string TableRow(const Result& r) {
+  char buf[512];
+  const std::string wrong = r.wrong < 0 ? "N/A" : std::to_string(r.wrong);
+  std::snprintf(buf, sizeof(buf),
+                "%12" PRId64 " %12" PRId64
+                " %8s %6s %24s %5d %10.1f %10.1f %10.1f %8.3f %8.3f %7s\n",
+                r.bytes, r.count, r.dtype.c_str(), r.redop.c_str(), r.algo.c_str(), r.iters,
+                r.min_us, r.median_us, r.max_us, r.algbw_gbps, r.busbw_gbps, wrong.c_str());
+  return buf;
+}
+
+StatusOr<int64_t> SumWrongOverRanks(Collectives& coll, int64_t local_wrong) {
+  std::vector<double> wrong(static_cast<size_t>(coll.size()), 0.0);
+  wrong[static_cast<size_t>(coll.rank())] = static_cast<double>(local_wrong);
+  GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&wrong).WithContext("combining the check"));
+  int64_t total = 0;
+  for (double w : wrong) total += static_cast<int64_t>(w);
+  return total;
+}
+
+StatusOr<std::unique_ptr<Reporter>> Reporter::Open(bool printer, const std::string& format,
+                                                   const std::string& jsonl_path) {
+  if (format != "table" && format != "jsonl") {
+    return InvalidArgumentError("--format must be table or jsonl, not '" + format + "'");
+  }
+  std::unique_ptr<Reporter> r(new Reporter());
+  r->printer_ = printer;
+  r->table_ = format == "table";
+  if (printer && !jsonl_path.empty()) {
+    r->jsonl_ = std::fopen(jsonl_path.c_str(), "a");
+    if (r->jsonl_ == nullptr) {
+      return InvalidArgumentError("cannot open --jsonl " + jsonl_path + ": " +
+                                  std::strerror(errno));
+    }
+  }
+  return r;
+}
+
+Reporter::~Reporter() {
+  if (jsonl_ != nullptr) std::fclose(jsonl_);
+}
+
+void Reporter::Header(const std::string& title) {
+  if (!printer_ || !table_) return;
+  std::fputs(TableHeader(title).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Reporter::Emit(const Result& r) {
+  if (!printer_) return;
+  const std::string line = ToJsonLine(r) + "\n";
+  if (jsonl_ != nullptr) {
+    std::fputs(line.c_str(), jsonl_);
+    std::fflush(jsonl_);
+  }
+  std::fputs(table_ ? TableRow(r).c_str() : line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Reporter::Footer(int64_t total_wrong) {
+  if (!printer_ || !table_) return;
+  std::printf("# wrong elements in total: %" PRId64 "\n", total_wrong);
+  std::fflush(stdout);
+}
+
+StatusOr<int> PinToRankCpu(int rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    return InternalError(std::string("sched_getaffinity: ") + std::strerror(errno));
+  }
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty()) return InternalError("sched_getaffinity returned no CPU");
+  const int cpu = cpus[static_cast<size_t>(rank) % cpus.size()];
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+    return InternalError("sched_setaffinity to CPU " + std::to_string(cpu) + ": " +
+                         std::strerror(errno));
+  }
+  return cpu;
+}
+
+Status PinProcess(pid_t pid, int cpu) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* tasks = opendir(dir.c_str());
+  if (tasks == nullptr) {
+    return NotFoundError("cannot list " + dir + ": " + std::strerror(errno));
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  int pinned = 0;
+  std::string failures;
+  while (dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (sched_setaffinity(tid, sizeof(one), &one) == 0) {
+      ++pinned;
+    } else if (errno != ESRCH) {  // a thread that just ended is not a failure
+      failures += " " + std::to_string(tid) + ": " + std::strerror(errno);
+    }
+  }
+  closedir(tasks);
+  if (!failures.empty()) {
+    return InternalError("pinning threads of pid " + std::to_string(pid) + " to CPU " +
+                         std::to_string(cpu) + " failed:" + failures);
+  }
+  if (pinned == 0) return NotFoundError("pid " + std::to_string(pid) + " has no threads");
+  return Status::Ok();
+}
+
+}  // namespace gyre::bench

@@ -1,0 +1,125 @@
+#include "bench/bench_common.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gyre::bench {
+namespace {
+
+TEST(BenchCommonTest, ParsesSizesLikeNcclTests) {
+  EXPECT_EQ(*ParseSize("4"), 4);
+  EXPECT_EQ(*ParseSize("1K"), 1024);
+  EXPECT_EQ(*ParseSize("64M"), 64 << 20);
+  EXPECT_EQ(*ParseSize("2GiB"), int64_t{2} << 30);
+  EXPECT_EQ(*ParseSize("16kb"), 16 << 10);
+  EXPECT_FALSE(ParseSize("").ok());
+  EXPECT_FALSE(ParseSize("M").ok());
+  EXPECT_FALSE(ParseSize("4X").ok());
+  EXPECT_EQ(FormatSize(64 << 10), "64 KiB");
+  EXPECT_EQ(FormatSize(1000), "1000 B");
+}
+
+TEST(BenchCommonTest, SizeSeriesAndLists) {
+  EXPECT_EQ(SizeSeries(4, 64, 4), (std::vector<int64_t>{4, 16, 64}));
+  EXPECT_EQ(SizeSeries(4, 63, 4), (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(SizeSeries(8, 8, 1), (std::vector<int64_t>{8}));
+  EXPECT_EQ(*SizesFromFlags("4,64K,1M", "", "", 0), (std::vector<int64_t>{4, 64 << 10, 1 << 20}));
+  EXPECT_EQ(*SizesFromFlags("", "1K", "4K", 2), (std::vector<int64_t>{1024, 2048, 4096}));
+  EXPECT_FALSE(SizesFromFlags("", "4K", "1K", 2).ok());
+  EXPECT_FALSE(SizesFromFlags("4,,8", "", "", 0).ok());
+}
+
+TEST(BenchCommonTest, ShapesFollowNcclConventions) {
+  Shape s = ShapeFor(Op::kAllreduce, 1024, 4, 4);
+  EXPECT_EQ(s.count, 256);
+  EXPECT_EQ(s.bytes, 1024);
+  s = ShapeFor(Op::kAllgather, 1024, 4, 4);  // bytes is the output; count each rank's part
+  EXPECT_EQ(s.count, 64);
+  EXPECT_EQ(s.in_elems, 64);
+  EXPECT_EQ(s.out_elems, 256);
+  s = ShapeFor(Op::kReduceScatter, 1024, 4, 4);  // bytes is the input
+  EXPECT_EQ(s.in_elems, 256);
+  EXPECT_EQ(s.out_elems, 64);
+  s = ShapeFor(Op::kAllgather, 4, 8, 4);  // too small to split: one element per rank
+  EXPECT_EQ(s.count, 1);
+  EXPECT_EQ(s.bytes, 32);
+  EXPECT_DOUBLE_EQ(BusFactor(Op::kAllreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(BusFactor(Op::kAllgather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(BusFactor(Op::kBroadcast, 4), 1.0);
+}
+
+// Builds what a correct allreduce / allgather would leave on `rank`, from every rank's input.
+std::vector<float> Inputs(int rank, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  FillInput(DataType::kFloat32, ReduceOp::kSum, rank, v.data(), n);
+  return v;
+}
+
+TEST(BenchCommonTest, CheckAcceptsTheRightAnswerAndCountsWrongElements) {
+  const int p = 3;
+  Shape s = ShapeFor(Op::kAllreduce, 4000, p, 4);
+  std::vector<float> sum(static_cast<size_t>(s.out_elems), 0.0f);
+  for (int r = 0; r < p; ++r) {
+    std::vector<float> in = Inputs(r, s.in_elems);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[i];
+  }
+  EXPECT_EQ(CountWrong(Op::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 1, p, 0, s, sum.data()),
+            0);
+  sum[7] += 1;
+  sum[900] = -1;
+  EXPECT_EQ(CountWrong(Op::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 1, p, 0, s, sum.data()),
+            2);
+  // A broadcast result must be the root's data, not this rank's.
+  Shape b = ShapeFor(Op::kBroadcast, 400, p, 4);
+  std::vector<float> mine = Inputs(2, b.in_elems);
+  EXPECT_GT(CountWrong(Op::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 2, p, 1, b, mine.data()),
+            0);
+  std::vector<float> roots = Inputs(1, b.in_elems);
+  EXPECT_EQ(
+      CountWrong(Op::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 2, p, 1, b, roots.data()), 0);
+  // Allgather: block q holds rank q's input.
+  Shape g = ShapeFor(Op::kAllgather, 1200, p, 4);
+  std::vector<float> gathered;
+  for (int q = 0; q < p; ++q) {
+    std::vector<float> in = Inputs(q, g.in_elems);
+    gathered.insert(gathered.end(), in.begin(), in.end());
+  }
+  EXPECT_EQ(
+      CountWrong(Op::kAllgather, DataType::kFloat32, ReduceOp::kSum, 0, p, 0, g, gathered.data()),
+      0);
+  std::swap(gathered[0], gathered[static_cast<size_t>(g.count)]);
+  EXPECT_EQ(
+      CountWrong(Op::kAllgather, DataType::kFloat32, ReduceOp::kSum, 0, p, 0, g, gathered.data()),
+      2);
+}
+
+TEST(BenchCommonTest, IterationCountIsClamped) {
+  EXPECT_EQ(IterationsFor(1e-6, 0.25), 1000);
+  EXPECT_EQ(IterationsFor(0.01, 0.25), 25);
+  EXPECT_EQ(IterationsFor(0.2, 0.25), 5);
+  EXPECT_EQ(IterationsFor(0, 0.25), 1000);
+  EXPECT_EQ(DefaultWarmups(1 << 20), 5);
+  EXPECT_EQ(DefaultWarmups((1 << 20) + 1), 2);
+}
+
+TEST(BenchCommonTest, JsonLineHasBenchFormat) {
+  Result r;
+  r.impl = "gyre";
+  r.algo = "ring";
+  r.op = Op::kAllreduce;
+  r.ranks = 4;
+  r.bytes = 1048576;
+  r.wrong = 0;
+  Summarise({0.0015301, 0.0014901, 0.0017029, 0.0015307}, BusFactor(Op::kAllreduce, 4), &r);
+  EXPECT_EQ(ToJsonLine(r),
+            "{\"impl\": \"gyre\", \"algo\": \"ring\", \"op\": \"allreduce\", \"ranks\": 4, "
+            "\"bytes\": 1048576, \"dtype\": \"float32\", \"iters\": 4, \"min_us\": 1490.1, "
+            "\"median_us\": 1530.4, \"max_us\": 1702.9, \"algbw_GBps\": 0.685, "
+            "\"busbw_GBps\": 1.028, \"ok\": true}");
+  r.wrong = -1;
+  EXPECT_NE(ToJsonLine(r).find("\"ok\": null}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gyre::bench

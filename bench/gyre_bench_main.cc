@@ -1,0 +1,340 @@
+// gyre-bench: times gyre's collectives the way nccl-tests does, with BENCH.md's method (see
+// bench/bench_common.h). One process per rank, started by gyrerun:
+//
+//   gyrerun -n 4 --mode embedded -- gyre-bench -b 4 -e 64M -f 4 --op allreduce --algo all
+//   gyrerun -n 4 -- gyre-bench --algo auto --jsonl out.jsonl      (through gyred)
+//
+// Rank 0 prints an nccl-tests-style table (or JSONL lines); with --algo auto the algorithm
+// the automatic choice ran is reported as "auto:<name>". A failed call prints its Status
+// and the program exits non-zero.
+#include <dirent.h>
+#include <gflags/gflags.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_common.h"
+#include "client/include/gyre/gyre.h"
+#include "core/algo/collective.h"
+
+DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
+DEFINE_string(e, "64M", "maximum size in bytes");
+DEFINE_int32(f, 4, "multiplication factor between sizes");
+DEFINE_string(sizes, "", "comma-separated sizes (4,64K,1M), instead of -b/-e/-f");
+DEFINE_int32(n, 0, "timed iterations per cell; 0 = chosen so a cell takes about --cell_seconds");
+DEFINE_int32(w, -1, "warm-up iterations; -1 = 5 up to 1 MiB, 2 above");
+DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
+DEFINE_string(d, "float32", "data type");
+DEFINE_string(o, "sum", "reduction operator");
+DEFINE_string(op, "allreduce",
+              "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|barrier");
+DEFINE_string(algo, "auto", "an algorithm name, 'auto', or 'all' (every algorithm, then auto)");
+DEFINE_int32(root, 0, "root of broadcast and reduce");
+DEFINE_bool(inplace, false, "allreduce/broadcast/reduce: one buffer for input and output");
+DEFINE_string(jsonl, "", "also write one JSON line per cell to this file (rank 0)");
+DEFINE_string(format, "table", "what rank 0 prints on stdout: table or jsonl");
+DEFINE_bool(pin, false,
+            "pin this rank (and in daemon mode its gyred) to CPU rank mod the allowed CPUs");
+DEFINE_string(impl_name, "", "the impl field; default gyre or gyre-daemon by the mode");
+DEFINE_string(mode, "", "embedded or daemon; empty: as gyrerun set the environment");
+DEFINE_bool(list_algorithms, false, "print the algorithms of --op, one a line, and exit");
+DEFINE_double(cell_seconds, 0.25, "target time of the timed iterations of one cell");
+
+namespace gyre::bench {
+namespace {
+
+algo::Collective CollectiveOf(Op op) {
+  switch (op) {
+    case Op::kAllreduce:
+      return algo::Collective::kAllreduce;
+    case Op::kBroadcast:
+      return algo::Collective::kBroadcast;
+    case Op::kReduce:
+      return algo::Collective::kReduce;
+    case Op::kAllgather:
+      return algo::Collective::kAllgather;
+    case Op::kReduceScatter:
+      return algo::Collective::kReduceScatter;
+    case Op::kAlltoall:
+      return algo::Collective::kAlltoall;
+    case Op::kBarrier:
+      return algo::Collective::kBarrier;
+  }
+  return algo::Collective::kAllreduce;
+}
+
+class GyreCollectives : public Collectives {
+ public:
+  explicit GyreCollectives(Comm& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  Status Barrier() override { return comm_.Barrier(); }
+  Status MaxOverRanks(std::vector<double>* values) override {
+    if (values->empty()) return Status::Ok();
+    return comm_.Allreduce(values->data(), values->data(), static_cast<int64_t>(values->size()),
+                           DataType::kFloat64, ReduceOp::kMax);
+  }
+
+ private:
+  Comm& comm_;
+};
+
+// Page-aligned so that every implementation sees buffers alike.
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<unsigned char, FreeDeleter>;
+
+StatusOr<Buffer> Allocate(int64_t bytes) {
+  void* p = nullptr;
+  const size_t n = static_cast<size_t>(std::max<int64_t>(bytes, 64));
+  if (posix_memalign(&p, 4096, n) != 0) {
+    return ResourceExhaustedError("cannot allocate " + FormatSize(bytes));
+  }
+  return Buffer(static_cast<unsigned char*>(p));
+}
+
+Status RunOp(Comm& comm, Op op, const Shape& s, DataType dtype, ReduceOp redop, int root,
+             const void* in, void* out, const Options& o) {
+  switch (op) {
+    case Op::kAllreduce:
+      return comm.Allreduce(in, out, s.count, dtype, redop, o);
+    case Op::kBroadcast:
+      return comm.Broadcast(in, out, s.count, dtype, root, o);
+    case Op::kReduce:
+      return comm.Reduce(in, out, s.count, dtype, redop, root, o);
+    case Op::kAllgather:
+      return comm.Allgather(in, out, s.count, dtype, o);
+    case Op::kReduceScatter:
+      return comm.ReduceScatter(in, out, s.count, dtype, redop, o);
+    case Op::kAlltoall:
+      return comm.Alltoall(in, out, s.count, dtype, o);
+    case Op::kBarrier:
+      return comm.Barrier(o);
+  }
+  return InternalError("unknown op");
+}
+
+// The pid of the gyred serving `socket_path`: gyrerun starts it with --socket=<path>.
+StatusOr<pid_t> FindDaemon(const std::string& socket_path) {
+  const std::string want = "--socket=" + socket_path;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return NotFoundError("cannot list /proc");
+  pid_t found = 0;
+  while (dirent* entry = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0) continue;
+    std::ifstream cmdline("/proc/" + std::string(entry->d_name) + "/cmdline");
+    std::string arg;
+    while (std::getline(cmdline, arg, '\0')) {
+      if (arg == want) found = pid;
+    }
+    if (found != 0) break;
+  }
+  closedir(proc);
+  if (found == 0) return NotFoundError("no process runs with " + want);
+  return found;
+}
+
+StatusOr<std::vector<std::string>> AlgorithmList(Op op, const std::string& flag) {
+  if (flag == "all") {
+    std::vector<std::string> names;
+    for (algo::Algorithm a : algo::AlgorithmsFor(CollectiveOf(op))) {
+      names.push_back(algo::AlgorithmName(a));
+    }
+    names.push_back("auto");
+    return names;
+  }
+  if (flag != "auto") {
+    GYRE_ASSIGN_OR_RETURN(algo::Algorithm a, algo::ParseAlgorithm(flag));
+    bool offered = false;
+    for (algo::Algorithm b : algo::AlgorithmsFor(CollectiveOf(op))) offered |= a == b;
+    if (!offered) {
+      std::string names;
+      for (algo::Algorithm b : algo::AlgorithmsFor(CollectiveOf(op))) {
+        names += std::string(" ") + algo::AlgorithmName(b);
+      }
+      return InvalidArgumentError("--algo " + flag + " does not implement " + OpName(op) +
+                                  "; it has:" + names + " (or auto, all)");
+    }
+  }
+  return std::vector<std::string>{flag};
+}
+
+std::string Join(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : "+") + n;
+  return out;
+}
+
+int Fail(const Status& s, int rank) {
+  std::fprintf(stderr, "gyre-bench rank %d: %s\n", rank, s.ToString().c_str());
+  return 1;
+}
+
+int Main() {
+  const int env_rank = std::getenv("GYRE_RANK") ? std::atoi(std::getenv("GYRE_RANK")) : -1;
+  auto fail = [&](const Status& s) { return Fail(s, env_rank); };
+  auto op_or = ParseOp(FLAGS_op);
+  if (!op_or.ok()) return fail(op_or.status());
+  const Op op = *op_or;
+  auto dtype_or = ParseDataType(FLAGS_d);
+  if (!dtype_or.ok()) return fail(dtype_or.status());
+  const DataType dtype = *dtype_or;
+  auto redop_or = ParseReduceOp(FLAGS_o);
+  if (!redop_or.ok()) return fail(redop_or.status());
+  const ReduceOp redop = *redop_or;
+  if (op == Op::kAllreduce || op == Op::kReduce || op == Op::kReduceScatter) {
+    Status supported = CheckReduceSupported(dtype, redop);
+    if (!supported.ok()) return fail(supported);
+  }
+  auto sizes_or = SizesFromFlags(FLAGS_sizes, FLAGS_b, FLAGS_e, FLAGS_f);
+  if (!sizes_or.ok()) return fail(sizes_or.status());
+  if (FLAGS_inplace && op != Op::kAllreduce && op != Op::kBroadcast && op != Op::kReduce) {
+    return fail(InvalidArgumentError("--inplace is for allreduce, broadcast and reduce only"));
+  }
+  if (FLAGS_list_algorithms) {
+    for (algo::Algorithm a : algo::AlgorithmsFor(CollectiveOf(op))) {
+      std::printf("%s\n", algo::AlgorithmName(a));
+    }
+    return 0;
+  }
+  auto algos_or = AlgorithmList(op, FLAGS_algo);
+  if (!algos_or.ok()) return fail(algos_or.status());
+
+  // Pin before the communicator starts its threads, so they inherit the CPU.
+  int cpu = -1;
+  if (FLAGS_pin && env_rank >= 0) {
+    auto cpu_or = PinToRankCpu(env_rank);
+    if (!cpu_or.ok()) return fail(cpu_or.status());
+    cpu = *cpu_or;
+  }
+
+  StatusOr<std::unique_ptr<Comm>> comm_or = InvalidArgumentError("unset");
+  const char* socket = std::getenv("GYRE_SOCKET");
+  if (FLAGS_mode.empty()) {
+    comm_or = Comm::FromEnvironment();
+  } else if (FLAGS_mode == "embedded") {
+    comm_or = Comm::Embedded();
+  } else if (FLAGS_mode == "daemon") {
+    if (socket == nullptr || *socket == '\0') {
+      return fail(InvalidArgumentError("--mode daemon needs GYRE_SOCKET (run under gyrerun)"));
+    }
+    comm_or = Comm::ConnectDaemon(socket, Deadline::After(*SteadyClock::Get(), Seconds(60)));
+  } else {
+    return fail(InvalidArgumentError("--mode must be embedded or daemon, not " + FLAGS_mode));
+  }
+  if (!comm_or.ok()) return fail(comm_or.status());
+  Comm& comm = **comm_or;
+  const int rank = comm.rank();
+  const int p = comm.size();
+  if (FLAGS_root < 0 || FLAGS_root >= p) {
+    return Fail(InvalidArgumentError("--root " + std::to_string(FLAGS_root) + " is not a rank of " +
+                                     std::to_string(p)),
+                rank);
+  }
+  if (FLAGS_pin) {
+    if (cpu < 0) {
+      auto cpu_or = PinToRankCpu(rank);
+      if (!cpu_or.ok()) return Fail(cpu_or.status(), rank);
+      cpu = *cpu_or;
+    }
+    Status pinned = PinProcess(getpid(), cpu);  // threads started before pinning, if any
+    if (!pinned.ok()) return Fail(pinned, rank);
+    if (comm.mode() == "daemon" && socket != nullptr) {
+      // The daemon does this rank's communication, so it goes on the same CPU.
+      auto daemon = FindDaemon(socket);
+      Status s = daemon.ok() ? PinProcess(*daemon, cpu) : daemon.status();
+      if (!s.ok()) return Fail(s.WithContext("pinning this rank's gyred"), rank);
+    }
+  }
+  const std::string impl = !FLAGS_impl_name.empty()
+                               ? FLAGS_impl_name
+                               : (comm.mode() == "daemon" ? "gyre-daemon" : "gyre");
+
+  auto reporter_or = Reporter::Open(rank == 0, FLAGS_format, FLAGS_jsonl);
+  if (!reporter_or.ok()) return Fail(reporter_or.status(), rank);
+  Reporter& reporter = **reporter_or;
+  std::ostringstream title;
+  title << "gyre-bench: " << OpName(op) << ", " << p << " ranks, impl " << impl << " (mode "
+        << comm.mode() << "), " << DataTypeName(dtype) << " " << ReduceOpName(redop)
+        << (FLAGS_pin ? ", pinned" : "");
+  reporter.Header(title.str());
+
+  GyreCollectives coll(comm);
+  const size_t esize = DataTypeSize(dtype);
+  const std::vector<int64_t> sizes = op == Op::kBarrier ? std::vector<int64_t>{0} : *sizes_or;
+  int64_t total_wrong = 0;
+  for (int64_t size : sizes) {
+    const Shape shape = ShapeFor(op, size, p, esize);
+    auto in_or = Allocate(shape.in_elems * static_cast<int64_t>(esize));
+    if (!in_or.ok()) return Fail(in_or.status(), rank);
+    auto out_or = Allocate(shape.out_elems * static_cast<int64_t>(esize));
+    if (!out_or.ok()) return Fail(out_or.status(), rank);
+    unsigned char* in = in_or->get();
+    unsigned char* out = FLAGS_inplace ? in : out_or->get();
+    for (const std::string& name : *algos_or) {
+      Options options;
+      options.algorithm = name == "auto" ? "" : name;
+      FillInput(dtype, redop, rank, in, shape.in_elems);
+      if (!FLAGS_inplace) std::memset(out, 0xff, shape.out_elems * esize);
+      auto run = [&] { return RunOp(comm, op, shape, dtype, redop, FLAGS_root, in, out, options); };
+      std::set<std::string> ran;
+      Result result;
+      auto check = [&]() -> Status {
+        ran.insert(comm.last().algorithm);
+        if (FLAGS_c == 0) return Status::Ok();
+        GYRE_ASSIGN_OR_RETURN(
+            result.wrong,
+            SumWrongOverRanks(coll, CountWrong(op, dtype, redop, rank, p, FLAGS_root, shape, out)));
+        total_wrong += result.wrong;
+        return Status::Ok();
+      };
+      auto timing = TimeCell(
+          coll, run, check, [&] { ran.insert(comm.last().algorithm); },
+          FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes), FLAGS_n, FLAGS_cell_seconds);
+      if (!timing.ok()) {
+        return Fail(timing.status().WithContext(std::string(OpName(op)) + " " + name + " " +
+                                                FormatSize(shape.bytes)),
+                    rank);
+      }
+      if (name != "auto" && (ran.size() != 1 || *ran.begin() != name)) {
+        return Fail(InternalError("--algo " + name + " was asked for but " + Join(ran) + " ran"),
+                    rank);
+      }
+      result.impl = impl;
+      result.algo = name == "auto" ? "auto:" + Join(ran) : name;
+      result.op = op;
+      result.ranks = p;
+      result.bytes = shape.bytes;
+      result.count = shape.bytes / static_cast<int64_t>(esize);
+      result.dtype = DataTypeName(dtype);
+      result.redop = op == Op::kAllreduce || op == Op::kReduce || op == Op::kReduceScatter
+                         ? ReduceOpName(redop)
+                         : "none";
+      Summarise(timing->seconds, BusFactor(op, p), &result);
+      reporter.Emit(result);
+    }
+  }
+  reporter.Footer(total_wrong);
+  return total_wrong == 0 ? 0 : 2;
+}
+
+}  // namespace
+}  // namespace gyre::bench
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "gyrerun -n P [--mode embedded] -- gyre-bench [-b 4] [-e 64M] [-f 4] [--op allreduce] "
+      "[--algo auto|all|NAME] [--jsonl FILE]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return gyre::bench::Main();
+}

@@ -1,0 +1,335 @@
+// gyre-machine-limits: measures the limits BENCH.md bounds a local allreduce with, in the
+// same run as the benchmarks: the aggregate loopback TCP rate C of two concurrent
+// sender/receiver process pairs (and of one pair), the one-way latency of a 4-byte TCP
+// ping-pong, the single-core float32 `a[i] += b[i]` rate R at 64 MiB (a plain vectorised
+// loop, and gyre's own kernel for reference), and memcpy at 64 MiB.
+//
+//   gyre-machine-limits [--json] [--seconds 0.5]
+//
+// Children are forked, each with an alarm so that none outlives a stuck peer.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/base/dtype.h"
+#include "core/base/status.h"
+
+namespace gyre::bench {
+namespace {
+
+using SteadyTime = std::chrono::steady_clock;
+
+double SecondsSince(SteadyTime::time_point start) {
+  return std::chrono::duration<double>(SteadyTime::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+Status Errno(const std::string& what) {
+  return UnavailableError(what + ": " + std::strerror(errno));
+}
+
+// A listening socket on 127.0.0.1, port chosen by the kernel.
+StatusOr<int> Listen(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Errno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    Status s = Errno("bind/listen on 127.0.0.1:0");
+    close(fd);
+    return s;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+StatusOr<int> Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Errno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    Status s = Errno("connect to 127.0.0.1:" + std::to_string(port));
+    close(fd);
+    return s;
+  }
+  return fd;
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = read(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// Waits for the children, killing any still running after `limit_seconds` (they are ours).
+Status Reap(const std::vector<pid_t>& children, double limit_seconds) {
+  const auto start = SteadyTime::now();
+  std::vector<pid_t> left = children;
+  bool failed = false;
+  while (!left.empty()) {
+    for (size_t i = 0; i < left.size();) {
+      int status = 0;
+      const pid_t r = waitpid(left[i], &status, WNOHANG);
+      if (r == left[i]) {
+        failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        left.erase(left.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (left.empty()) break;
+    if (SecondsSince(start) > limit_seconds) {
+      for (pid_t pid : left) kill(pid, SIGKILL);
+      for (pid_t pid : left) waitpid(pid, nullptr, 0);
+      return DeadlineExceededError("loopback probe children still running after " +
+                                   std::to_string(limit_seconds) + " s; killed");
+    }
+    usleep(2000);
+  }
+  if (failed) return InternalError("a loopback probe child failed");
+  return Status::Ok();
+}
+
+// `pairs` sender/receiver process pairs stream for `seconds` at once; returns the total
+// bytes received divided by the longest receiver's time (GB/s).
+StatusOr<double> LoopbackRate(int pairs, double seconds) {
+  int result_pipe[2], go_pipe[2];
+  if (pipe(result_pipe) != 0 || pipe(go_pipe) != 0) return Errno("pipe");
+  std::vector<pid_t> children;
+  for (int i = 0; i < pairs; ++i) {
+    int port = 0;
+    GYRE_ASSIGN_OR_RETURN(int listener, Listen(&port));
+    const pid_t receiver = fork();
+    if (receiver < 0) return Errno("fork");
+    if (receiver == 0) {
+      alarm(static_cast<unsigned>(seconds * 4 + 10));
+      const int fd = accept(listener, nullptr, nullptr);
+      if (fd < 0) _exit(1);
+      std::vector<char> buf(1 << 20);
+      int64_t total = 0;
+      auto start = SteadyTime::now();
+      bool started = false;
+      for (;;) {
+        const ssize_t k = read(fd, buf.data(), buf.size());
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        if (!started) {
+          start = SteadyTime::now();
+          started = true;
+        }
+        total += k;
+      }
+      const double report[2] = {static_cast<double>(total), SecondsSince(start)};
+      _exit(WriteAll(result_pipe[1], report, sizeof(report)) ? 0 : 1);
+    }
+    children.push_back(receiver);
+    const pid_t sender = fork();
+    if (sender < 0) return Errno("fork");
+    if (sender == 0) {
+      alarm(static_cast<unsigned>(seconds * 4 + 10));
+      auto fd = Connect(port);
+      if (!fd.ok()) _exit(1);
+      char go = 0;
+      if (!ReadAll(go_pipe[0], &go, 1)) _exit(1);
+      std::vector<char> buf(1 << 20, 'x');
+      const auto start = SteadyTime::now();
+      while (SecondsSince(start) < seconds) {
+        if (!WriteAll(*fd, buf.data(), buf.size())) _exit(1);
+      }
+      close(*fd);
+      _exit(0);
+    }
+    children.push_back(sender);
+    close(listener);
+  }
+  // Only the children keep these ends: a child that dies (each has an alarm) closes its
+  // copy, so the reads below end at EOF instead of waiting for ever.
+  close(result_pipe[1]);
+  close(go_pipe[0]);
+  const std::vector<char> go(static_cast<size_t>(pairs), 'g');
+  const bool started = WriteAll(go_pipe[1], go.data(), go.size());
+  double bytes = 0, longest = 0;
+  for (int i = 0; started && i < pairs; ++i) {
+    double report[2];
+    if (!ReadAll(result_pipe[0], report, sizeof(report))) break;
+    bytes += report[0];
+    longest = std::max(longest, report[1]);
+  }
+  close(result_pipe[0]);
+  close(go_pipe[1]);
+  GYRE_RETURN_IF_ERROR(Reap(children, seconds * 4 + 15));
+  if (longest <= 0) return InternalError("no bytes went through the loopback");
+  return bytes / longest / 1e9;
+}
+
+// One-way latency of a 4-byte TCP_NODELAY ping-pong between two processes (median, us).
+StatusOr<double> PingPongMicros(int round_trips) {
+  int port = 0;
+  GYRE_ASSIGN_OR_RETURN(int listener, Listen(&port));
+  const pid_t echo = fork();
+  if (echo < 0) return Errno("fork");
+  if (echo == 0) {
+    alarm(30);
+    const int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) _exit(1);
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char msg[4];
+    while (ReadAll(fd, msg, sizeof(msg))) {
+      if (!WriteAll(fd, msg, sizeof(msg))) break;
+    }
+    _exit(0);
+  }
+  close(listener);
+  auto fd_or = Connect(port);
+  if (!fd_or.ok()) {
+    kill(echo, SIGKILL);
+    waitpid(echo, nullptr, 0);
+    return fd_or.status();
+  }
+  const int fd = *fd_or;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::vector<double> one_way;
+  char msg[4] = {1, 2, 3, 4};
+  bool ok = true;
+  for (int i = 0; i < round_trips && ok; ++i) {
+    const auto start = SteadyTime::now();
+    ok = WriteAll(fd, msg, sizeof(msg)) && ReadAll(fd, msg, sizeof(msg));
+    one_way.push_back(SecondsSince(start) * 1e6 / 2);
+  }
+  close(fd);
+  GYRE_RETURN_IF_ERROR(Reap({echo}, 10));
+  if (!ok) return UnavailableError("the ping-pong peer went away");
+  return Median(one_way);
+}
+
+// The loop the bound assumes: one core, float32, written so the compiler vectorises it.
+__attribute__((noinline)) void AddInto(float* __restrict dst, const float* __restrict src,
+                                       size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// Median GB/s of output bytes over `reps` runs of `kernel` on 64 MiB buffers.
+template <typename F>
+double KernelRate(F&& kernel, int reps) {
+  constexpr size_t kElems = (64u << 20) / sizeof(float);
+  std::vector<float> a(kElems, 1.0f), b(kElems, 0.5f);
+  kernel(a.data(), b.data(), kElems);  // first touch happens outside the timing
+  std::vector<double> rates;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = SteadyTime::now();
+    kernel(a.data(), b.data(), kElems);
+    rates.push_back(static_cast<double>(kElems * sizeof(float)) / SecondsSince(start) / 1e9);
+  }
+  return Median(rates);
+}
+
+int Main(int argc, char** argv) {
+  bool json = false;
+  double seconds = 0.5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--seconds" && i + 1 < argc) {
+      seconds = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: gyre-machine-limits [--json] [--seconds S]\n");
+      return 1;
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  constexpr int kTrials = 5;
+  std::vector<double> two, one;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    auto r2 = LoopbackRate(2, seconds);
+    auto r1 = LoopbackRate(1, seconds);
+    if (!r2.ok() || !r1.ok()) {
+      std::fprintf(stderr, "gyre-machine-limits: %s\n",
+                   (!r2.ok() ? r2.status() : r1.status()).ToString().c_str());
+      return 1;
+    }
+    two.push_back(*r2);
+    one.push_back(*r1);
+  }
+  auto latency = PingPongMicros(2000);
+  if (!latency.ok()) {
+    std::fprintf(stderr, "gyre-machine-limits: %s\n", latency.status().ToString().c_str());
+    return 1;
+  }
+  const double reduce = KernelRate(AddInto, 9);
+  auto gyre_fn = GetReduceFn(DataType::kFloat32, ReduceOp::kSum);
+  const double gyre_reduce =
+      gyre_fn.ok() ? KernelRate([&](float* d, const float* s, size_t n) { (*gyre_fn)(d, s, n); }, 9)
+                   : 0;
+  const double copy = KernelRate(
+      [](float* d, const float* s, size_t n) { std::memcpy(d, s, n * sizeof(float)); }, 9);
+  const double c = *std::max_element(two.begin(), two.end());
+  if (json) {
+    std::printf(
+        "{\"impl\": \"machine\", \"loopback_2pairs_GBps\": %.3f, \"loopback_2pairs_median_GBps\": "
+        "%.3f, \"loopback_1pair_GBps\": %.3f, \"pingpong_4B_oneway_us\": %.1f, "
+        "\"reduce_f32_GBps\": %.3f, \"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, "
+        "\"loopback_trials\": %d}\n",
+        c, Median(two), *std::max_element(one.begin(), one.end()), *latency, reduce, gyre_reduce,
+        copy, kTrials);
+  } else {
+    std::printf("loopback TCP, 2 concurrent pairs (C): %.2f GB/s best, %.2f median of %d\n", c,
+                Median(two), kTrials);
+    std::printf("loopback TCP, 1 pair:                 %.2f GB/s best\n",
+                *std::max_element(one.begin(), one.end()));
+    std::printf("TCP ping-pong 4 B, one way:           %.1f us median\n", *latency);
+    std::printf("float32 a += b at 64 MiB (R):         %.2f GB/s (gyre's kernel %.2f)\n", reduce,
+                gyre_reduce);
+    std::printf("memcpy at 64 MiB:                     %.2f GB/s\n", copy);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gyre::bench
+
+int main(int argc, char** argv) { return gyre::bench::Main(argc, argv); }
