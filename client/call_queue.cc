@@ -13,6 +13,8 @@ struct CallQueue::Item : public Work {
     std::unique_lock<std::mutex> lock(mu);
     while (!done) {
       if (deadline.infinite()) {
+        // bounded: the caller asked for no deadline; the call itself is bounded by the daemon's
+        // deadlines and heartbeat (or the communicator's), so it completes.
         cv.wait(lock);
       } else if (cv.wait_until(lock, deadline.when()) == std::cv_status::timeout && !done) {
         return DeadlineExceededError("asynchronous call not finished by its wait deadline");
@@ -51,6 +53,7 @@ std::shared_ptr<Work> CallQueue::Submit(std::function<Status()> call) {
 Status CallQueue::RunInline(const std::function<Status()>& call) {
   {
     std::unique_lock<std::mutex> lock(mu_);
+    // bounded: every queued call is itself bounded (see Work::Wait above).
     cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
   }
   std::lock_guard<std::mutex> lock(call_mu_);
@@ -60,6 +63,7 @@ Status CallQueue::RunInline(const std::function<Status()>& call) {
 void CallQueue::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    // bounded: the idle worker thread; Submit() or the destructor wakes it.
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) {
       if (stopping_) return;

@@ -102,6 +102,24 @@ std::shared_ptr<Work> CommBase::AllreduceAsync(const void* in, void* out, int64_
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
+std::shared_ptr<Work> CommBase::BroadcastAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, int root, const Options& o) {
+  CollectiveSpec spec = Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+}
+
+std::shared_ptr<Work> CommBase::AllgatherAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, const Options& o) {
+  CollectiveSpec spec = Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0);
+  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+}
+
+std::shared_ptr<Work> CommBase::ReduceScatterAsync(const void* in, void* out, int64_t count,
+                                                   DataType dtype, ReduceOp op, const Options& o) {
+  CollectiveSpec spec = Spec(Collective::kReduceScatter, count, dtype, op, 0);
+  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+}
+
 CallInfo CommBase::last() const {
   std::lock_guard<std::mutex> lock(last_mu_);
   return last_;

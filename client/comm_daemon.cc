@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "client/comm_impl.h"
+#include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
 #include "proto/client.pb.h"
 
@@ -94,7 +96,7 @@ class DaemonComm final : public CommBase {
     // The daemon bounds the operation by its own progress and total deadlines and always
     // answers; the only way for this wait to end otherwise is the daemon dying, which
     // closes the socket.
-    GYRE_RETURN_IF_ERROR(RoundTrip(req, &resp, Deadline::Infinite()));
+    GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
     CallInfo info;
     info.algorithm = algo::AlgorithmName(static_cast<algo::Algorithm>(resp.algorithm()));
     info.seq = resp.seq();
@@ -112,6 +114,33 @@ class DaemonComm final : public CommBase {
   }
 
  private:
+  // A collective: the daemon bounds the operation by its own deadlines and, while it runs,
+  // sends a heartbeat every second. Silence for kDaemonSilence means the daemon is stopped or
+  // frozen, and the call fails rather than waiting on it.
+  Status CallDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
+    const std::string what = "gyre client talking to daemon at " + path_;
+    GYRE_RETURN_IF_ERROR(
+        ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
+    while (true) {
+      Status s =
+          ipc::ReadMessage(fd_, resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what);
+      if (s.code() == StatusCode::kDeadlineExceeded) {
+        return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +
+                                     FormatDuration(kDaemonSilence) +
+                                     " during a call (no heartbeat): it is stopped or frozen");
+      }
+      GYRE_RETURN_IF_ERROR(s);
+      if (resp->id() == 0) continue;  // heartbeat
+      if (resp->id() != req.id()) {
+        return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
+                             std::to_string(req.id()));
+      }
+      return Status::Ok();
+    }
+  }
+
+  static constexpr Duration kDaemonSilence = std::chrono::seconds(10);
+
   Status RoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
                    Deadline deadline) {
     const std::string what = "gyre client talking to daemon at " + path_;
@@ -184,6 +213,13 @@ StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path,
                                                  Deadline deadline) {
   GYRE_ASSIGN_OR_RETURN(int fd, ipc::ConnectUnix(socket_path, deadline));
   auto comm = std::make_unique<DaemonComm>(fd, socket_path);
+  // The daemon reads nothing from a program that has not proved the job's secret.
+  GYRE_ASSIGN_OR_RETURN(auth::Secret secret, auth::SecretFromEnvironment());
+  auth::Credentials me;
+  me.secret = std::move(secret);
+  if (const char* job = std::getenv("GYRE_JOB_ID")) me.job_id = job;
+  GYRE_RETURN_IF_ERROR(auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, deadline,
+                                         "gyre client connecting to the daemon at " + socket_path));
   GYRE_RETURN_IF_ERROR(comm->Hello(deadline));
   return std::unique_ptr<Comm>(std::move(comm));
 }

@@ -35,6 +35,12 @@ class CommBase : public Comm {
   Status Barrier(const Options& o) override;
   std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count, DataType dtype,
                                        ReduceOp op, const Options& o) override;
+  std::shared_ptr<Work> BroadcastAsync(const void* in, void* out, int64_t count, DataType dtype,
+                                       int root, const Options& o) override;
+  std::shared_ptr<Work> AllgatherAsync(const void* in, void* out, int64_t count, DataType dtype,
+                                       const Options& o) override;
+  std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, int64_t count, DataType dtype,
+                                           ReduceOp op, const Options& o) override;
   CallInfo last() const override;
 
  protected:

@@ -7,10 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <thread>
 
-#include "core/ipc/ipc.h"
 #include "core/algo/collective.h"
+#include "core/auth/fd_handshake.h"
+#include "core/ipc/ipc.h"
 #include "glog/logging.h"
 #include "proto/client.pb.h"
 
@@ -45,6 +48,36 @@ ClientServer::~ClientServer() {
   if (!path_.empty()) ::unlink(path_.c_str());
 }
 
+void ClientServer::SetSecret(auth::Secret secret, Duration handshake_timeout) {
+  credentials_.secret = std::move(secret);
+  handshake_timeout_ = handshake_timeout;
+}
+
+Status ClientServer::Authenticate(int fd) {
+  auth::Refusal refusal = auth::Refusal::kMalformed;
+  Status s = auth::AcceptOnFd(fd, auth::Channel::kClient, credentials_, &replay_guard_,
+                              Deadline::After(*SteadyClock::Get(), handshake_timeout_), &refusal);
+  --unauthenticated_;
+  if (!s.ok()) {
+    refusals_.Count(refusal);
+    LOG(WARNING) << prefix_ << "refused a client connection: " << s.message() << " ["
+                 << auth::RefusalName(refusal) << "]";
+  }
+  return s;
+}
+
+void ClientServer::ReapFinishedThreads() {
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (std::find(finished_.begin(), finished_.end(), it->get_id()) == finished_.end()) {
+      ++it;
+      continue;
+    }
+    it->join();
+    it = threads_.erase(it);
+  }
+  finished_.clear();
+}
+
 Status ClientServer::Listen(const std::string& socket_path) {
   GYRE_ASSIGN_OR_RETURN(listen_fd_, ipc::ListenUnix(socket_path));
   path_ = socket_path;
@@ -67,6 +100,16 @@ void ClientServer::Serve(bool until_first_client_leaves) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::lock_guard<std::mutex> lock(threads_mu_);
+    ReapFinishedThreads();
+    if (unauthenticated_ >= kMaxUnauthenticated || live_fds_.size() >= kMaxConnections) {
+      refusals_.Count(auth::Refusal::kOverCap);
+      LOG(WARNING) << prefix_ << "refused a client connection: already " << live_fds_.size()
+                   << " connections, " << unauthenticated_.load() << " of them in the handshake ["
+                   << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+      ::close(fd);
+      continue;
+    }
+    ++unauthenticated_;
     live_fds_.push_back(fd);
     threads_.emplace_back([this, fd] { HandleConnection(fd); });
   }
@@ -78,10 +121,13 @@ void ClientServer::HandleConnection(int fd) {
   Mapping map;
   bool said_hello = false;
   const std::string what = "client connection";
-  while (!stopping_) {
+  const bool authenticated = Authenticate(fd).ok();
+  while (authenticated && !stopping_) {
     proto::ClientRequest req;
     // Idle clients are allowed (a program may compute for hours between calls); the read
     // wakes every second to notice a shutdown.
+    // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts the
+    // socket down) ends this read.
     Status rs = ipc::ReadMessage(fd, &req, Deadline::Infinite(), what);
     if (!rs.ok()) {
       if (rs.code() != StatusCode::kUnavailable) {
@@ -148,6 +194,14 @@ void ClientServer::HandleConnection(int fd) {
       } else {
         result = algo::ValidateSpec(spec);
       }
+      // Every call with elements has a buffer of at least `count` of them, so a count the
+      // mapping cannot hold is refused before any size arithmetic could overflow.
+      if (result.ok() && spec.count > 0 &&
+          static_cast<uint64_t>(spec.count) > map.bytes / DataTypeSize(spec.dtype)) {
+        result = InvalidArgumentError("count " + std::to_string(spec.count) +
+                                      " does not fit the mapped shared memory of " +
+                                      std::to_string(map.bytes) + " bytes");
+      }
       const void* in = nullptr;
       void* out = nullptr;
       if (result.ok()) {
@@ -169,7 +223,28 @@ void ClientServer::HandleConnection(int fd) {
       }
       if (result.ok()) {
         std::lock_guard<std::mutex> lock(call_mu_);
+        // While the collective runs, a heartbeat (id 0) every second tells the client this
+        // daemon is alive, so a client never waits on a stopped or frozen daemon unbounded.
+        std::mutex beat_mu;
+        std::condition_variable beat_cv;
+        bool running = true;
+        std::thread heartbeat([&] {
+          proto::ClientResponse beat;
+          beat.set_id(0);
+          std::unique_lock<std::mutex> bl(beat_mu);
+          while (!beat_cv.wait_for(bl, Seconds(1), [&] { return !running; })) {
+            std::lock_guard<std::mutex> wl(write_mu_);
+            ipc::WriteMessage(fd, beat, Deadline::After(*SteadyClock::Get(), Seconds(5)), what)
+                .IgnoreError();
+          }
+        });
         result = comm_->Run(spec, in, out, opts);
+        {
+          std::lock_guard<std::mutex> bl(beat_mu);
+          running = false;
+        }
+        beat_cv.notify_all();
+        heartbeat.join();
         const OpResult& r = comm_->last();
         resp.set_algorithm(static_cast<int>(r.spec.algorithm));
         resp.set_seq(r.seq);
@@ -185,8 +260,11 @@ void ClientServer::HandleConnection(int fd) {
       result = InvalidArgumentError("empty request");
     }
     ToProto(result, resp.mutable_status());
-    Status ws =
-        ipc::WriteMessage(fd, resp, Deadline::After(*SteadyClock::Get(), Seconds(30)), what);
+    Status ws;
+    {
+      std::lock_guard<std::mutex> wl(write_mu_);
+      ws = ipc::WriteMessage(fd, resp, Deadline::After(*SteadyClock::Get(), Seconds(30)), what);
+    }
     if (!ws.ok()) {
       LOG(WARNING) << prefix_ << "cannot answer the client: " << ws.message();
       break;
@@ -195,6 +273,8 @@ void ClientServer::HandleConnection(int fd) {
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     live_fds_.erase(std::remove(live_fds_.begin(), live_fds_.end(), fd), live_fds_.end());
+    // Once listed, the thread may be joined; it only closes and returns from here on.
+    finished_.push_back(std::this_thread::get_id());
   }
   ::close(fd);
   if (said_hello) client_left_ = true;

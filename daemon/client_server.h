@@ -1,7 +1,8 @@
 // The daemon's client endpoint: a Unix socket (owner-only) on which local programs call
 // collectives. Each connection gets a thread; requests are length-prefixed protobufs
 // (proto/client.proto) and payloads live in a shared-memory file the client maps and names.
-// Calls from all connections run one at a time on the rank's Communicator.
+// Calls from all connections run one at a time on the rank's Communicator. Every connection
+// first proves the job's secret (core/auth/handshake.h) before a single request is read.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/auth/handshake.h"
 #include "core/comm/communicator.h"
 
 namespace gyre::daemon {
@@ -23,6 +25,10 @@ class ClientServer {
   ClientServer(Communicator* comm, std::string job_id, std::string log_prefix);
   ~ClientServer();
 
+  // Clients must prove `secret` (empty: the job has none) within `handshake_timeout`.
+  // Call before Serve.
+  void SetSecret(auth::Secret secret, Duration handshake_timeout = Seconds(5));
+
   Status Listen(const std::string& socket_path);
   // Serves until Stop(), or, if `until_first_client_leaves`, until a client that said
   // hello disconnects. Returns the number of requests that failed.
@@ -30,9 +36,18 @@ class ClientServer {
   void Stop();
 
   int64_t calls_served() const { return calls_.load(); }
+  const auth::RefusalCounters& refusals() const { return refusals_; }
 
  private:
+  // At most this many connections may be in the handshake, and this many open at all; more
+  // are closed at once, so idle strangers cost neither threads nor descriptors.
+  static constexpr int kMaxUnauthenticated = 16;
+  static constexpr size_t kMaxConnections = 64;
+
   void HandleConnection(int fd);
+  Status Authenticate(int fd);
+  // Joins the connection threads that have finished. Requires threads_mu_.
+  void ReapFinishedThreads();
 
   Communicator* comm_;
   std::string job_id_;
@@ -43,9 +58,16 @@ class ClientServer {
   std::atomic<bool> client_left_{false};
   std::atomic<int64_t> calls_{0};
   std::mutex call_mu_;
+  std::mutex write_mu_;  // heartbeats and answers share a client's socket
   std::mutex threads_mu_;
   std::vector<std::thread> threads_;
-  std::vector<int> live_fds_;  // guarded by threads_mu_
+  std::vector<int> live_fds_;              // guarded by threads_mu_
+  std::vector<std::thread::id> finished_;  // guarded by threads_mu_
+  auth::Credentials credentials_;  // any job id: the socket is this rank's, the secret the job's
+  Duration handshake_timeout_ = Seconds(5);
+  auth::ReplayGuard replay_guard_;
+  auth::RefusalCounters refusals_;
+  std::atomic<int> unauthenticated_{0};
 };
 
 }  // namespace gyre::daemon

@@ -3,14 +3,18 @@
 // and then either serves local programs on a Unix socket or runs a built-in workload.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
+#include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
 #include "core/job/identity.h"
 #include "daemon/client_server.h"
@@ -24,9 +28,13 @@ DEFINE_string(store, "",
 DEFINE_string(job_id, "",
               "job id; every store key and every connection carries it "
               "(default: GYRE_JOB_ID)");
+DEFINE_string(secret_file, "",
+              "the job's secret (hex, mode 0600) that every store, peer and client connection "
+              "must prove (default: GYRE_SECRET_FILE; none: the job runs unauthenticated)");
 DEFINE_string(listen, "127.0.0.1:0", "address:port for peer connections (port 0: any)");
 DEFINE_string(socket, "", "Unix socket for local clients (serve mode; default: GYRE_SOCKET)");
-DEFINE_string(run, "serve", "what to do once joined: serve | selftest | main");
+DEFINE_string(run, "serve", "what to do once joined: serve | selftest | main | bench");
+DEFINE_int64(bench_max_bytes, 16 << 20, "bench: the largest allreduce size");
 DEFINE_double(timeout, 30,
               "progress timeout in seconds: how long to wait for the next byte "
               "from a peer before failing the operation");
@@ -36,10 +44,42 @@ DEFINE_string(report_file, "", "write the workload report here (rank 0) instead 
 DEFINE_int32(timing_runs, 7, "main job: runs per timed cell (at least 5)");
 DEFINE_bool(deterministic, false, "canonical reduction order for every reducing call");
 DEFINE_int64(segment_bytes, 0, "pipelining segment size for chunked algorithms (0: none)");
+DEFINE_string(flight_dir, "",
+              "where the flight recorder is written on failure and on SIGUSR1 "
+              "(default: stderr on SIGUSR1 only)");
+DEFINE_string(trace_jsonl, "", "append one JSON line per operation to this file");
+DEFINE_int32(metrics_port, -1,
+             "serve Prometheus metrics on 127.0.0.1:PORT (0: any port, -1: "
+             "off)");
+DEFINE_string(metrics_host, "127.0.0.1", "address the metrics endpoint binds");
 
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_dump{false};
+
+void OnUsr1(int) { g_dump = true; }
+
+// Serves GET /metrics (any path) in Prometheus' text format, one request per connection.
+void ServeMetrics(int listen_fd, gyre::Communicator* comm) {
+  while (!g_stop) {
+    pollfd p{listen_fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // Read (and ignore) the request head, bounded in size and time.
+    char buf[2048];
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 1000) > 0) (void)::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    const std::string body = comm->metrics().Render(comm->rank());
+    const std::string resp =
+        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    (void)::send(fd, resp.data(), resp.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  }
+}
 gyre::daemon::ClientServer* g_server = nullptr;
 
 void OnSignal(int) {
@@ -70,6 +110,7 @@ int main(int argc, char** argv) {
   if (FLAGS_world_size >= 0) o.world_size = FLAGS_world_size;
   if (!FLAGS_store.empty()) o.store_url = FLAGS_store;
   if (!FLAGS_job_id.empty()) o.job_id = FLAGS_job_id;
+  if (!FLAGS_secret_file.empty()) o.secret_file = FLAGS_secret_file;
   auto id = job::ResolveIdentity(o, job::ProcessEnvironment());
   if (!id.ok()) return Fail("", id.status());
   const std::string prefix = "[rank " + std::to_string(id->rank) + "] ";
@@ -78,6 +119,11 @@ int main(int argc, char** argv) {
 
   job::JoinOptions jo;
   jo.identity = *id;
+  if (!id->secret_file.empty()) {
+    auto secret = auth::LoadSecretFile(id->secret_file);
+    if (!secret.ok()) return Fail(prefix, secret.status());
+    jo.secret = std::move(*secret);
+  }
   const std::string& listen = FLAGS_listen;
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) {
@@ -89,6 +135,8 @@ int main(int argc, char** argv) {
   jo.comm.timeout = Seconds(FLAGS_timeout);
   jo.comm.deterministic = FLAGS_deterministic;
   jo.comm.segment_bytes = FLAGS_segment_bytes;
+  jo.comm.trace_jsonl = FLAGS_trace_jsonl;
+  jo.flight_dir = FLAGS_flight_dir;
   auto joined = job::JoinJob(jo);
   if (!joined.ok()) return Fail(prefix, joined.status());
   LOG(INFO) << prefix << "joined as pid " << getpid() << ", listening for peers on "
@@ -101,6 +149,30 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Communicator& comm = *joined->comm;
+  struct sigaction usr1 {};
+  usr1.sa_handler = OnUsr1;
+  sigaction(SIGUSR1, &usr1, nullptr);
+  // SIGUSR1 dumps the flight recorder without disturbing the rank.
+  std::thread([&comm, prefix] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!g_dump.exchange(false)) continue;
+      if (FLAGS_flight_dir.empty()) {
+        std::cerr << comm.recorder()->DumpJson(comm.rank()) << std::endl;
+        continue;
+      }
+      auto path = job::WriteFlightRecord(&comm, FLAGS_flight_dir);
+      LOG(INFO) << prefix << "flight recorder "
+                << (path.ok() ? "written to " + *path : path.status().ToString());
+    }
+  }).detach();
+  if (FLAGS_metrics_port >= 0) {
+    std::string bound;
+    auto fd = ipc::ListenTcp(FLAGS_metrics_host, FLAGS_metrics_port, &bound);
+    if (!fd.ok()) return Fail(prefix, fd.status());
+    LOG(INFO) << prefix << "metrics on http://" << bound << "/metrics";
+    std::thread(ServeMetrics, *fd, &comm).detach();
+  }
   if (FLAGS_run == "serve") {
     std::string path = FLAGS_socket;
     if (path.empty()) {
@@ -110,6 +182,7 @@ int main(int argc, char** argv) {
       return Fail(prefix, InvalidArgumentError("serve mode needs --socket or GYRE_SOCKET"));
     }
     daemon::ClientServer server(&comm, id->job_id, prefix);
+    server.SetSecret(jo.secret);
     Status ls = server.Listen(path);
     if (!ls.ok()) return Fail(prefix, ls);
     g_server = &server;
@@ -123,12 +196,13 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     ::_exit(g_stop ? 128 + SIGTERM : 0);
   }
-  if (FLAGS_run == "selftest" || FLAGS_run == "main") {
+  if (FLAGS_run == "selftest" || FLAGS_run == "main" || FLAGS_run == "bench") {
     std::ostringstream report;
     daemon::WorkloadOptions wo;
     wo.timing_runs = FLAGS_timing_runs;
-    const bool ok = FLAGS_run == "main" ? daemon::RunMainJob(comm, report, wo)
-                                        : daemon::RunSelftest(comm, report);
+    const bool ok = FLAGS_run == "main"    ? daemon::RunMainJob(comm, report, wo)
+                    : FLAGS_run == "bench" ? daemon::RunBench(comm, report, FLAGS_bench_max_bytes)
+                                           : daemon::RunSelftest(comm, report);
     if (comm.rank() == 0) {
       if (!FLAGS_report_file.empty()) {
         std::ofstream f(FLAGS_report_file);
@@ -144,5 +218,5 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   return Fail(prefix, InvalidArgumentError("--run '" + FLAGS_run +
-                                           "' is not one of serve, selftest, main"));
+                                           "' is not one of serve, selftest, main, bench"));
 }

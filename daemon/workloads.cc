@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "bench/bench_common.h"
 #include "core/algo/formulas.h"
 #include "core/comm/selfcheck.h"
 
@@ -305,7 +306,66 @@ bool AgreeAll(Communicator& comm, bool mine) {
   return s.ok() && all == 1;
 }
 
+// The benchmark method's view of a Communicator.
+class CommCollectives final : public bench::Collectives {
+ public:
+  explicit CommCollectives(Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  Status Barrier() override { return comm_.Barrier(); }
+  Status MaxOverRanks(std::vector<double>* v) override {
+    std::vector<double> out(v->size());
+    GYRE_RETURN_IF_ERROR(comm_.Allreduce(v->data(), out.data(), static_cast<int64_t>(v->size()),
+                                         DataType::kFloat64, ReduceOp::kMax));
+    *v = std::move(out);
+    return Status::Ok();
+  }
+
+ private:
+  Communicator& comm_;
+};
+
 }  // namespace
+
+bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
+  CommCollectives coll(comm);
+  const int p = comm.size();
+  if (comm.rank() == 0) report << bench::TableHeader("gyred --run bench: allreduce, auto");
+  int64_t total_wrong = 0;
+  for (int64_t bytes : bench::SizeSeries(4, max_bytes, 4)) {
+    const bench::Shape shape = bench::ShapeFor(bench::Op::kAllreduce, bytes, p, 4);
+    std::vector<float> in(shape.in_elems), out(shape.out_elems);
+    bench::FillInput(DataType::kFloat32, ReduceOp::kSum, comm.rank(), in.data(), shape.in_elems);
+    int64_t wrong = 0;
+    auto op = [&] {
+      return comm.Allreduce(in.data(), out.data(), shape.count, DataType::kFloat32, ReduceOp::kSum);
+    };
+    auto check = [&] {
+      wrong = bench::CountWrong(bench::Op::kAllreduce, DataType::kFloat32, ReduceOp::kSum,
+                                comm.rank(), p, 0, shape, out.data());
+      return Status::Ok();
+    };
+    auto cell = bench::TimeCell(coll, op, check, nullptr, bench::DefaultWarmups(bytes), 0, 0.25);
+    if (!cell.ok()) {
+      report << "bench: " << cell.status().ToString() << "\n";
+      return false;
+    }
+    auto all_wrong = bench::SumWrongOverRanks(coll, wrong);
+    if (!all_wrong.ok()) return false;
+    total_wrong += *all_wrong;
+    bench::Result r;
+    r.impl = "gyre-daemon";
+    r.algo = std::string("auto:") + algo::AlgorithmName(comm.last().spec.algorithm);
+    r.ranks = p;
+    r.bytes = shape.bytes;
+    r.count = shape.count;
+    r.iters = cell->iters;
+    r.wrong = *all_wrong;
+    bench::Summarise(cell->seconds, bench::BusFactor(bench::Op::kAllreduce, p), &r);
+    if (comm.rank() == 0) report << bench::TableRow(r);
+  }
+  return total_wrong == 0;
+}
 
 bool RunSelftest(Communicator& comm, std::ostream& report) {
   bool fatal = false;

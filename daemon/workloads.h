@@ -17,6 +17,9 @@ struct WorkloadOptions {
 };
 
 bool RunSelftest(Communicator& comm, std::ostream& report);
+// Allreduce float32 sum from 4 B to `max_bytes` by powers of 4 with automatic algorithm
+// choice, timed by BENCH.md's method (bench/bench_common.h); rank 0 writes the table.
+bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes);
 bool RunMainJob(Communicator& comm, std::ostream& report, const WorkloadOptions& options = {});
 
 }  // namespace gyre::daemon

@@ -12,19 +12,26 @@
 // stops the rest and prints which rank failed and how. Exit status: 0, or the first failed
 // process's exit code, or 128+signal (see launcher/supervisor.h).
 #include <gflags/gflags.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/auth/secret.h"
 #include "core/base/clock.h"
+#include "core/job/bootstrap.h"
+#include "core/job/control.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/supervisor.h"
 
@@ -37,7 +44,9 @@ DEFINE_string(store, "file",
 DEFINE_string(mode, "daemon",
               "with a program: 'daemon' (program talks to its rank's gyred) or "
               "'embedded' (program joins the job itself)");
-DEFINE_string(run, "main", "without a program: the gyred workload, 'main' or 'selftest'");
+DEFINE_string(run, "main",
+              "without a program: the gyred workload, 'main', 'selftest' or "
+              "'bench'");
 DEFINE_double(timeout, 30, "progress timeout in seconds for every rank");
 DEFINE_double(rendezvous_timeout, 60, "seconds for all ranks to meet");
 DEFINE_double(grace_period, 3, "seconds between SIGTERM and SIGKILL when stopping the job");
@@ -50,6 +59,14 @@ DEFINE_bool(deterministic, false, "canonical reduction order for every reducing 
 DEFINE_int64(segment_bytes, 0, "pipelining segment size passed to every rank");
 DEFINE_string(gyred, "", "path of gyred (default: next to gyrerun)");
 DEFINE_int32(tail_lines, 20, "stderr lines per process in the failure summary");
+DEFINE_bool(pin, false, "pin rank r's processes (daemon and program) to CPU r mod nproc");
+DEFINE_double(hang_timeout, 0,
+              "if no rank makes progress for this many seconds, print every "
+              "rank's state, save the flight recorders and stop the job "
+              "(0 = off)");
+DEFINE_string(secret_file, "",
+              "the job's secret (hex, mode 0600), e.g. shared with a gyre-store server or with "
+              "ranks on other hosts (default: a new random secret in the run folder)");
 
 namespace {
 
@@ -66,6 +83,116 @@ std::string RandomJobId() {
   std::ostringstream os;
   os << "gyre-" << std::hex << rd() << rd();
   return os.str();
+}
+
+// After a failure: what each rank's flight recorder says it reached, side by side.
+void PrintMergedView(const std::string& run_dir, int n) {
+  const std::regex event(
+      R"re(\{"t_us": (\d+), "kind": "([a-z_]+)", "seq": (\d+), "detail": "((?:[^"\\]|\\.)*)"\})re");
+  std::ostringstream view;
+  std::string verdict;  // the first verdict any rank computed
+  int found = 0;
+  for (int r = 0; r < n; ++r) {
+    std::ifstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
+    if (!f) continue;
+    std::stringstream buf;
+    buf << f.rdbuf();
+    const std::string text = buf.str();
+    std::string started, ended;
+    for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
+      const std::string kind = (*it)[2];
+      if (kind == "verdict" && verdict.empty()) verdict = (*it)[4];
+      if (kind == "op_start") started = (*it)[4];
+      if (kind == "op_end" || kind == "verdict" || kind == "abort_received") ended = (*it)[4];
+    }
+    ++found;
+    if (ended.size() > 220) ended = ended.substr(0, 217) + "...";
+    view << "  rank " << r << ": last started " << (started.empty() ? "nothing" : started)
+         << "\n           ended: " << (ended.empty() ? "-" : ended) << "\n";
+  }
+  if (found == 0) return;
+  if (!verdict.empty()) {
+    // The collective's root cause, beside the process-level one in the summary above.
+    const size_t cut = verdict.find(" [rank ");
+    std::cerr << "gyrerun: verdict: " << verdict.substr(0, cut) << "\n";
+  }
+  std::cerr << "gyrerun: flight recorders of " << found << " of " << n
+            << " ranks (where each rank was when the job failed):\n"
+            << view.str();
+}
+
+// Watches the job over the ranks' control endpoints; on a hang, reports and stops the job
+// (by sending gyrerun itself SIGTERM, which the supervisor turns into an orderly stop).
+void WatchForHangs(const std::string& store_url, const std::string& job_id, int n,
+                   const std::string& run_dir, std::atomic<bool>* done) {
+  using namespace gyre;
+  Duration limit = Seconds(FLAGS_hang_timeout);
+  std::vector<std::string> addresses;
+  auto store = store::OpenStore(store_url, Deadline::After(*SteadyClock::Get(), Seconds(10)));
+  if (!store.ok()) return;
+  while (!*done) {
+    std::this_thread::sleep_for(Millis(500));
+    if (addresses.size() < static_cast<size_t>(n)) {
+      addresses.clear();
+      for (int r = 0; r < n; ++r) {
+        auto v = (*store)->TryGet(job::ControlKey(job_id, r),
+                                  Deadline::After(*SteadyClock::Get(), Seconds(2)));
+        if (!v.ok() || !v->has_value()) break;
+        addresses.push_back(**v);
+      }
+      if (addresses.size() < static_cast<size_t>(n)) continue;
+    }
+    proto::ControlRequest q;
+    q.mutable_status();
+    auto results = job::QueryAll(addresses, q, Seconds(1));
+    bool any_in_op = false, all_stuck = true;
+    for (const auto& r : results) {
+      if (r.reach != job::Reach::kAnswered) continue;  // silent ranks cannot progress
+      const auto& st = r.response.state();
+      // An idle rank while others wait inside a collective is the hang itself (it never
+      // called); only ranks inside an operation must be stuck.
+      if (!st.in_op()) continue;
+      any_in_op = true;
+      if (st.seconds_since_progress() < std::chrono::duration<double>(limit).count()) {
+        all_stuck = false;
+      }
+    }
+    if (!any_in_op || !all_stuck || *done) continue;
+    std::ostringstream os;
+    os << "gyrerun: no rank made progress for " << FLAGS_hang_timeout
+       << " s (--hang_timeout); stopping the job. State of every rank:\n";
+    for (int r = 0; r < n; ++r) {
+      const auto& res = results[r];
+      if (res.reach != job::Reach::kAnswered) {
+        os << "  rank " << r << ": "
+           << (res.reach == job::Reach::kSilent ? "alive but not answering (stopped or frozen)"
+                                                : "not reachable: " + res.error)
+           << "\n";
+        continue;
+      }
+      const auto& st = res.response.state();
+      if (!st.in_op()) {
+        os << "  rank " << r << ": idle, last completed seq=" << st.last_completed_seq()
+           << " (not inside the operation the others wait in)\n";
+        continue;
+      }
+      os << "  rank " << r << ": " << st.op_name() << ", step " << st.steps_done() << "/"
+         << st.steps_total() << ", waiting on "
+         << (st.waiting_on() >= 0 ? "rank " + std::to_string(st.waiting_on()) : "nobody")
+         << ", no progress for " << st.seconds_since_progress() << " s\n";
+    }
+    proto::ControlRequest d;
+    d.mutable_dump();
+    auto dumps = job::QueryAll(addresses, d, Seconds(1));
+    for (int r = 0; r < n; ++r) {
+      if (dumps[r].reach != job::Reach::kAnswered) continue;
+      std::ofstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
+      f << dumps[r].response.dump_json() << "\n";
+    }
+    std::cerr << os.str() << std::flush;
+    ::kill(::getpid(), SIGTERM);
+    return;
+  }
 }
 
 int Usage(const std::string& why) {
@@ -88,8 +215,8 @@ int main(int argc, char** argv) {
   if (FLAGS_mode != "daemon" && FLAGS_mode != "embedded") {
     return Usage("--mode must be 'daemon' or 'embedded', not '" + FLAGS_mode + "'");
   }
-  if (FLAGS_run != "main" && FLAGS_run != "selftest") {
-    return Usage("--run must be 'main' or 'selftest', not '" + FLAGS_run + "'");
+  if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
+    return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
   std::vector<std::string> program(argv + 1, argv + argc);
 
@@ -105,12 +232,43 @@ int main(int argc, char** argv) {
   const std::string job_id = FLAGS_job_id.empty() ? RandomJobId() : FLAGS_job_id;
   const std::string gyred = FLAGS_gyred.empty() ? SelfDir() + "/gyred" : FLAGS_gyred;
 
+  // Every connection of the job proves this secret. The ranks get it as a file only this
+  // user can read; its path (never its content) goes into their environment.
+  std::string secret_file = FLAGS_secret_file;
+  const bool own_secret_file = secret_file.empty();
+  auth::Secret secret;
+  if (own_secret_file) {
+    auto generated = auth::Secret::Generate();
+    if (!generated.ok()) {
+      std::cerr << "gyrerun: cannot make the job secret: " << generated.status() << "\n";
+      return 1;
+    }
+    secret = std::move(*generated);
+    secret_file = run_dir + "/secret";
+    ::unlink(secret_file.c_str());  // left by an earlier run in a reused --run_dir
+    Status written = auth::WriteSecretFile(secret_file, secret);
+    if (!written.ok()) {
+      std::cerr << "gyrerun: " << written << "\n";
+      return 1;
+    }
+  } else {
+    auto loaded = auth::LoadSecretFile(secret_file);
+    if (!loaded.ok()) {
+      std::cerr << "gyrerun: " << loaded.status() << "\n";
+      return 1;
+    }
+    secret = std::move(*loaded);
+  }
+
   std::unique_ptr<store::TcpStoreServer> store_server;
   std::string store_url;
   if (FLAGS_store == "file") {
     store_url = "file://" + run_dir + "/store";
   } else if (FLAGS_store == "tcp") {
-    auto server = store::TcpStoreServer::Start("127.0.0.1", 0);
+    store::TcpStoreServer::Options store_options;
+    store_options.secret = secret;
+    store_options.job_id = job_id;
+    auto server = store::TcpStoreServer::Start("127.0.0.1", 0, store_options);
     if (!server.ok()) {
       std::cerr << "gyrerun: cannot start the TCP store: " << server.status() << "\n";
       return 1;
@@ -131,7 +289,9 @@ int main(int argc, char** argv) {
         {"GYRE_LOCAL_RANK", std::to_string(rank)},
         {"GYRE_STORE", store_url},
         {"GYRE_JOB_ID", job_id},
-        {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))}};
+        {"GYRE_SECRET_FILE", secret_file},
+        {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
+        {"GYRE_FLIGHT_DIR", run_dir}};
   };
   auto gyred_argv = [&](const std::string& run) {
     std::vector<std::string> a = {
@@ -139,6 +299,7 @@ int main(int argc, char** argv) {
         "--rendezvous_timeout=" + std::to_string(FLAGS_rendezvous_timeout),
         "--segment_bytes=" + std::to_string(FLAGS_segment_bytes)};
     if (FLAGS_deterministic) a.push_back("--deterministic");
+    a.push_back("--flight_dir=" + run_dir);
     return a;
   };
 
@@ -167,11 +328,9 @@ int main(int argc, char** argv) {
       launcher::ProcessSpec p;
       p.rank = r;
       p.argv = program;
-      p.env = {{"GYRE_SOCKET", socket},
-               {"GYRE_MODE", "daemon"},
-               {"GYRE_RANK", std::to_string(r)},
-               {"GYRE_WORLD_SIZE", std::to_string(n)},
-               {"GYRE_JOB_ID", job_id}};
+      p.env = {{"GYRE_SOCKET", socket},          {"GYRE_MODE", "daemon"},
+               {"GYRE_RANK", std::to_string(r)}, {"GYRE_WORLD_SIZE", std::to_string(n)},
+               {"GYRE_JOB_ID", job_id},          {"GYRE_SECRET_FILE", secret_file}};
       specs.push_back(std::move(p));
     } else {
       launcher::ProcessSpec p;
@@ -183,6 +342,15 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (FLAGS_pin) {
+    const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    for (auto& spec : specs) {
+      std::vector<std::string> wrapped = {"taskset", "-c", std::to_string(spec.rank % cpus)};
+      wrapped.insert(wrapped.end(), spec.argv.begin(), spec.argv.end());
+      spec.argv = std::move(wrapped);
+    }
+  }
+
   launcher::SupervisorOptions options;
   options.grace_period = Seconds(FLAGS_grace_period);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
@@ -190,19 +358,30 @@ int main(int argc, char** argv) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));
   }
   std::cerr << "gyrerun: job " << job_id << ", " << n << " ranks, store " << store_url
-            << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n";
+            << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n"
+            << "gyrerun: inspect it with: gyrectl status --store " << store_url << " --job_id "
+            << job_id << "\n";
   launcher::Supervisor supervisor(options);
   Status st = supervisor.Start(std::move(specs));
   if (!st.ok()) {
     std::cerr << "gyrerun: cannot start the job: " << st << "\n";
     return 1;
   }
+  std::atomic<bool> done{false};
+  std::thread watcher;
+  if (FLAGS_hang_timeout > 0) {
+    watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, &done);
+  }
   const int code = supervisor.Wait();
+  done = true;
+  if (watcher.joinable()) watcher.join();
+  if (code != 0) PrintMergedView(run_dir, n);
   if (program.empty()) {
     std::ifstream report(report_file);
     if (report) std::cout << report.rdbuf() << std::flush;
   }
   if (store_server) store_server->Stop();
+  if (own_secret_file) ::unlink(secret_file.c_str());
   if (!FLAGS_keep_run_dir && FLAGS_run_dir.empty()) {
     // Only the folder gyrerun created; it holds the store, sockets and the report.
     std::error_code ec;

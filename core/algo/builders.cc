@@ -11,7 +11,8 @@ StatusOr<RankSchedule> BuildRankSchedule(const CollectiveSpec& spec, int rank) {
                                 spec.ToString() + ")");
   }
   if (rank < 0 || rank >= spec.world_size) {
-    return InvalidArgumentError("rank " + std::to_string(rank) + " is out of range for world size " +
+    return InvalidArgumentError("rank " + std::to_string(rank) +
+                                " is out of range for world size " +
                                 std::to_string(spec.world_size));
   }
   CollectiveSpec s = spec;
@@ -20,15 +21,33 @@ StatusOr<RankSchedule> BuildRankSchedule(const CollectiveSpec& spec, int rank) {
   RankBuilder b(rank, s.world_size);
   Status st;
   switch (s.collective) {
-    case Collective::kAllreduce: st = internal::BuildAllreduce(s, &b); break;
-    case Collective::kBroadcast: st = internal::BuildBroadcast(s, &b); break;
-    case Collective::kReduce: st = internal::BuildReduce(s, &b); break;
-    case Collective::kAllgather: st = internal::BuildAllgather(s, &b); break;
-    case Collective::kReduceScatter: st = internal::BuildReduceScatter(s, &b); break;
-    case Collective::kAlltoall: st = internal::BuildAlltoall(s, &b); break;
-    case Collective::kGather: st = internal::BuildGather(s, &b); break;
-    case Collective::kScatter: st = internal::BuildScatter(s, &b); break;
-    case Collective::kBarrier: st = internal::BuildBarrier(s, &b); break;
+    case Collective::kAllreduce:
+      st = internal::BuildAllreduce(s, &b);
+      break;
+    case Collective::kBroadcast:
+      st = internal::BuildBroadcast(s, &b);
+      break;
+    case Collective::kReduce:
+      st = internal::BuildReduce(s, &b);
+      break;
+    case Collective::kAllgather:
+      st = internal::BuildAllgather(s, &b);
+      break;
+    case Collective::kReduceScatter:
+      st = internal::BuildReduceScatter(s, &b);
+      break;
+    case Collective::kAlltoall:
+      st = internal::BuildAlltoall(s, &b);
+      break;
+    case Collective::kGather:
+      st = internal::BuildGather(s, &b);
+      break;
+    case Collective::kScatter:
+      st = internal::BuildScatter(s, &b);
+      break;
+    case Collective::kBarrier:
+      st = internal::BuildBarrier(s, &b);
+      break;
   }
   GYRE_RETURN_IF_ERROR(st.WithContext(s.ToString()));
   return std::move(b).Finish();

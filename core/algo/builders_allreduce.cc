@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/algo/builders_internal.h"
+#include "core/algo/builders_topo.h"
 
 namespace gyre::algo::internal {
 namespace {
@@ -204,6 +205,10 @@ Status BuildAllreduce(const CollectiveSpec& spec, RankBuilder* b) {
       return Direct(spec, b);
     case Algorithm::kCanonical:
       return Canonical(spec, b);
+    case Algorithm::kTwoD:
+      return TwoDAllreduce(spec, b);
+    case Algorithm::kHierarchical:
+      return HierarchicalAllreduce(spec, b);
     default:
       break;
   }

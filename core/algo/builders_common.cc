@@ -39,8 +39,7 @@ void RingReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, i
     const int recv_chunk = Mod(r + k - 2 - s, p);
     const Region send_src = (s == 0) ? src.Chunk(send_chunk) : slots[(s - 1) % 2];
     const int64_t send_count = src.Chunk(send_chunk).count;
-    const std::vector<Region> send_segs =
-        SplitSegments(send_src.Sub(0, send_count), segment);
+    const std::vector<Region> send_segs = SplitSegments(send_src.Sub(0, send_count), segment);
     if (send_count > 0) {
       for (size_t g = 0; g < send_segs.size(); ++g) {
         b->Send(next, MakeTag(phase, s, static_cast<uint32_t>(g)), send_segs[g]);

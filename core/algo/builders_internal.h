@@ -53,8 +53,7 @@ void RingAllgather(RankBuilder* b, const Chunked& buf, int k, int64_t segment, u
 // Deterministic reduce-scatter: chunk c of every rank's `src` goes to rank c (direct), which
 // reduces the p contributions in the canonical order CanonicalTree(0, p) and writes the
 // result to dst.Chunk(c) (dst only written on the owner's chunk). p-1 messages each way.
-void CanonicalReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst,
-                            uint32_t phase);
+void CanonicalReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, uint32_t phase);
 
 // Reduces slots[lo..hi) into slots[lo] in the canonical tree order: split at lo + the
 // largest power of two below (hi - lo), reduce each side, then left op= right. For p ranks

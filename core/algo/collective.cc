@@ -5,14 +5,28 @@
 namespace gyre::algo {
 namespace {
 
-const char* const kCollectiveNames[kNumCollectives] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
-    "alltoall",  "gather",    "scatter", "barrier"};
+const char* const kCollectiveNames[kNumCollectives] = {"allreduce", "broadcast",      "reduce",
+                                                       "allgather", "reduce_scatter", "alltoall",
+                                                       "gather",    "scatter",        "barrier"};
 
-const char* const kAlgorithmNames[kNumAlgorithms] = {
-    "auto",      "ring",   "tree",    "recursive_doubling", "rabenseifner",      "direct",
-    "binomial",  "chain",  "scatter_allgather", "ring_gather", "bruck",      "recursive_halving",
-    "pairwise",  "linear", "dissemination",     "canonical"};
+const char* const kAlgorithmNames[kNumAlgorithms] = {"auto",
+                                                     "ring",
+                                                     "tree",
+                                                     "recursive_doubling",
+                                                     "rabenseifner",
+                                                     "direct",
+                                                     "binomial",
+                                                     "chain",
+                                                     "scatter_allgather",
+                                                     "ring_gather",
+                                                     "bruck",
+                                                     "recursive_halving",
+                                                     "pairwise",
+                                                     "linear",
+                                                     "dissemination",
+                                                     "canonical",
+                                                     "two_d",
+                                                     "hierarchical"};
 
 }  // namespace
 
@@ -49,8 +63,9 @@ StatusOr<Algorithm> ParseAlgorithm(const std::string& name) {
 std::vector<Algorithm> AlgorithmsFor(Collective c) {
   switch (c) {
     case Collective::kAllreduce:
-      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kRecursiveDoubling,
-              Algorithm::kRabenseifner, Algorithm::kDirect};
+      return {Algorithm::kRing,         Algorithm::kTree,   Algorithm::kRecursiveDoubling,
+              Algorithm::kRabenseifner, Algorithm::kDirect, Algorithm::kTwoD,
+              Algorithm::kHierarchical};
     case Collective::kBroadcast:
       return {Algorithm::kBinomial, Algorithm::kChain, Algorithm::kScatterAllgather};
     case Collective::kReduce:
@@ -71,8 +86,7 @@ std::vector<Algorithm> AlgorithmsFor(Collective c) {
 }
 
 bool IsReducing(Collective c) {
-  return c == Collective::kAllreduce || c == Collective::kReduce ||
-         c == Collective::kReduceScatter;
+  return c == Collective::kAllreduce || c == Collective::kReduce || c == Collective::kReduceScatter;
 }
 
 std::string CollectiveSpec::ToString() const {
@@ -138,8 +152,8 @@ Status ValidateSpec(const CollectiveSpec& s) {
   }
   const char* name = CollectiveName(s.collective);
   if (s.world_size < 1) {
-    return InvalidArgumentError(std::string(name) + ": world size " +
-                                std::to_string(s.world_size) + " must be at least 1");
+    return InvalidArgumentError(std::string(name) + ": world size " + std::to_string(s.world_size) +
+                                " must be at least 1");
   }
   if (s.count < 0) {
     return InvalidArgumentError(std::string(name) + ": count " + std::to_string(s.count) +
@@ -163,6 +177,15 @@ Status ValidateSpec(const CollectiveSpec& s) {
                                 " is out of range: it must be in [0, " +
                                 std::to_string(s.world_size) + ")");
   }
+  // The grid of the 2-D allreduce and the node size of the hierarchical one.
+  auto check_divides = [&](int value, const char* field) -> Status {
+    if (value >= 0 && (value == 0 || s.world_size % value == 0)) return Status::Ok();
+    return InvalidArgumentError(std::string(name) + ": " + field + " " + std::to_string(value) +
+                                " must divide the world size " + std::to_string(s.world_size) +
+                                " (0 picks a default)");
+  };
+  GYRE_RETURN_IF_ERROR(check_divides(s.grid_rows, "grid_rows"));
+  GYRE_RETURN_IF_ERROR(check_divides(s.local_size, "local_size"));
   if (s.algorithm == Algorithm::kAuto) return Status::Ok();
   if (s.algorithm == Algorithm::kCanonical) {
     if (s.collective == Collective::kAllreduce || s.collective == Collective::kReduce ||

@@ -45,8 +45,10 @@ enum class Algorithm : uint8_t {
   kLinear = 13,            // gather, scatter
   kDissemination = 14,     // barrier
   kCanonical = 15,         // deterministic mode's schedule (see docs/algorithms.md)
+  kTwoD = 16,              // allreduce: dimension-wise on a grid (CollectiveSpec::grid_rows)
+  kHierarchical = 17,      // allreduce: intra-node RS, inter-node rings, intra-node AG
 };
-inline constexpr int kNumAlgorithms = 16;
+inline constexpr int kNumAlgorithms = 18;
 
 const char* CollectiveName(Collective c);  // "allreduce"
 StatusOr<Collective> ParseCollective(const std::string& name);
@@ -73,6 +75,12 @@ struct CollectiveSpec {
   // ((r0+r1)+(r2+r3))+... over ranks, whatever the algorithm, so results are bitwise
   // reproducible. Only meaningful for reducing collectives.
   bool deterministic = false;
+  // 2-D allreduce (kTwoD): the rows a of the a x b grid (b = p / a; rank r sits at row
+  // r / b). 0 picks the most square grid with a <= b. Must divide p.
+  int grid_rows = 0;
+  // Hierarchical allreduce (kHierarchical): ranks per node; ranks [kG, (k+1)G) share node
+  // k. 0 picks the largest divisor of p not above sqrt(p). Must divide p.
+  int local_size = 0;
 
   std::string ToString() const;  // "allreduce ring p=4 count=12 float32 sum root=0"
 };

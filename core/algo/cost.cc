@@ -24,8 +24,12 @@ StatusOr<ScheduleCost> CostOf(const Schedule& schedule, const CostParams& params
           ++rc.traffic.msgs_recv;
           rc.traffic.elems_recv += st.dst.count;
           break;
-        case StepKind::kReduce: rc.elems_reduced += st.dst.count; break;
-        case StepKind::kCopy: rc.elems_copied += st.dst.count; break;
+        case StepKind::kReduce:
+          rc.elems_reduced += st.dst.count;
+          break;
+        case StepKind::kCopy:
+          rc.elems_copied += st.dst.count;
+          break;
       }
     }
   }

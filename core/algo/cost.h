@@ -16,10 +16,10 @@
 namespace gyre::algo {
 
 struct CostParams {
-  double alpha_s = 1e-6;        // latency per message
+  double alpha_s = 1e-6;          // latency per message
   double beta_s_per_byte = 1e-9;  // inverse bandwidth
-  double gamma_s_per_byte = 0;  // reduction
-  double delta_s_per_byte = 0;  // copy
+  double gamma_s_per_byte = 0;    // reduction
+  double delta_s_per_byte = 0;    // copy
 };
 
 struct RankCost {
@@ -27,8 +27,8 @@ struct RankCost {
   int64_t elems_reduced = 0;
   int64_t elems_copied = 0;
   int64_t steps = 0;
-  int64_t rounds = 0;      // messages on the longest chain of receives ending at this rank
-  double finish_s = 0;     // when this rank's last step ends
+  int64_t rounds = 0;   // messages on the longest chain of receives ending at this rank
+  double finish_s = 0;  // when this rank's last step ends
 };
 
 struct ScheduleCost {

@@ -8,15 +8,24 @@ StatusOr<ClosedForm> Theory(const CollectiveSpec& spec, int rank) {
   if (!IsReducing(s.collective)) s.deterministic = false;
   if (s.deterministic) s.algorithm = Algorithm::kCanonical;
   switch (s.collective) {
-    case Collective::kAllreduce: return internal::AllreduceTheory(s, rank);
-    case Collective::kReduce: return internal::ReduceTheory(s, rank);
-    case Collective::kReduceScatter: return internal::ReduceScatterTheory(s, rank);
-    case Collective::kBroadcast: return internal::BroadcastTheory(s, rank);
-    case Collective::kAllgather: return internal::AllgatherTheory(s, rank);
-    case Collective::kGather: return internal::GatherTheory(s, rank);
-    case Collective::kScatter: return internal::ScatterTheory(s, rank);
-    case Collective::kAlltoall: return internal::AlltoallTheory(s, rank);
-    case Collective::kBarrier: return internal::BarrierTheory(s, rank);
+    case Collective::kAllreduce:
+      return internal::AllreduceTheory(s, rank);
+    case Collective::kReduce:
+      return internal::ReduceTheory(s, rank);
+    case Collective::kReduceScatter:
+      return internal::ReduceScatterTheory(s, rank);
+    case Collective::kBroadcast:
+      return internal::BroadcastTheory(s, rank);
+    case Collective::kAllgather:
+      return internal::AllgatherTheory(s, rank);
+    case Collective::kGather:
+      return internal::GatherTheory(s, rank);
+    case Collective::kScatter:
+      return internal::ScatterTheory(s, rank);
+    case Collective::kAlltoall:
+      return internal::AlltoallTheory(s, rank);
+    case Collective::kBarrier:
+      return internal::BarrierTheory(s, rank);
   }
   return InternalError("unknown collective");
 }
@@ -26,11 +35,16 @@ bool FormulaIsExact(const CollectiveSpec& spec) {
   if (!IsReducing(s.collective)) s.deterministic = false;
   if (s.deterministic) s.algorithm = Algorithm::kCanonical;
   switch (s.collective) {
-    case Collective::kAllreduce: return internal::AllreduceFormulaIsExact(s);
-    case Collective::kReduce: return internal::ReduceFormulaIsExact(s);
-    case Collective::kReduceScatter: return internal::ReduceScatterFormulaIsExact(s);
-    case Collective::kBroadcast: return internal::BroadcastFormulaIsExact(s);
-    default: return internal::GatherFamilyFormulaIsExact(s);
+    case Collective::kAllreduce:
+      return internal::AllreduceFormulaIsExact(s);
+    case Collective::kReduce:
+      return internal::ReduceFormulaIsExact(s);
+    case Collective::kReduceScatter:
+      return internal::ReduceScatterFormulaIsExact(s);
+    case Collective::kBroadcast:
+      return internal::BroadcastFormulaIsExact(s);
+    default:
+      return internal::GatherFamilyFormulaIsExact(s);
   }
 }
 

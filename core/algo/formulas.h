@@ -51,7 +51,8 @@ bool AllreduceFormulaIsExact(const CollectiveSpec& spec);
 bool ReduceFormulaIsExact(const CollectiveSpec& spec);
 bool ReduceScatterFormulaIsExact(const CollectiveSpec& spec);
 bool BroadcastFormulaIsExact(const CollectiveSpec& spec);
-bool GatherFamilyFormulaIsExact(const CollectiveSpec& spec);  // allgather gather scatter alltoall barrier
+bool GatherFamilyFormulaIsExact(
+    const CollectiveSpec& spec);  // allgather gather scatter alltoall barrier
 }  // namespace internal
 
 }  // namespace gyre::algo

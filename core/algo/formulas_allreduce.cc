@@ -3,6 +3,7 @@
 // whole-buffer message, and a rank's sends leave one after another through its one port.
 #include <algorithm>
 
+#include "core/algo/builders_topo.h"
 #include "core/algo/formulas.h"
 #include "core/algo/rank_builder.h"
 
@@ -108,6 +109,9 @@ StatusOr<ClosedForm> AllreduceTheory(const CollectiveSpec& spec, int rank) {
       f.alpha_terms = static_cast<double>(p);
       f.beta_elems = 2.0 * (p - 1) * n / p;
       return f;
+    case Algorithm::kTwoD:
+    case Algorithm::kHierarchical:
+      return GridAllreduceTheory(spec, rank);
     default:
       break;
   }
@@ -135,6 +139,9 @@ bool AllreduceFormulaIsExact(const CollectiveSpec& spec) {
       return n % p2 == 0 && one_segment(n) && (extra == 0 || 2 * extra > p2);
     case Algorithm::kDirect:
       return true;
+    case Algorithm::kTwoD:
+    case Algorithm::kHierarchical:
+      return GridAllreduceFormulaIsExact(spec);
     default:
       return false;
   }

@@ -7,9 +7,12 @@ namespace {
 
 const char* BufferName(BufferId b) {
   switch (b) {
-    case BufferId::kInput: return "in";
-    case BufferId::kOutput: return "out";
-    case BufferId::kScratch: return "tmp";
+    case BufferId::kInput:
+      return "in";
+    case BufferId::kOutput:
+      return "out";
+    case BufferId::kScratch:
+      return "tmp";
   }
   return "?";
 }

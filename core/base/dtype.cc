@@ -6,8 +6,8 @@
 namespace gyre {
 namespace {
 
-const char* const kTypeNames[kNumDataTypes] = {"int8",    "uint8",    "int32",   "uint32",
-                                               "int64",   "uint64",   "float16", "bfloat16",
+const char* const kTypeNames[kNumDataTypes] = {"int8",    "uint8",  "int32",   "uint32",
+                                               "int64",   "uint64", "float16", "bfloat16",
                                                "float32", "float64"};
 const size_t kTypeSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 const char* const kOpNames[kNumReduceOps] = {"sum", "prod", "min", "max",
@@ -70,8 +70,8 @@ Status CheckReduceSupported(DataType t, ReduceOp op) {
   }
   bool floating = IsFloating(t);
   if (op == ReduceOp::kAvg && !floating) {
-    return InvalidArgumentError(std::string("reduce op avg is not defined on ") +
-                                DataTypeName(t) + ": avg needs a floating dtype");
+    return InvalidArgumentError(std::string("reduce op avg is not defined on ") + DataTypeName(t) +
+                                ": avg needs a floating dtype");
   }
   if ((op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor) && floating) {
     return InvalidArgumentError(std::string("reduce op ") + ReduceOpName(op) +
@@ -143,36 +143,62 @@ uint16_t FloatToBfloat16(float f) {
 
 double LoadAsDouble(DataType t, const void* data, size_t i) {
   switch (t) {
-    case DataType::kInt8: return static_cast<const int8_t*>(data)[i];
-    case DataType::kUint8: return static_cast<const uint8_t*>(data)[i];
-    case DataType::kInt32: return static_cast<const int32_t*>(data)[i];
-    case DataType::kUint32: return static_cast<const uint32_t*>(data)[i];
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case DataType::kUint64: return static_cast<double>(static_cast<const uint64_t*>(data)[i]);
-    case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kBfloat16: return Bfloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DataType::kFloat32: return static_cast<const float*>(data)[i];
-    case DataType::kFloat64: return static_cast<const double*>(data)[i];
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(data)[i];
+    case DataType::kUint8:
+      return static_cast<const uint8_t*>(data)[i];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(data)[i];
+    case DataType::kUint32:
+      return static_cast<const uint32_t*>(data)[i];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DataType::kUint64:
+      return static_cast<double>(static_cast<const uint64_t*>(data)[i]);
+    case DataType::kFloat16:
+      return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kBfloat16:
+      return Bfloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(data)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(data)[i];
   }
   return 0;
 }
 
 void StoreFromDouble(DataType t, void* data, size_t i, double v) {
   switch (t) {
-    case DataType::kInt8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
-    case DataType::kUint8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
-    case DataType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
-    case DataType::kUint32: static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(v); break;
-    case DataType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
-    case DataType::kUint64: static_cast<uint64_t*>(data)[i] = static_cast<uint64_t>(v); break;
+    case DataType::kInt8:
+      static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v);
+      break;
+    case DataType::kUint8:
+      static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v);
+      break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+      break;
+    case DataType::kUint32:
+      static_cast<uint32_t*>(data)[i] = static_cast<uint32_t>(v);
+      break;
+    case DataType::kInt64:
+      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      break;
+    case DataType::kUint64:
+      static_cast<uint64_t*>(data)[i] = static_cast<uint64_t>(v);
+      break;
     case DataType::kFloat16:
       static_cast<uint16_t*>(data)[i] = FloatToHalf(static_cast<float>(v));
       break;
     case DataType::kBfloat16:
       static_cast<uint16_t*>(data)[i] = FloatToBfloat16(static_cast<float>(v));
       break;
-    case DataType::kFloat32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-    case DataType::kFloat64: static_cast<double*>(data)[i] = v; break;
+    case DataType::kFloat32:
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      static_cast<double*>(data)[i] = v;
+      break;
   }
 }
 

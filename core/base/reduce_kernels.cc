@@ -11,31 +11,45 @@ namespace {
 
 struct Sum {
   template <typename T>
-  static T Apply(T a, T b) { return static_cast<T>(a + b); }
+  static T Apply(T a, T b) {
+    return static_cast<T>(a + b);
+  }
 };
 struct Prod {
   template <typename T>
-  static T Apply(T a, T b) { return static_cast<T>(a * b); }
+  static T Apply(T a, T b) {
+    return static_cast<T>(a * b);
+  }
 };
 struct Min {
   template <typename T>
-  static T Apply(T a, T b) { return b < a ? b : a; }
+  static T Apply(T a, T b) {
+    return b < a ? b : a;
+  }
 };
 struct Max {
   template <typename T>
-  static T Apply(T a, T b) { return a < b ? b : a; }
+  static T Apply(T a, T b) {
+    return a < b ? b : a;
+  }
 };
 struct Band {
   template <typename T>
-  static T Apply(T a, T b) { return static_cast<T>(a & b); }
+  static T Apply(T a, T b) {
+    return static_cast<T>(a & b);
+  }
 };
 struct Bor {
   template <typename T>
-  static T Apply(T a, T b) { return static_cast<T>(a | b); }
+  static T Apply(T a, T b) {
+    return static_cast<T>(a | b);
+  }
 };
 struct Bxor {
   template <typename T>
-  static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
+  static T Apply(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
 };
 
 template <typename T, typename Op>
@@ -66,14 +80,22 @@ void HalfKernel(void* dst_v, const void* src_v, size_t n) {
 template <typename T>
 ReduceFn IntegerFn(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return &Kernel<T, Sum>;
-    case ReduceOp::kProd: return &Kernel<T, Prod>;
-    case ReduceOp::kMin: return &Kernel<T, Min>;
-    case ReduceOp::kMax: return &Kernel<T, Max>;
-    case ReduceOp::kBand: return &Kernel<T, Band>;
-    case ReduceOp::kBor: return &Kernel<T, Bor>;
-    case ReduceOp::kBxor: return &Kernel<T, Bxor>;
-    case ReduceOp::kAvg: return nullptr;
+    case ReduceOp::kSum:
+      return &Kernel<T, Sum>;
+    case ReduceOp::kProd:
+      return &Kernel<T, Prod>;
+    case ReduceOp::kMin:
+      return &Kernel<T, Min>;
+    case ReduceOp::kMax:
+      return &Kernel<T, Max>;
+    case ReduceOp::kBand:
+      return &Kernel<T, Band>;
+    case ReduceOp::kBor:
+      return &Kernel<T, Bor>;
+    case ReduceOp::kBxor:
+      return &Kernel<T, Bxor>;
+    case ReduceOp::kAvg:
+      return nullptr;
   }
   return nullptr;
 }
@@ -82,11 +104,16 @@ template <typename T>
 ReduceFn FloatFn(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return &Kernel<T, Sum>;
-    case ReduceOp::kProd: return &Kernel<T, Prod>;
-    case ReduceOp::kMin: return &Kernel<T, Min>;
-    case ReduceOp::kMax: return &Kernel<T, Max>;
-    default: return nullptr;
+    case ReduceOp::kAvg:
+      return &Kernel<T, Sum>;
+    case ReduceOp::kProd:
+      return &Kernel<T, Prod>;
+    case ReduceOp::kMin:
+      return &Kernel<T, Min>;
+    case ReduceOp::kMax:
+      return &Kernel<T, Max>;
+    default:
+      return nullptr;
   }
 }
 
@@ -94,11 +121,16 @@ template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
 ReduceFn HalfFn(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return &HalfKernel<Load, Store, Sum>;
-    case ReduceOp::kProd: return &HalfKernel<Load, Store, Prod>;
-    case ReduceOp::kMin: return &HalfKernel<Load, Store, Min>;
-    case ReduceOp::kMax: return &HalfKernel<Load, Store, Max>;
-    default: return nullptr;
+    case ReduceOp::kAvg:
+      return &HalfKernel<Load, Store, Sum>;
+    case ReduceOp::kProd:
+      return &HalfKernel<Load, Store, Prod>;
+    case ReduceOp::kMin:
+      return &HalfKernel<Load, Store, Min>;
+    case ReduceOp::kMax:
+      return &HalfKernel<Load, Store, Max>;
+    default:
+      return nullptr;
   }
 }
 
@@ -114,16 +146,36 @@ StatusOr<ReduceFn> GetReduceFn(DataType t, ReduceOp op) {
   GYRE_RETURN_IF_ERROR(CheckReduceSupported(t, op));
   ReduceFn fn = nullptr;
   switch (t) {
-    case DataType::kInt8: fn = IntegerFn<int8_t>(op); break;
-    case DataType::kUint8: fn = IntegerFn<uint8_t>(op); break;
-    case DataType::kInt32: fn = IntegerFn<int32_t>(op); break;
-    case DataType::kUint32: fn = IntegerFn<uint32_t>(op); break;
-    case DataType::kInt64: fn = IntegerFn<int64_t>(op); break;
-    case DataType::kUint64: fn = IntegerFn<uint64_t>(op); break;
-    case DataType::kFloat16: fn = HalfFn<HalfToFloat, FloatToHalf>(op); break;
-    case DataType::kBfloat16: fn = HalfFn<Bfloat16ToFloat, FloatToBfloat16>(op); break;
-    case DataType::kFloat32: fn = FloatFn<float>(op); break;
-    case DataType::kFloat64: fn = FloatFn<double>(op); break;
+    case DataType::kInt8:
+      fn = IntegerFn<int8_t>(op);
+      break;
+    case DataType::kUint8:
+      fn = IntegerFn<uint8_t>(op);
+      break;
+    case DataType::kInt32:
+      fn = IntegerFn<int32_t>(op);
+      break;
+    case DataType::kUint32:
+      fn = IntegerFn<uint32_t>(op);
+      break;
+    case DataType::kInt64:
+      fn = IntegerFn<int64_t>(op);
+      break;
+    case DataType::kUint64:
+      fn = IntegerFn<uint64_t>(op);
+      break;
+    case DataType::kFloat16:
+      fn = HalfFn<HalfToFloat, FloatToHalf>(op);
+      break;
+    case DataType::kBfloat16:
+      fn = HalfFn<Bfloat16ToFloat, FloatToBfloat16>(op);
+      break;
+    case DataType::kFloat32:
+      fn = FloatFn<float>(op);
+      break;
+    case DataType::kFloat64:
+      fn = FloatFn<double>(op);
+      break;
   }
   if (fn == nullptr) return InternalError("no reduce kernel for a supported (dtype, op) pair");
   return fn;
@@ -136,8 +188,12 @@ Status ScaleForAverage(DataType t, void* data, size_t n, int divisor) {
   }
   if (divisor <= 0) return InvalidArgumentError("average divisor must be positive");
   switch (t) {
-    case DataType::kFloat32: ScaleLoop<float>(data, n, static_cast<float>(divisor)); break;
-    case DataType::kFloat64: ScaleLoop<double>(data, n, static_cast<double>(divisor)); break;
+    case DataType::kFloat32:
+      ScaleLoop<float>(data, n, static_cast<float>(divisor));
+      break;
+    case DataType::kFloat64:
+      ScaleLoop<double>(data, n, static_cast<double>(divisor));
+      break;
     case DataType::kFloat16: {
       uint16_t* d = static_cast<uint16_t*>(data);
       for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(HalfToFloat(d[i]) / divisor);
@@ -148,7 +204,8 @@ Status ScaleForAverage(DataType t, void* data, size_t n, int divisor) {
       for (size_t i = 0; i < n; ++i) d[i] = FloatToBfloat16(Bfloat16ToFloat(d[i]) / divisor);
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return Status::Ok();
 }

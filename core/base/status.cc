@@ -4,15 +4,24 @@ namespace gyre {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
   }
   return "Unknown";
 }
@@ -27,13 +36,21 @@ Status Status::WithContext(const std::string& context) const {
   return Status(code_, context + ": " + message_);
 }
 
-Status InvalidArgumentError(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
-Status DeadlineExceededError(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
+Status InvalidArgumentError(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
+Status DeadlineExceededError(std::string m) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(m));
+}
 Status UnavailableError(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 Status AbortedError(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status NotFoundError(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
-Status AlreadyExistsError(std::string m) { return Status(StatusCode::kAlreadyExists, std::move(m)); }
-Status ResourceExhaustedError(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
+Status AlreadyExistsError(std::string m) {
+  return Status(StatusCode::kAlreadyExists, std::move(m));
+}
+Status ResourceExhaustedError(std::string m) {
+  return Status(StatusCode::kResourceExhausted, std::move(m));
+}
 
 }  // namespace gyre

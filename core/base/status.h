@@ -13,14 +13,14 @@ namespace gyre {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,   // the caller's error: bad count, dtype, root, mismatched call
-  kDeadlineExceeded = 2,  // a local deadline fired while waiting
-  kUnavailable = 3,       // a peer or store is unreachable, reset or closed (EOF)
-  kAborted = 4,           // torn down because another rank or operation failed
-  kInternal = 5,          // a gyre bug or a broken invariant
-  kNotFound = 6,          // a key or resource does not exist (store lookups)
-  kAlreadyExists = 7,     // a key or rank is already taken
-  kResourceExhausted = 8, // a cap or a disk/memory limit was hit
+  kInvalidArgument = 1,    // the caller's error: bad count, dtype, root, mismatched call
+  kDeadlineExceeded = 2,   // a local deadline fired while waiting
+  kUnavailable = 3,        // a peer or store is unreachable, reset or closed (EOF)
+  kAborted = 4,            // torn down because another rank or operation failed
+  kInternal = 5,           // a gyre bug or a broken invariant
+  kNotFound = 6,           // a key or resource does not exist (store lookups)
+  kAlreadyExists = 7,      // a key or rank is already taken
+  kResourceExhausted = 8,  // a cap or a disk/memory limit was hit
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -92,9 +92,9 @@ class [[nodiscard]] StatusOr {
 #define GYRE_CONCAT(a, b) GYRE_CONCAT_INNER(a, b)
 
 // Returns from the current function if `expr` is not OK.
-#define GYRE_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::gyre::Status gyre_status_ = (expr);   \
+#define GYRE_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::gyre::Status gyre_status_ = (expr);        \
     if (!gyre_status_.ok()) return gyre_status_; \
   } while (0)
 

@@ -167,24 +167,23 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   metrics_.RecordOperation(algo::CollectiveName(spec.collective), st, last_.elapsed,
                            last_.counters.bytes_sent(), last_.counters.bytes_recv());
   if (trace_ != nullptr) {
-    std::string line = "{\"rank\": " + std::to_string(rank()) + ", \"seq\": " +
-                       std::to_string(seq) + ", \"op\": \"" +
-                       algo::CollectiveName(spec.collective) + "\", \"algorithm\": \"" +
-                       algo::AlgorithmName(spec.algorithm) + "\", \"count\": " +
-                       std::to_string(spec.count) + ", \"dtype\": \"" +
-                       DataTypeName(spec.dtype) + "\", \"bytes\": " +
-                       std::to_string(spec.count * static_cast<int64_t>(DataTypeSize(spec.dtype))) +
-                       ", \"duration_us\": " +
-                       std::to_string(std::chrono::duration<double, std::micro>(last_.elapsed).count()) +
-                       ", \"status\": \"" + JsonEscape(st.ok() ? "ok" : st.ToString()) +
-                       "\", \"peers\": [";
+    std::string line =
+        "{\"rank\": " + std::to_string(rank()) + ", \"seq\": " + std::to_string(seq) +
+        ", \"op\": \"" + algo::CollectiveName(spec.collective) + "\", \"algorithm\": \"" +
+        algo::AlgorithmName(spec.algorithm) + "\", \"count\": " + std::to_string(spec.count) +
+        ", \"dtype\": \"" + DataTypeName(spec.dtype) + "\", \"bytes\": " +
+        std::to_string(spec.count * static_cast<int64_t>(DataTypeSize(spec.dtype))) +
+        ", \"duration_us\": " +
+        std::to_string(std::chrono::duration<double, std::micro>(last_.elapsed).count()) +
+        ", \"status\": \"" + JsonEscape(st.ok() ? "ok" : st.ToString()) + "\", \"peers\": [";
     bool first = true;
     for (size_t q = 0; q < last_.counters.peers.size(); ++q) {
       const PeerCounters& pc = last_.counters.peers[q];
       if (pc.msgs_sent == 0 && pc.msgs_recv == 0) continue;
       line += std::string(first ? "" : ", ") + "{\"rank\": " + std::to_string(q) +
-              ", \"bytes_sent\": " + std::to_string(pc.bytes_sent) + ", \"msgs_sent\": " +
-              std::to_string(pc.msgs_sent) + ", \"bytes_recv\": " + std::to_string(pc.bytes_recv) +
+              ", \"bytes_sent\": " + std::to_string(pc.bytes_sent) +
+              ", \"msgs_sent\": " + std::to_string(pc.msgs_sent) +
+              ", \"bytes_recv\": " + std::to_string(pc.bytes_recv) +
               ", \"msgs_recv\": " + std::to_string(pc.msgs_recv) + "}";
       first = false;
     }

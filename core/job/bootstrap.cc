@@ -2,6 +2,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
 #include "core/job/verdict.h"
 #include "core/transport/tcp/tcp_transport.h"
 
@@ -21,7 +26,17 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   }
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), o.rendezvous_timeout);
   Joined joined;
-  auto store = store::OpenStore(id.store_url, deadline);
+  auth::Credentials credentials;
+  credentials.secret = o.secret;
+  if (credentials.secret.empty() && !id.secret_file.empty()) {
+    auto secret = auth::LoadSecretFile(id.secret_file);
+    if (!secret.ok()) return secret.status().WithContext(who);
+    credentials.secret = std::move(*secret);
+  }
+  credentials.job_id = id.job_id;
+  credentials.rank = id.rank;
+  credentials.world_size = id.world_size;
+  auto store = store::OpenStore(id.store_url, deadline, credentials);
   if (!store.ok()) return store.status().WithContext(who + ": cannot open store " + id.store_url);
   joined.store = std::move(*store);
 
@@ -32,6 +47,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   topts.listen_host = o.listen_host;
   topts.listen_port = o.listen_port;
   topts.connect_timeout = std::max<Duration>(o.comm.timeout, Seconds(5));
+  topts.secret = credentials.secret;
   auto transport = TcpTransport::Create(topts);
   if (!transport.ok()) return transport.status().WithContext(who);
   joined.address = (*transport)->address();
@@ -75,17 +91,39 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   joined.comm->recorder()->Record(
       "join", 0, who + " joined as " + joined.address + ", control " + joined.control->address());
   if (o.verdicts) {
-    joined.comm->SetFailureHandler(MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout));
+    joined.comm->SetFailureHandler(
+        MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
   }
   return joined;
 }
 
+StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& dir) {
+  const std::string path = dir + "/flight-rank" + std::to_string(comm->rank()) + ".json";
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    return ResourceExhaustedError("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  const std::string json = comm->recorder()->DumpJson(comm->rank()) + "\n";
+  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ResourceExhaustedError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return path;
+}
+
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> dir,
-                                                Duration progress_timeout) {
-  return [comm, dir, progress_timeout](const OpResult& failed) -> Status {
+                                                Duration progress_timeout, std::string flight_dir) {
+  return [comm, dir, progress_timeout, flight_dir](const OpResult& failed) -> Status {
+    auto dump = [&] {
+      if (!flight_dir.empty()) WriteFlightRecord(comm, flight_dir).status().IgnoreError();
+    };
     // An operation stopped by another rank's verdict already carries it.
-    if (comm->monitor()->WasAborted(failed.seq)) return failed.status;
+    if (comm->monitor()->WasAborted(failed.seq)) {
+      dump();
+      return failed.status;
+    }
     // A caller error (bad arguments) involves nobody else.
     if (failed.status.code() == StatusCode::kInvalidArgument &&
         failed.status.message().find("mismatch") == std::string::npos) {
@@ -114,20 +152,34 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     targets[self].clear();
     proto::ControlRequest query;
     query.mutable_status();
-    std::vector<QueryResult> results = QueryAll(targets, query, query_timeout);
+    std::vector<QueryResult> results;
     std::vector<PeerView> views(p);
-    for (int q = 0; q < p; ++q) {
-      views[q].rank = q;
-      views[q].reach = results[q].reach;
-      views[q].error = results[q].error;
-      if (results[q].reach == Reach::kAnswered) views[q].state = results[q].response.state();
-      if (q < static_cast<int>(dir->peers.size())) {
-        views[q].pid = dir->peers[q].pid;
-        views[q].host = dir->peers[q].host;
-        views[q].data_address = dir->peers[q].address;
+    Verdict v;
+    // A mismatch is seen at once, possibly before every rank has made the call: while the
+    // ranks that answered have not all reached the diverging call, ask again briefly so
+    // the majority, and so the rank named, is the same on every rank.
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      results = QueryAll(targets, query, query_timeout);
+      int answered = 1;  // this rank
+      for (int q = 0; q < p; ++q) {
+        views[q] = PeerView{};
+        views[q].rank = q;
+        views[q].reach = results[q].reach;
+        views[q].error = results[q].error;
+        if (results[q].reach == Reach::kAnswered) {
+          views[q].state = results[q].response.state();
+          ++answered;
+        }
+        if (q < static_cast<int>(dir->peers.size())) {
+          views[q].pid = dir->peers[q].pid;
+          views[q].host = dir->peers[q].host;
+          views[q].data_address = dir->peers[q].address;
+        }
       }
+      v = Classify(me, views);
+      if (v.root_class != RankClass::kDiverged || v.voters >= answered) break;
+      std::this_thread::sleep_for(Millis(100));
     }
-    Verdict v = Classify(me, views);
     comm->recorder()->Record("verdict", failed.seq, v.text);
     // Tell every rank that answered (the dead and the stalled cannot listen).
     proto::ControlRequest abort;
@@ -140,6 +192,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       if (q != self && results[q].reach == Reach::kAnswered) tell[q] = targets[q];
     }
     QueryAll(tell, abort, query_timeout);
+    dump();
     return Status(failed.status.code(), v.text + " [rank " + std::to_string(self) +
                                             " saw: " + failed.status.message() + "]");
   };

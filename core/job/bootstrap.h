@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth/secret.h"
 #include "core/comm/communicator.h"
 #include "core/job/control.h"
 #include "core/job/identity.h"
@@ -23,7 +24,15 @@ struct JoinOptions {
   CommOptions comm;
   // Ask the other ranks and name the root cause when an operation fails (the verdict).
   bool verdicts = true;
+  // Write this rank's flight recorder here (flight-rank<R>.json) when an operation fails.
+  std::string flight_dir;
+  // The job's secret, proved on every store and peer connection. When empty, the file
+  // identity.secret_file names is loaded; when that is empty too, the job runs without one.
+  auth::Secret secret;
 };
+
+// Writes comm's flight recorder to <dir>/flight-rank<R>.json; returns the path.
+StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& dir);
 
 // Every rank's addresses, as found at rendezvous.
 struct JobDirectory {
@@ -48,7 +57,8 @@ std::string ControlKey(const std::string& job_id, int rank);
 // endpoint (bounded by `query_timeout`), classify, tell the others, and return the verdict.
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> directory,
-                                                Duration progress_timeout);
+                                                Duration progress_timeout,
+                                                std::string flight_dir = "");
 
 StatusOr<Joined> JoinJob(const JoinOptions& options);
 

@@ -110,6 +110,11 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   } else {
     id.job_id = "default";
   }
+  if (o.secret_file && !o.secret_file->empty()) {
+    id.secret_file = *o.secret_file;
+  } else if (auto f = env("GYRE_SECRET_FILE")) {
+    id.secret_file = *f;
+  }
   return id;
 }
 

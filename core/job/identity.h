@@ -21,6 +21,9 @@ struct Identity {
   std::string store_url;  // "file:///dir" or "tcp://host:port"
   std::string job_id;
   std::string source;  // "flags", "GYRE_*", "torchrun", "Open MPI", "Slurm"
+  // The job's secret file (core/auth/secret.h): the override, else GYRE_SECRET_FILE; empty
+  // when the job runs without a secret.
+  std::string secret_file;
 };
 
 // Values given explicitly (e.g. by flags); unset fields fall through to the environment.
@@ -29,6 +32,7 @@ struct IdentityOverrides {
   std::optional<int> world_size;
   std::optional<std::string> store_url;
   std::optional<std::string> job_id;
+  std::optional<std::string> secret_file;
 };
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -162,6 +162,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     }
     v.root = odd;
     v.root_class = RankClass::kDiverged;
+    v.voters = static_cast<int>(list.size());
     v.classes[odd] = RankClass::kDiverged;
     std::ostringstream d;
     d << "called " << DescribeOpDesc(odd_desc) << " at seq=" << seq << " while "

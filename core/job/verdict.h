@@ -58,6 +58,10 @@ struct Verdict {
   RankClass root_class = RankClass::kUnknown;
   std::vector<RankClass> classes;  // per rank
   std::string text;                // the whole error message
+  // For a divergence: how many ranks' calls at that sequence number were known. Fewer than
+  // the ranks that answered means some had not made that call yet and the majority may
+  // still change: ask again.
+  int voters = 0;
 };
 
 // `peers` has one entry per rank (this rank's own entry is ignored).

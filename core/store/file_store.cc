@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -129,7 +130,9 @@ Status MakeDirs(const std::string& dir) {
     pos = dir.find('/', pos + 1);
     partial = dir.substr(0, pos);
     if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+    // The store folder itself is private; folders above it are ordinary ones.
+    const mode_t mode = pos == std::string::npos ? 0700 : 0755;
+    if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
       return IoError("FileStore: cannot create folder " + partial, errno);
     }
   }
@@ -137,6 +140,27 @@ Status MakeDirs(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0) return IoError("FileStore: stat " + dir, errno);
   if (!S_ISDIR(st.st_mode)) {
     return InvalidArgumentError("FileStore: " + dir + " exists and is not a folder");
+  }
+  return Status::Ok();
+}
+
+// Anyone who can write the folder can plant or replace keys (and so redirect every rank to
+// an address of their choosing), so only a folder this user owns and others cannot write
+// is used.
+Status CheckFolderIsPrivate(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return IoError("FileStore: stat " + dir, errno);
+  if (st.st_uid != ::geteuid()) {
+    return InvalidArgumentError("FileStore: refusing folder " + dir + ": it is owned by uid " +
+                                std::to_string(st.st_uid) + ", not by this user (uid " +
+                                std::to_string(::geteuid()) + ")");
+  }
+  if ((st.st_mode & S_IWOTH) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return InvalidArgumentError(std::string("FileStore: refusing folder ") + dir +
+                                ": it is writable by every user (mode " + mode +
+                                "); use a folder of your own (chmod o-w)");
   }
   return Status::Ok();
 }
@@ -179,8 +203,9 @@ StatusOr<std::unique_ptr<FileStore>> FileStore::Open(const std::string& dir) {
   }
   while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
   GYRE_RETURN_IF_ERROR(MakeDirs(abs));
+  GYRE_RETURN_IF_ERROR(CheckFolderIsPrivate(abs));
   std::string lock_path = abs + "/" + kLockFileName;
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return IoError("FileStore: cannot create lock file " + lock_path, errno);
   ::close(fd);
   return std::unique_ptr<FileStore>(new FileStore(abs));
@@ -215,7 +240,7 @@ StatusOr<std::unique_ptr<FileStore::LockHolder>> FileStore::Lock(const char* op,
   };
   ProcessWriteLock& process_lock = ProcessWriteLock::Get();
   if (!process_lock.LockUntil(deadline)) return lock_timeout();
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     int err = errno;
     process_lock.Unlock();
@@ -245,7 +270,7 @@ StatusOr<std::optional<std::string>> FileStore::ReadKey(const char* op,
   const std::string name = FileNameForKey(key);
   const std::string path = dir_ + "/" + name;
   const std::string where = Describe() + ": " + op + " of key " + QuoteKey(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
     return IoError(where + ": open " + path, errno);
@@ -320,7 +345,7 @@ Status FileStore::WriteKey(const char* op, const std::string& key, const std::st
   }
   const std::string temp = dir_ + "/.tmp." + host + "." + std::to_string(::getpid()) + "." +
                            std::to_string(counter.fetch_add(1));
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return IoError(where + ": create " + temp, errno);
   Status status = WriteAll(fd, IsHashedName(name) ? EncodeHashedContent(key, value) : value, temp);
   if (status.ok() && ::fsync(fd) != 0) status = IoError("fsync " + temp, errno);

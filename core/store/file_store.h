@@ -14,8 +14,10 @@ namespace gyre::store {
 
 class FileStore final : public Store {
  public:
-  // Opens (and creates, with parents, if missing) the folder `dir`. A relative `dir` is taken
-  // from the current directory. Errors name the path and the errno text.
+  // Opens (and creates, with parents, if missing; the folder itself with mode 0700) the
+  // folder `dir`. A relative `dir` is taken from the current directory. Refuses
+  // (InvalidArgument) a folder owned by another user or writable by every user: whoever can
+  // write it can rewrite the rendezvous. Errors name the path and the errno text.
   static StatusOr<std::unique_ptr<FileStore>> Open(const std::string& dir);
 
   Status Set(const std::string& key, const std::string& value, Deadline deadline) override;

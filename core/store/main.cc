@@ -1,17 +1,23 @@
 // gyre-store: a standalone rendezvous store server. Prints "gyre-store listening on
-// HOST:PORT" once it accepts connections and serves until SIGTERM or SIGINT.
+// HOST:PORT" once it accepts connections and serves until SIGTERM or SIGINT. Clients must
+// prove the secret in --secret_file (the same file the job's ranks are given).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <csignal>
 #include <cstdio>
 
+#include "core/auth/secret.h"
 #include "core/store/tcp_store_server.h"
 
 DEFINE_string(host, "127.0.0.1",
               "Address to listen on. Only this address is bound; use 0.0.0.0 to accept "
               "connections from other hosts.");
 DEFINE_int32(port, 0, "TCP port to listen on; 0 lets the kernel pick one (printed at start).");
+DEFINE_string(secret_file, "",
+              "the job's secret (hex, mode 0600); clients must prove it (default: "
+              "GYRE_SECRET_FILE; without one, anyone who reaches the port may use the store)");
+DEFINE_string(job_id, "", "serve only clients of this job (default: any job id)");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("gyre-store --host=127.0.0.1 --port=29500");
@@ -26,7 +32,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto server = gyre::store::TcpStoreServer::Start(FLAGS_host, FLAGS_port);
+  gyre::store::TcpStoreServer::Options options;
+  auto secret = FLAGS_secret_file.empty() ? gyre::auth::SecretFromEnvironment()
+                                          : gyre::auth::LoadSecretFile(FLAGS_secret_file);
+  if (!secret.ok()) {
+    std::fprintf(stderr, "gyre-store: %s\n", secret.status().ToString().c_str());
+    return 1;
+  }
+  options.secret = *secret;
+  options.job_id = FLAGS_job_id;
+  auto server = gyre::store::TcpStoreServer::Start(FLAGS_host, FLAGS_port, options);
   if (!server.ok()) {
     std::fprintf(stderr, "gyre-store: %s\n", server.status().ToString().c_str());
     return 1;

@@ -85,7 +85,8 @@ Status ParseHostPort(const std::string& url, const std::string& rest, std::strin
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline) {
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline,
+                                           const auth::Credentials& credentials) {
   const std::string kFile = "file://";
   const std::string kTcp = "tcp://";
   if (url.compare(0, kFile.size(), kFile) == 0) {
@@ -101,7 +102,8 @@ StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline dead
     std::string host;
     int port = 0;
     GYRE_RETURN_IF_ERROR(ParseHostPort(url, url.substr(kTcp.size()), &host, &port));
-    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Connect(host, port, deadline));
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
+                          TcpStore::Connect(host, port, deadline, credentials));
     return std::unique_ptr<Store>(std::move(store));
   }
   return InvalidArgumentError("unsupported store URL '" + url +

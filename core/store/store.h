@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth/handshake.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 
@@ -72,9 +73,11 @@ Status CheckValue(const std::string& key, const std::string& value);
 // printable ASCII written as \xNN and long keys shortened.
 std::string QuoteKey(const std::string& key);
 
-// Opens "file:///abs/dir" (a FileStore, creating the folder) or "tcp://host:port" (a
-// TcpStore client, retrying the connection until `deadline`). Anything else is
-// InvalidArgument naming the URL and the accepted forms.
-StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline);
+// Opens "file:///abs/dir" (a FileStore, creating the folder; file permissions protect it)
+// or "tcp://host:port" (a TcpStore client proving `credentials`, retrying the connection
+// until `deadline`). Anything else is InvalidArgument naming the URL and the accepted forms.
+StatusOr<std::unique_ptr<Store>> OpenStore(
+    const std::string& url, Deadline deadline,
+    const auth::Credentials& credentials = auth::Credentials());
 
 }  // namespace gyre::store

@@ -10,6 +10,28 @@ bool EncodeFrame(const google::protobuf::MessageLite& message, std::string* fram
   return message.SerializeToArray(&(*frame)[kFrameHeaderBytes], static_cast<int>(size));
 }
 
+Status CheckRequest(const proto::StoreRequest& request, const std::string& where) {
+  const proto::StoreOp op = request.op();
+  if (op <= proto::STORE_OP_UNSPECIFIED || op > proto::STORE_OP_DELETE) {
+    return InvalidArgumentError(where + ": unknown store op " +
+                                std::to_string(static_cast<int>(op)));
+  }
+  const size_t keys = static_cast<size_t>(request.keys_size());
+  if (op == proto::STORE_OP_WAIT) {
+    if (keys == 0 || keys > kMaxWaitKeys) {
+      return InvalidArgumentError(where + ": Wait names " + std::to_string(keys) +
+                                  " keys; it must name 1 to " + std::to_string(kMaxWaitKeys));
+    }
+  } else if (keys != 1) {
+    return InvalidArgumentError(where + ": " + StoreOpName(op) + " needs exactly one key, got " +
+                                std::to_string(keys));
+  }
+  for (const std::string& key : request.keys()) GYRE_RETURN_IF_ERROR(CheckKey(key));
+  GYRE_RETURN_IF_ERROR(CheckValue(request.keys(0), request.value()));
+  GYRE_RETURN_IF_ERROR(CheckValue(request.keys(0), request.expected()));
+  return Status::Ok();
+}
+
 void SetResponseStatus(const Status& status, proto::StoreResponse* response) {
   response->set_code(static_cast<int32_t>(status.code()));
   response->set_message(status.message());

@@ -31,8 +31,12 @@ struct Exchange {
 
 class TcpStore::Impl {
  public:
-  Impl(std::string host, int port)
-      : host_(std::move(host)), port_(port), socket_(io_), resolver_(io_) {}
+  Impl(std::string host, int port, const auth::Credentials& credentials)
+      : host_(std::move(host)),
+        port_(port),
+        credentials_(credentials),
+        socket_(io_),
+        resolver_(io_) {}
 
   std::string url() const {
     bool v6 = host_.find(':') != std::string::npos;
@@ -43,7 +47,11 @@ class TcpStore::Impl {
   StatusOr<proto::StoreResponse> Call(proto::StoreRequest* request, Deadline deadline);
 
  private:
-  Status ConnectOnce(Deadline deadline);
+  // `*refused` is set when the server turned down the handshake; retrying is pointless.
+  Status ConnectOnce(Deadline deadline, bool* refused = nullptr);
+  Status Handshake(Deadline deadline, bool* refused);
+  // Writes one frame holding `out`, then reads one of at most kMaxHandshakeMessageBytes.
+  Status HandshakeExchange(const std::string& out, std::string* in, Deadline deadline);
   // Runs io_ until `ex.done` or the deadline; false when the deadline came first.
   bool RunUntil(const Exchange& ex, Deadline deadline);
   void CloseSocket();
@@ -51,6 +59,7 @@ class TcpStore::Impl {
 
   const std::string host_;
   const int port_;
+  const auth::Credentials credentials_;
   std::mutex mu_;
   asio::io_context io_;
   tcp::socket socket_;
@@ -81,7 +90,7 @@ void TcpStore::Impl::CloseSocket() {
   ++generation_;
 }
 
-Status TcpStore::Impl::ConnectOnce(Deadline deadline) {
+Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
   CloseSocket();
   const uint64_t generation = generation_;
   if (endpoints_.empty()) {
@@ -123,7 +132,92 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline) {
   }
   asio::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
+  bool turned_down = false;
+  Status shook = Handshake(deadline, &turned_down);
+  if (refused != nullptr) *refused = turned_down;
+  if (!shook.ok()) {
+    CloseSocket();
+    return shook;
+  }
   connected_ = true;
+  return Status::Ok();
+}
+
+Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in,
+                                         Deadline deadline) {
+  auto ex = std::make_shared<Exchange>();
+  ex->out.assign(internal::kFrameHeaderBytes, '\0');
+  internal::EncodeFrameLength(static_cast<uint32_t>(out.size()),
+                              reinterpret_cast<unsigned char*>(&ex->out[0]));
+  ex->out += out;
+  const uint64_t generation = generation_;
+  asio::async_write(socket_, asio::buffer(ex->out),
+                    [this, ex, generation](const asio::error_code& ec, size_t) {
+                      if (ec || generation != generation_) {
+                        ex->ec = ec ? ec : asio::error::operation_aborted;
+                        ex->done = true;
+                        return;
+                      }
+                      asio::async_read(socket_, asio::buffer(ex->header),
+                                       [this, ex, generation](const asio::error_code& ec, size_t) {
+                                         if (ec || generation != generation_) {
+                                           ex->ec = ec ? ec : asio::error::operation_aborted;
+                                           ex->done = true;
+                                           return;
+                                         }
+                                         ex->length = internal::DecodeFrameLength(ex->header);
+                                         if (ex->length > auth::kMaxHandshakeMessageBytes) {
+                                           ex->too_long = true;
+                                           ex->done = true;
+                                           return;
+                                         }
+                                         ex->in.resize(ex->length);
+                                         asio::async_read(socket_, asio::buffer(ex->in),
+                                                          [ex](const asio::error_code& ec, size_t) {
+                                                            ex->ec = ec;
+                                                            ex->done = true;
+                                                          });
+                                       });
+                    });
+  if (!RunUntil(*ex, deadline)) {
+    CloseSocket();
+    return DeadlineExceededError(url() + ": no answer in the handshake");
+  }
+  if (ex->ec)
+    return UnavailableError(url() + ": connection lost in the handshake: " + ex->ec.message());
+  if (ex->too_long) {
+    return UnavailableError(url() + ": not a gyre store server (a handshake answer of " +
+                            std::to_string(ex->length) + " bytes)");
+  }
+  *in = std::move(ex->in);
+  return Status::Ok();
+}
+
+Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
+  auth::Connector connector(auth::Channel::kStore, &credentials_, auth::kNoRank);
+  GYRE_ASSIGN_OR_RETURN(std::string hello, connector.Hello());
+  std::string challenge;
+  GYRE_RETURN_IF_ERROR(HandshakeExchange(hello, &challenge, deadline));
+  StatusOr<std::string> proof = connector.Proof(challenge);
+  if (!proof.ok()) {
+    *refused = true;
+    return UnavailableError(url() + ": not a gyre store server: " + proof.status().message());
+  }
+  std::string ack;
+  Status answered = HandshakeExchange(*proof, &ack, deadline);
+  if (answered.code() == StatusCode::kUnavailable) {
+    *refused = true;
+    return UnavailableError(url() +
+                            ": the store server refused the handshake (it closed the connection "
+                            "after the proof: a different secret, another job id, or a replay; "
+                            "its log says which)");
+  }
+  GYRE_RETURN_IF_ERROR(answered);
+  Status checked = connector.CheckAck(ack);
+  if (!checked.ok()) {
+    *refused = true;
+    return UnavailableError(url() + ": the store server " + checked.message());
+  }
   return Status::Ok();
 }
 
@@ -135,8 +229,9 @@ Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
   Status last;
   while (true) {
     ++attempts;
-    Status attempt = ConnectOnce(deadline);
-    if (attempt.ok()) return attempt;
+    bool refused = false;
+    Status attempt = ConnectOnce(deadline, &refused);
+    if (attempt.ok() || refused) return attempt;
     // An attempt cut short by the deadline says less than the refusal before it.
     if (last.ok() || attempt.code() != StatusCode::kDeadlineExceeded) last = attempt;
     if (!backoff.SleepWithin(deadline)) break;
@@ -256,13 +351,18 @@ TcpStore::TcpStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TcpStore::~TcpStore() = default;
 
 StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, int port,
-                                                      Deadline deadline) {
+                                                      Deadline deadline,
+                                                      const auth::Credentials& credentials) {
   if (host.empty()) return InvalidArgumentError("TcpStore: empty host");
   if (port <= 0 || port > 65535) {
     return InvalidArgumentError("TcpStore: port " + std::to_string(port) + " for host '" + host +
                                 "' is not in 1..65535");
   }
-  auto impl = std::make_unique<Impl>(host, port);
+  if (credentials.job_id.size() > auth::kMaxJobIdBytes) {
+    return InvalidArgumentError("TcpStore: job id of " + std::to_string(credentials.job_id.size()) +
+                                " bytes is longer than " + std::to_string(auth::kMaxJobIdBytes));
+  }
+  auto impl = std::make_unique<Impl>(host, port, credentials);
   GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline));
   return std::unique_ptr<TcpStore>(new TcpStore(std::move(impl)));
 }

@@ -2,23 +2,28 @@
 // at a time: calls from many threads are serialised, so a Get or Wait that waits holds up
 // the other threads' calls (give each blocking thread its own TcpStore). Every call is
 // bounded by its deadline on the client side, so a server that stops answering gives
-// DeadlineExceeded, never a hang.
+// DeadlineExceeded, never a hang. Every connection, and every reconnection, starts with the
+// authenticated handshake of core/auth/handshake.h.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "core/auth/handshake.h"
 #include "core/store/store.h"
 
 namespace gyre::store {
 
 class TcpStore final : public Store {
  public:
-  // Connects to host:port, retrying with capped exponential backoff while nothing listens
-  // yet (a server that starts later is fine). DeadlineExceeded, with the last connect error,
-  // when no connection is made by `deadline`.
-  static StatusOr<std::unique_ptr<TcpStore>> Connect(const std::string& host, int port,
-                                                     Deadline deadline);
+  // Connects to host:port and proves `credentials` (secret, job id, rank), retrying with
+  // capped exponential backoff while nothing listens yet (a server that starts later is
+  // fine). DeadlineExceeded, with the last connect error, when no connection is made by
+  // `deadline`; Unavailable at once when the server refuses the handshake (a different
+  // secret or job: trying again would be refused the same way).
+  static StatusOr<std::unique_ptr<TcpStore>> Connect(
+      const std::string& host, int port, Deadline deadline,
+      const auth::Credentials& credentials = auth::Credentials());
   ~TcpStore() override;
 
   // Errors: Unavailable naming host:port when the server is gone (refused, reset, EOF);

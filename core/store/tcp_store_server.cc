@@ -36,14 +36,21 @@ struct Connection {
       : id(id_in),
         socket(std::move(socket_in)),
         frame_timer(socket.get_executor()),
-        park_timer(socket.get_executor()) {}
+        park_timer(socket.get_executor()),
+        handshake_timer(socket.get_executor()) {}
 
   const uint64_t id;
   tcp::socket socket;
   std::string peer;
   asio::steady_timer frame_timer;
   asio::steady_timer park_timer;
+  asio::steady_timer handshake_timer;
   bool closed = false;
+
+  // Until `authenticated`, frames are handshake messages and nothing else is served.
+  std::unique_ptr<auth::Acceptor> acceptor;
+  bool authenticated = false;
+  std::string challenge_out;
 
   unsigned char header[internal::kFrameHeaderBytes] = {};
   uint32_t frame_length = 0;
@@ -75,7 +82,10 @@ TcpStoreServer::Options::Options() : max_frame_bytes(internal::kMaxFrameBytes) {
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const Options& options) : options_(options), acceptor_(io_) {}
+  explicit Impl(const Options& options) : options_(options), acceptor_(io_) {
+    credentials_.secret = options.secret;
+    credentials_.job_id = options.job_id;
+  }
 
   Status Listen(const std::string& host, int port);
   void Run() {
@@ -86,6 +96,7 @@ class TcpStoreServer::Impl {
   int port() const { return port_; }
   const std::string& address() const { return address_; }
   int64_t dropped() const { return dropped_.load(); }
+  const auth::RefusalCounters& refusals() const { return refusals_; }
 
  private:
   void Accept();
@@ -94,8 +105,12 @@ class TcpStoreServer::Impl {
   void OnRequest(const ConnectionPtr& c, proto::StoreRequest request);
   void Serve(const ConnectionPtr& c, const proto::StoreRequest& request);
   void Write(const ConnectionPtr& c, const proto::StoreResponse& response);
+  void AfterWrite(const ConnectionPtr& c, const asio::error_code& ec);
+  void OnHandshakeMessage(const ConnectionPtr& c, const std::string& message);
   void Close(const ConnectionPtr& c);
   void Drop(const ConnectionPtr& c, const std::string& reason);
+  // Closes a connection that has not authenticated, without telling it why.
+  void Refuse(const ConnectionPtr& c, auth::Refusal refusal, const std::string& reason);
 
   // Answers `request` at once, or parks it and returns nullopt.
   std::optional<proto::StoreResponse> Handle(const ConnectionPtr& c,
@@ -109,6 +124,10 @@ class TcpStoreServer::Impl {
   void RemoveWaiter(const ConnectionPtr& c);
 
   const Options options_;
+  auth::Credentials credentials_;  // rank kNoRank, world size not checked
+  auth::ReplayGuard replay_guard_;
+  auth::RefusalCounters refusals_;
+  int unauthenticated_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::thread thread_;
@@ -127,6 +146,11 @@ Status TcpStoreServer::Impl::Listen(const std::string& host, int port) {
   if (port < 0 || port > 65535) {
     return InvalidArgumentError("store server: port " + std::to_string(port) +
                                 " is not in 0..65535");
+  }
+  if (host.empty()) {
+    return InvalidArgumentError(
+        "store server: no host to listen on (127.0.0.1 for local jobs; 0.0.0.0 must be "
+        "asked for explicitly)");
   }
   asio::error_code ec;
   asio::ip::address addr = asio::ip::make_address(host, ec);
@@ -151,6 +175,11 @@ Status TcpStoreServer::Impl::Listen(const std::string& host, int port) {
   store_ = std::make_unique<HashStore>("tcp://" + address_);
   Accept();
   LOG(INFO) << "store server listening on " << address_;
+  LOG_IF(WARNING, addr.is_unspecified())
+      << "store server " << address_ << " listens on every interface, as asked (" << host << ")";
+  LOG_IF(WARNING, options_.secret.empty())
+      << "store server " << address_
+      << " has no secret: any process that can reach it can read and write every key";
   return Status::Ok();
 }
 
@@ -191,11 +220,31 @@ void TcpStoreServer::Impl::Accept() {
       Accept();
       return;
     }
+    if (unauthenticated_ >= options_.max_unauthenticated) {
+      LOG(WARNING) << "store server " << address_ << ": refusing connection from "
+                   << EndpointText(remote) << ": already " << unauthenticated_
+                   << " connections in the handshake (the cap) ["
+                   << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+      refusals_.Count(auth::Refusal::kOverCap);
+      dropped_.fetch_add(1);
+      socket.close(ignored);
+      Accept();
+      return;
+    }
     socket.set_option(tcp::no_delay(true), ignored);
     auto c = std::make_shared<Connection>(next_connection_id_++, std::move(socket));
     c->peer = EndpointText(remote);
+    c->acceptor =
+        std::make_unique<auth::Acceptor>(auth::Channel::kStore, &credentials_, &replay_guard_);
+    ++unauthenticated_;
     connections_[c->id] = c;
     VLOG(1) << "store server " << address_ << ": connection from " << c->peer;
+    c->handshake_timer.expires_after(options_.handshake_timeout);
+    c->handshake_timer.async_wait([this, c](const asio::error_code& timer_ec) {
+      if (timer_ec || c->closed || c->authenticated) return;
+      Refuse(c, auth::Refusal::kTimeout,
+             "no complete handshake within " + FormatDuration(options_.handshake_timeout));
+    });
     ReadHeader(c);
     Accept();
   });
@@ -206,6 +255,12 @@ void TcpStoreServer::Impl::ReadHeader(const ConnectionPtr& c) {
       c->socket, asio::buffer(c->header, sizeof(c->header)),
       [this, c](const asio::error_code& ec, size_t n) {
         if (c->closed) return;
+        if (ec && !c->authenticated) {
+          Refuse(c, auth::Refusal::kMalformed,
+                 "closed during the handshake after " + std::to_string(n) +
+                     " header bytes: " + ec.message());
+          return;
+        }
         if (ec) {
           if (ec == asio::error::eof && n == 0) {
             VLOG(1) << "store server " << address_ << ": " << c->peer << " disconnected"
@@ -221,9 +276,14 @@ void TcpStoreServer::Impl::ReadHeader(const ConnectionPtr& c) {
           return;
         }
         c->frame_length = internal::DecodeFrameLength(c->header);
-        if (c->frame_length > options_.max_frame_bytes) {
-          Drop(c, "frame length " + std::to_string(c->frame_length) + " exceeds the cap of " +
-                      std::to_string(options_.max_frame_bytes) + " bytes");
+        const size_t cap =
+            c->authenticated ? options_.max_frame_bytes : auth::kMaxHandshakeMessageBytes;
+        if (c->frame_length > cap) {
+          std::string why = std::string(c->authenticated ? "" : "handshake ") + "frame length " +
+                            std::to_string(c->frame_length) + " exceeds the cap of " +
+                            std::to_string(cap) + " bytes";
+          if (!c->authenticated) return Refuse(c, auth::Refusal::kMalformed, why);
+          Drop(c, why);
           return;
         }
         c->body.clear();
@@ -247,6 +307,12 @@ void TcpStoreServer::Impl::ReadBody(const ConnectionPtr& c) {
   if (have == c->frame_length) {
     c->in_frame = false;
     c->frame_timer.cancel();
+    if (!c->authenticated) {
+      std::string message;
+      message.swap(c->body);
+      OnHandshakeMessage(c, message);
+      return;
+    }
     proto::StoreRequest request;
     if (!request.ParseFromArray(c->body.data(), static_cast<int>(c->body.size()))) {
       Drop(c, "unparsable request of " + std::to_string(c->frame_length) + " bytes");
@@ -258,17 +324,21 @@ void TcpStoreServer::Impl::ReadBody(const ConnectionPtr& c) {
   }
   size_t chunk = std::min(kBodyChunkBytes, c->frame_length - have);
   c->body.resize(have + chunk);
-  asio::async_read(c->socket, asio::buffer(&c->body[have], chunk),
-                   [this, c, have](const asio::error_code& ec, size_t n) {
-                     if (c->closed) return;
-                     if (ec) {
-                       Drop(c, "truncated frame: " + std::to_string(have + n) + " of " +
-                                   std::to_string(c->frame_length) +
-                                   " body bytes before: " + ec.message());
-                       return;
-                     }
-                     ReadBody(c);
-                   });
+  asio::async_read(
+      c->socket, asio::buffer(&c->body[have], chunk),
+      [this, c, have](const asio::error_code& ec, size_t n) {
+        if (c->closed) return;
+        if (ec && !c->authenticated) {
+          Refuse(c, auth::Refusal::kMalformed, "truncated handshake message: " + ec.message());
+          return;
+        }
+        if (ec) {
+          Drop(c, "truncated frame: " + std::to_string(have + n) + " of " +
+                      std::to_string(c->frame_length) + " body bytes before: " + ec.message());
+          return;
+        }
+        ReadBody(c);
+      });
 }
 
 void TcpStoreServer::Impl::OnRequest(const ConnectionPtr& c, proto::StoreRequest request) {
@@ -301,36 +371,89 @@ void TcpStoreServer::Impl::Write(const ConnectionPtr& c, const proto::StoreRespo
         InternalError("store server " + address_ + ": response does not fit in a frame"), &too_big);
     CHECK(internal::EncodeFrame(too_big, &c->out));
   }
-  asio::async_write(c->socket, asio::buffer(c->out), [this, c](const asio::error_code& ec, size_t) {
-    if (c->closed) return;
-    if (ec) {
-      LOG(INFO) << "store server " << address_ << ": writing to " << c->peer
-                << " failed: " << ec.message();
-      Close(c);
-      return;
-    }
-    std::string().swap(c->out);
-    c->busy = false;
-    if (c->held.has_value()) {
-      proto::StoreRequest next = std::move(*c->held);
-      c->held.reset();
-      Serve(c, next);
-      if (!c->closed) ReadHeader(c);
-    }
-  });
+  asio::async_write(c->socket, asio::buffer(c->out),
+                    [this, c](const asio::error_code& ec, size_t) { AfterWrite(c, ec); });
+}
+
+void TcpStoreServer::Impl::AfterWrite(const ConnectionPtr& c, const asio::error_code& ec) {
+  if (c->closed) return;
+  if (ec) {
+    LOG(INFO) << "store server " << address_ << ": writing to " << c->peer
+              << " failed: " << ec.message();
+    Close(c);
+    return;
+  }
+  std::string().swap(c->out);
+  c->busy = false;
+  if (c->held.has_value()) {
+    proto::StoreRequest next = std::move(*c->held);
+    c->held.reset();
+    Serve(c, next);
+    if (!c->closed) ReadHeader(c);
+  }
+}
+
+void TcpStoreServer::Impl::OnHandshakeMessage(const ConnectionPtr& c, const std::string& message) {
+  auth::Acceptor& acceptor = *c->acceptor;
+  auto frame = [](const std::string& bytes) {
+    std::string out(internal::kFrameHeaderBytes, '\0');
+    internal::EncodeFrameLength(static_cast<uint32_t>(bytes.size()),
+                                reinterpret_cast<unsigned char*>(&out[0]));
+    return out + bytes;
+  };
+  if (c->challenge_out.empty()) {
+    StatusOr<std::string> challenge = acceptor.Challenge(message);
+    if (!challenge.ok()) return Refuse(c, acceptor.refusal(), challenge.status().message());
+    c->challenge_out = frame(*challenge);
+    asio::async_write(
+        c->socket, asio::buffer(c->challenge_out), [this, c](const asio::error_code& ec, size_t) {
+          if (ec && !c->closed) {
+            Refuse(c, auth::Refusal::kMalformed, "cannot send the challenge: " + ec.message());
+          }
+        });
+    ReadHeader(c);
+    return;
+  }
+  Status proof = acceptor.CheckProof(message);
+  if (!proof.ok()) return Refuse(c, acceptor.refusal(), proof.message());
+  c->authenticated = true;
+  --unauthenticated_;
+  c->handshake_timer.cancel();
+  VLOG(1) << "store server " << address_ << ": " << c->peer << " authenticated as rank "
+          << acceptor.peer_rank() << " of job " << acceptor.peer_job_id();
+  // Answered like a response, so a first request that arrives before this write has
+  // finished waits for it (see OnRequest).
+  c->busy = true;
+  c->out = frame(acceptor.Accept());
+  c->acceptor.reset();
+  asio::async_write(c->socket, asio::buffer(c->out),
+                    [this, c](const asio::error_code& ec, size_t) { AfterWrite(c, ec); });
+  ReadHeader(c);
 }
 
 void TcpStoreServer::Impl::Close(const ConnectionPtr& c) {
   if (c->closed) return;
   c->closed = true;
+  if (!c->authenticated) --unauthenticated_;
   if (c->parked) RemoveWaiter(c);
   c->parked = false;
   asio::error_code ignored;
   c->frame_timer.cancel();
   c->park_timer.cancel();
+  c->handshake_timer.cancel();
   c->socket.shutdown(tcp::socket::shutdown_both, ignored);
   c->socket.close(ignored);
   connections_.erase(c->id);
+}
+
+void TcpStoreServer::Impl::Refuse(const ConnectionPtr& c, auth::Refusal refusal,
+                                  const std::string& reason) {
+  if (c->closed) return;
+  LOG(WARNING) << "store server " << address_ << ": refused the connection from " << c->peer << ": "
+               << reason << " [" << auth::RefusalName(refusal) << "]";
+  refusals_.Count(refusal);
+  dropped_.fetch_add(1);
+  Close(c);
 }
 
 void TcpStoreServer::Impl::Drop(const ConnectionPtr& c, const std::string& reason) {
@@ -350,11 +473,8 @@ std::optional<proto::StoreResponse> TcpStoreServer::Impl::Handle(
     internal::SetResponseStatus(status, &response);
     return response;
   };
-  if (request.op() != proto::STORE_OP_WAIT && request.keys_size() != 1) {
-    return fail(InvalidArgumentError(where + ": " + internal::StoreOpName(request.op()) +
-                                     " needs exactly one key, got " +
-                                     std::to_string(request.keys_size())));
-  }
+  Status valid = internal::CheckRequest(request, where);
+  if (!valid.ok()) return fail(valid);
   switch (request.op()) {
     case proto::STORE_OP_SET: {
       Status status = store_->Set(request.keys(0), request.value(), now);
@@ -391,10 +511,6 @@ std::optional<proto::StoreResponse> TcpStoreServer::Impl::Handle(
       return response;
     }
     case proto::STORE_OP_WAIT: {
-      for (const std::string& key : request.keys()) {
-        Status status = CheckKey(key);
-        if (!status.ok()) return fail(status);
-      }
       int first_missing = 0;
       while (first_missing < request.keys_size() && store_->Contains(request.keys(first_missing))) {
         ++first_missing;
@@ -442,6 +558,7 @@ void TcpStoreServer::Impl::Recheck(const ConnectionPtr& c) {
   response.set_request_id(request.request_id());
   if (request.op() == proto::STORE_OP_GET) {
     StatusOr<std::optional<std::string>> value =
+        // bounded: TryGet on the in-memory store never waits.
         store_->TryGet(request.keys(0), Deadline::Infinite());
     if (value.ok() && !value->has_value()) {
       ParkOn(c, request.keys(0));
@@ -546,5 +663,6 @@ int TcpStoreServer::port() const { return impl_->port(); }
 std::string TcpStoreServer::address() const { return impl_->address(); }
 std::string TcpStoreServer::url() const { return "tcp://" + impl_->address(); }
 int64_t TcpStoreServer::dropped_connections() const { return impl_->dropped(); }
+const auth::RefusalCounters& TcpStoreServer::refusals() const { return impl_->refusals(); }
 
 }  // namespace gyre::store

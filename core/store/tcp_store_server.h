@@ -1,8 +1,10 @@
 // TcpStoreServer: serves a HashStore to TcpStore clients over TCP on its own io thread.
-// Blocking requests (Get, Wait) are parked until their keys appear or their deadline
-// passes, so they never hold up other clients. A connection that sends garbage (a length
-// over the cap, an unparsable request, a frame that never completes) is dropped with a
-// logged reason while the server goes on serving everyone else.
+// Every connection first completes the authenticated handshake of core/auth/handshake.h
+// (within handshake_timeout, its messages capped at a few hundred bytes); nothing else is
+// read before that. Blocking requests (Get, Wait) are parked until their keys appear or
+// their deadline passes, so they never hold up other clients. A connection that sends
+// garbage (a length over the cap, an unparsable request, a frame that never completes) is
+// dropped with a logged reason while the server goes on serving everyone else.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "core/auth/handshake.h"
+#include "core/auth/secret.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 
@@ -24,6 +28,15 @@ class TcpStoreServer {
     Duration frame_timeout = Seconds(30);
     // Connections beyond this are closed at once.
     int max_connections = 1024;
+    // The job's secret; clients must prove they hold it. Empty: see core/auth/secret.h.
+    auth::Secret secret;
+    // Only clients of this job are served; empty serves any job id (the proof still binds
+    // the id the client claims, and a shared server needs a shared secret).
+    std::string job_id;
+    // A connection must complete the handshake within this time, however it trickles.
+    Duration handshake_timeout = Seconds(5);
+    // Connections still in the handshake; more are closed at once.
+    int max_unauthenticated = 64;
     Options();
   };
 
@@ -46,8 +59,11 @@ class TcpStoreServer {
   // "tcp://host:port"
   std::string url() const;
 
-  // Connections dropped since Start: garbage, a protocol violation, or over the cap.
+  // Connections dropped since Start: garbage, a protocol violation, over a cap, or refused
+  // in the handshake.
   int64_t dropped_connections() const;
+  // The connections refused in the handshake, by reason.
+  const auth::RefusalCounters& refusals() const;
 
  private:
   class Impl;

@@ -79,8 +79,8 @@ void LoopbackTransport::Send(int peer, const MessageHeader& h, const void* data,
       auto lo = dst.posted.lower_bound(LoopbackHub::Key{rank_, h.seq, 0});
       if (lo != dst.posted.end() && std::get<0>(lo->first) == rank_ &&
           std::get<1>(lo->first) == h.seq && lo->second.desc != h.desc) {
-        recv_status = LoopbackHub::Mismatch(rank_, peer, h, bytes, h.desc, lo->second.bytes,
-                                            lo->second.desc);
+        recv_status =
+            LoopbackHub::Mismatch(rank_, peer, h, bytes, h.desc, lo->second.bytes, lo->second.desc);
         recv_done = std::move(lo->second.done);
         dst.posted.erase(lo);
       }

@@ -239,6 +239,24 @@ TEST(GyrerunTest, DataParallelSgdExampleMatchesSingleProcessTraining) {
   }
 }
 
+TEST(GyrerunTest, BuiltInBenchWorkloadReportsEverySizeCorrect) {
+  const std::string dir = TempDir("bench");
+  Daemons d;
+  d.results.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> args = GyredArgs(r, 2, "file://" + dir, "jobB", 20);
+    args[5] = "--run=bench";
+    args.push_back("--bench_max_bytes=4096");
+    d.Start(r, args);
+  }
+  d.Join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(d.results[r].exit_code, 0) << d.results[r].err;
+  for (const char* size : {"           4 ", "          64 ", "        4096 "}) {
+    EXPECT_NE(d.results[0].out.find(size), std::string::npos) << d.results[0].out;
+  }
+  EXPECT_NE(d.results[0].out.find("auto:"), std::string::npos) << d.results[0].out;
+}
+
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);

@@ -17,6 +17,7 @@
 
 DEFINE_bool(check, true, "run and verify every collective x algorithm");
 DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
+DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
 DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
@@ -112,14 +113,27 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d: async allreduce: %s\n", r, ws.ToString().c_str());
       ++failures;
     }
+    // Asynchronous calls complete in submission order with the right answers.
+    std::vector<int32_t> bin(8, r == 0 ? 42 : -1), bout(8), gin(3, r), gout(3 * p);
+    auto b = comm.BroadcastAsync(bin.data(), bout.data(), 8, DataType::kInt32, 0);
+    auto g = comm.AllgatherAsync(gin.data(), gout.data(), 3, DataType::kInt32);
+    Status bs = b->Wait(Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    Status gs = g->Wait(Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    if (!bs.ok() || !gs.ok() || bout[7] != 42 || gout[3 * (p - 1)] != p - 1) {
+      std::fprintf(stderr, "rank %d: async broadcast/allgather: %s %s\n", r, bs.ToString().c_str(),
+                   gs.ToString().c_str());
+      ++failures;
+    }
     std::printf("rank %d: %s\n", r, failures == 0 ? "all collectives ok" : "FAILURES");
     std::fflush(stdout);
   }
-  if (FLAGS_loop_seconds > 0) {
+  if (FLAGS_loop_seconds > 0 || FLAGS_loop_iters > 0) {
     std::vector<float> g(1 << 16, 1.0f);
     const auto end =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAGS_loop_seconds);
-    for (int iter = 0; std::chrono::steady_clock::now() < end; ++iter) {
+    for (int iter = 0;
+         FLAGS_loop_iters > 0 ? iter < FLAGS_loop_iters : std::chrono::steady_clock::now() < end;
+         ++iter) {
       if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
       if (r == FLAGS_skip_rank && iter == FLAGS_fault_at) {
         std::printf("rank %d skips call %d\n", r, iter);

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/multiproc/subprocess.h"
@@ -25,6 +28,7 @@ struct FailureLine {
 
 struct LoopRun {
   CommandResult result;
+  std::string job_id, store;          // from gyrerun's first line
   std::vector<FailureLine> failures;  // the clients' "rank R: allreduce N failed: ..." lines
   SteadyTime fault_time;
 };
@@ -33,7 +37,9 @@ struct LoopRun {
 // called on another thread (after a short warm-up) with the gyred pids by rank.
 LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_flags,
                 const std::function<void(const std::vector<pid_t>&)>& fault,
-                const std::string& mode = "daemon") {
+                // loop_seconds > 0: a 60 s loop; < 0: exactly -loop_seconds iterations.
+                const std::string& mode = "daemon", double loop_seconds = 60,
+                const std::function<void(const LoopRun&, const std::vector<pid_t>&)>& probe = {}) {
   LoopRun run;
   std::mutex mu;
   std::vector<pid_t> pids(p, 0);
@@ -41,31 +47,38 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
   std::thread faulter;
   const std::regex daemon_re(R"(\[rank (\d+) gyred\].*joined as pid (\d+))");
   const std::regex fail_re(R"(^\[rank (\d+)\] rank \d+: allreduce \d+ failed: (.*)$)");
-  std::vector<std::string> argv = {BinDir() + "/gyrerun",
-                                   "-n",
-                                   std::to_string(p),
-                                   "--mode",
-                                   mode,
-                                   "--timeout",
-                                   std::to_string(timeout_s),
-                                   "--",
-                                   BinDir() + "/gyre-test-client",
-                                   "--check=false",
-                                   "--loop_seconds=60"};
+  const std::regex job_re(R"(gyrerun: job (\S+), \d+ ranks, store (\S+),)");
+  std::vector<std::string> argv = {
+      BinDir() + "/gyrerun",
+      "-n",
+      std::to_string(p),
+      "--mode",
+      mode,
+      "--timeout",
+      std::to_string(timeout_s),
+      "--",
+      BinDir() + "/gyre-test-client",
+      "--check=false",
+      loop_seconds > 0 ? "--loop_seconds=60"
+                       : "--loop_iters=" + std::to_string(static_cast<int>(-loop_seconds))};
   for (const auto& f : client_flags) argv.push_back(f);
   run.result = RunCommand(argv, {}, 90, [&](const std::string& line) {
     std::smatch m;
     std::lock_guard<std::mutex> lock(mu);
-    if (std::regex_search(line, m, daemon_re)) {
+    if (std::regex_search(line, m, job_re)) {
+      run.job_id = m[1];
+      run.store = m[2];
+    } else if (std::regex_search(line, m, daemon_re)) {
       pids[std::stoi(m[1])] = static_cast<pid_t>(std::stoi(m[2]));
-      if (++joined == p && fault) {
+      if (++joined == p && (fault || probe)) {
         faulter = std::thread([&, pids_copy = pids] {
           std::this_thread::sleep_for(std::chrono::milliseconds(800));
           {
             std::lock_guard<std::mutex> l(mu);
             run.fault_time = std::chrono::steady_clock::now();
           }
-          fault(pids_copy);
+          if (fault) fault(pids_copy);
+          if (probe) probe(run, pids_copy);
         });
       }
     } else if (std::regex_search(line, m, fail_re)) {
@@ -175,6 +188,91 @@ TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
     ++named;
   }
   EXPECT_EQ(named, 2) << Dump(r);
+}
+
+// A program whose own daemon is stopped is not left waiting: the daemon's heartbeat stops
+// and the call fails after 10 s, before the (long) progress timeout.
+TEST(StoppedRankTest, ProgramOfAStoppedDaemonFailsOnTheMissingHeartbeat) {
+  const double T = 60;
+  LoopRun r = RunLoop(2, T, {}, [&](const std::vector<pid_t>& pids) { ::kill(pids[1], SIGSTOP); });
+  bool seen = false;
+  for (const auto& f : r.failures) {
+    if (f.rank != 1) continue;
+    seen = true;
+    EXPECT_NE(f.text.find("stopped or frozen"), std::string::npos) << f.text;
+    const double after = SecondsAfter(r.fault_time, f.when);
+    EXPECT_GE(after, 9.5) << f.text;
+    EXPECT_LE(after, 13.0) << f.text;
+  }
+  EXPECT_TRUE(seen) << Dump(r);
+}
+
+TEST(HangTimeoutTest, GyrerunStopsAHungJobAndShowsEveryRank) {
+  CommandResult r =
+      RunCommand({BinDir() + "/gyrerun", "-n", "3", "--timeout", "60", "--hang_timeout", "2", "--",
+                  BinDir() + "/gyre-test-client", "--check=false", "--loop_seconds=60",
+                  "--skip_rank=1", "--fault_at=20"},
+                 {}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 20.0);  // well before the 60 s progress timeout
+  EXPECT_NE(r.err.find("no rank made progress for 2 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1: idle, last completed seq=20"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(rank 0: allreduce seq=21 .*waiting on rank)")))
+      << r.err;
+}
+
+TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
+  const double T = 20;
+  CommandResult status;
+  double asked_after = 0;
+  LoopRun r = RunLoop(4, T, {}, nullptr, "daemon", /*iterations*/ -4000,
+                      [&](const LoopRun& run, const std::vector<pid_t>& pids) {
+                        ::kill(pids[1], SIGSTOP);
+                        const auto t0 = std::chrono::steady_clock::now();
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                        status = RunCommand({BinDir() + "/gyrectl", "status", "--store", run.store,
+                                             "--job_id", run.job_id},
+                                            {}, 30);
+                        asked_after = SecondsAfter(t0, std::chrono::steady_clock::now());
+                        ::kill(pids[1], SIGCONT);
+                      });
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_LT(asked_after, T / 2);
+  EXPECT_TRUE(
+      std::regex_search(status.out, std::regex(R"(\n1 +- +- +silent +alive but not answering)")))
+      << status.out;
+  // The others are inside the same allreduce, and someone waits on rank 1.
+  EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(in op +allreduce seq=)"))) << status.out;
+  EXPECT_NE(status.out.find("rank 1 "), std::string::npos) << status.out;
+  // Resumed before T: the job finishes cleanly.
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+}
+
+TEST(FlightRecorderTest, Sigusr1WritesAParseableDump) {
+  std::string dump;
+  LoopRun r = RunLoop(2, 20, {}, nullptr, "daemon", /*iterations*/ -4000,
+                      [&](const LoopRun& run, const std::vector<pid_t>& pids) {
+                        const std::string dir =
+                            run.store.substr(std::string("file://").size(),
+                                             run.store.size() - std::string("file://").size() -
+                                                 std::string("/store").size());
+                        ::kill(pids[0], SIGUSR1);
+                        for (int i = 0; i < 40 && dump.empty(); ++i) {
+                          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                          std::ifstream f(dir + "/flight-rank0.json");
+                          std::stringstream buf;
+                          buf << f.rdbuf();
+                          dump = buf.str();
+                        }
+                      });
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  EXPECT_TRUE(std::regex_search(dump, std::regex(R"(^\{"rank": 0, "events": \[)"))) << dump;
+  EXPECT_TRUE(std::regex_search(
+      dump, std::regex(R"("kind": "op_start", "seq": \d+, "detail": "allreduce seq=)")))
+      << dump.substr(0, 300);
+  // Balanced brackets: a whole JSON document, not a truncated one.
+  EXPECT_EQ(std::count(dump.begin(), dump.end(), '{'), std::count(dump.begin(), dump.end(), '}'));
+  EXPECT_EQ(dump.back() == '\n' ? dump[dump.size() - 2] : dump.back(), '}');
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/auth/fd_handshake.h"
+
 namespace gyre::store::testing {
 
 TempDir::TempDir() {
@@ -50,6 +52,21 @@ int ConnectRaw(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+Status RawHandshake(int fd, const auth::Credentials& credentials) {
+  return auth::ConnectOnFd(fd, auth::Channel::kStore, credentials, auth::kNoRank,
+                           Deadline::After(*SteadyClock::Get(), Seconds(5)), "raw store client");
+}
+
+int ConnectAuthenticated(int port, const auth::Credentials& credentials) {
+  int fd = ConnectRaw(port);
+  if (fd < 0) return -1;
+  if (!RawHandshake(fd, credentials).ok()) {
     ::close(fd);
     return -1;
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth/handshake.h"
 #include "core/base/clock.h"
 
 namespace gyre::store::testing {
@@ -29,6 +30,10 @@ class TempDir {
 
 // A blocking TCP socket to 127.0.0.1:port; -1 on failure.
 int ConnectRaw(int port);
+// Plays the client side of the store handshake on a raw socket as `credentials`.
+Status RawHandshake(int fd, const auth::Credentials& credentials = auth::Credentials());
+// ConnectRaw and RawHandshake; -1 when either fails.
+int ConnectAuthenticated(int port, const auth::Credentials& credentials = auth::Credentials());
 bool SendRaw(int fd, const std::string& bytes);
 // Reads until the peer closes (true) or `timeout` passes (false); bytes read go to `*got`.
 bool WaitForEof(int fd, Duration timeout, std::string* got = nullptr);

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "core/auth/fd_handshake.h"
 #include "core/store/store_wire.h"
 #include "core/store/tcp_store_server.h"
 #include "tests/store/store_test_util.h"
@@ -134,7 +135,7 @@ TEST(TcpStoreTest, DeadServerIsUnavailableNamingHostAndPort) {
 }
 
 TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
-  // A listening socket that never reads: the kernel completes the handshake, nobody answers.
+  // A server that completes the gyre handshake and then never answers a request.
   int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -144,7 +145,17 @@ TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
   socklen_t len = sizeof(addr);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   const int port = ntohs(addr.sin_port);
+  int accepted = -1;
+  std::thread server([&] {
+    accepted = ::accept(listener, nullptr, nullptr);
+    auth::Credentials self;
+    auth::Refusal refusal;
+    EXPECT_TRUE(
+        auth::AcceptOnFd(accepted, auth::Channel::kStore, self, nullptr, In(Seconds(5)), &refusal)
+            .ok());
+  });
   auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(5)));
+  server.join();
   ASSERT_TRUE(store.ok()) << store.status();
   TimePoint start = SteadyClock::Get()->Now();
   Status status = (*store)->Set("stuck", "v", In(Millis(300)));
@@ -152,6 +163,29 @@ TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
   ASSERT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status;
   EXPECT_THAT(status.message(), HasSubstr("'stuck'"));
   EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+  EXPECT_GE(took, Millis(290));
+  EXPECT_LT(took, Millis(1500));
+  ::close(accepted);
+  ::close(listener);
+}
+
+TEST(TcpStoreTest, ServerThatNeverAnswersTheHandshakeGivesDeadlineExceeded) {
+  // A listening socket that never reads: the kernel completes the TCP handshake, nobody
+  // answers the hello.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(300)));
+  Duration took = SteadyClock::Get()->Now() - start;
+  ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
   EXPECT_GE(took, Millis(290));
   EXPECT_LT(took, Millis(1500));
   ::close(listener);
@@ -235,7 +269,8 @@ TEST(TcpStoreServerTest, IncompleteFrameTimesOut) {
   TcpStoreServer::Options options;
   options.frame_timeout = Millis(200);
   auto server = StartServer(options);
-  int fd = testing::ConnectRaw(server->port());
+  int fd = testing::ConnectAuthenticated(server->port());
+  ASSERT_GE(fd, 0);
   ASSERT_TRUE(testing::SendRaw(fd, std::string("\x64\x00\x00\x00", 4) + "abc"));
   TimePoint start = SteadyClock::Get()->Now();
   EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
@@ -268,7 +303,8 @@ TEST(TcpStoreServerTest, ConnectionCapRefusesExtraClients) {
 
 TEST(TcpStoreServerTest, UnknownOpAndWrongKeyCountAreAnsweredNotDropped) {
   auto server = StartServer();
-  int fd = testing::ConnectRaw(server->port());
+  int fd = testing::ConnectAuthenticated(server->port());
+  ASSERT_GE(fd, 0);
   proto::StoreRequest unknown;
   unknown.set_request_id(7);
   unknown.set_op(static_cast<proto::StoreOp>(99));
@@ -292,7 +328,8 @@ TEST(TcpStoreServerTest, UnknownOpAndWrongKeyCountAreAnsweredNotDropped) {
 
 TEST(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
   auto server = StartServer();
-  int fd = testing::ConnectRaw(server->port());
+  int fd = testing::ConnectAuthenticated(server->port());
+  ASSERT_GE(fd, 0);
   std::string frames;
   for (int i = 0; i < 5; ++i) {
     proto::StoreRequest add;
@@ -314,7 +351,8 @@ TEST(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
 
 TEST(TcpStoreServerTest, ARequestWhileParkedIsAProtocolError) {
   auto server = StartServer();
-  int fd = testing::ConnectRaw(server->port());
+  int fd = testing::ConnectAuthenticated(server->port());
+  ASSERT_GE(fd, 0);
   proto::StoreRequest get;
   get.set_request_id(1);
   get.set_op(proto::STORE_OP_GET);
@@ -330,7 +368,8 @@ TEST(TcpStoreServerTest, ARequestWhileParkedIsAProtocolError) {
 TEST(TcpStoreServerTest, ClientLeavingWhileParkedIsCleanedUp) {
   auto server = StartServer();
   for (int i = 0; i < 20; ++i) {
-    int fd = testing::ConnectRaw(server->port());
+    int fd = testing::ConnectAuthenticated(server->port());
+    ASSERT_GE(fd, 0);
     proto::StoreRequest wait;
     wait.set_request_id(1);
     wait.set_op(proto::STORE_OP_WAIT);

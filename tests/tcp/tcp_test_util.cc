@@ -180,14 +180,22 @@ std::unique_ptr<RawSocket> RawListener::Accept(Duration timeout) {
   return std::make_unique<RawSocket>(fd);
 }
 
+auth::Secret TestSecret() { return *auth::Secret::FromBytes("tcp test secret, 32 bytes long!!"); }
+
+auth::Credentials FakeRank(const std::string& job_id, int rank, int world_size,
+                           auth::Secret secret) {
+  auth::Credentials c;
+  c.secret = std::move(secret);
+  c.job_id = job_id;
+  c.rank = rank;
+  c.world_size = world_size;
+  return c;
+}
+
 std::vector<uint8_t> HelloFrame(const std::string& job_id, int rank, int world_size) {
-  proto::PeerHello hello;
-  hello.set_magic(kFrameMagic);
-  hello.set_protocol_version(1);
-  hello.set_job_id(job_id);
-  hello.set_rank(rank);
-  hello.set_world_size(world_size);
-  return EncodeControlFrame(FrameType::kHello, hello.SerializeAsString());
+  auth::Credentials self = FakeRank(job_id, rank, world_size);
+  auth::Connector connector(auth::Channel::kPeer, &self, 0);
+  return EncodeControlFrame(FrameType::kHello, *connector.Hello());
 }
 
 std::vector<uint8_t> DataFrame(uint64_t seq, uint64_t tag, const OpDesc& desc,
@@ -219,30 +227,90 @@ bool ReadFrame(RawSocket& socket, FrameHeader* header, std::vector<uint8_t>* met
          socket.RecvAll(payload->data(), payload->size(), deadline.Remaining(*SteadyClock::Get()));
 }
 
-bool ConnectorHandshake(RawSocket& socket, const std::string& job_id, int rank, int world_size,
-                        proto::PeerHelloAck* ack) {
-  if (!socket.SendAll(HelloFrame(job_id, rank, world_size))) return false;
-  FrameHeader header;
-  std::vector<uint8_t> meta, payload;
-  if (!ReadFrame(socket, &header, &meta, &payload)) return false;
-  return header.type == FrameType::kHelloAck &&
-         ack->ParseFromArray(meta.data(), static_cast<int>(meta.size()));
+const char* OutcomeName(HandshakeOutcome outcome) {
+  switch (outcome) {
+    case HandshakeOutcome::kAccepted:
+      return "accepted";
+    case HandshakeOutcome::kRefused:
+      return "refused";
+    case HandshakeOutcome::kClosed:
+      return "closed";
+    case HandshakeOutcome::kBroken:
+      return "broken";
+  }
+  return "?";
 }
 
-bool AcceptorHandshake(RawSocket& socket, const std::string& job_id, int my_rank,
-                       proto::PeerHello* hello) {
+namespace {
+
+// Reads one handshake frame of `type`; on failure tells a silent close from anything else.
+HandshakeOutcome ReadHandshake(RawSocket& socket, FrameType type, std::string* meta) {
   FrameHeader header;
-  std::vector<uint8_t> meta, payload;
-  if (!ReadFrame(socket, &header, &meta, &payload) || header.type != FrameType::kHello ||
-      !hello->ParseFromArray(meta.data(), static_cast<int>(meta.size()))) {
+  std::vector<uint8_t> bytes, payload;
+  if (!ReadFrame(socket, &header, &bytes, &payload, Seconds(10))) {
+    return socket.WaitClosed(Seconds(1)) ? HandshakeOutcome::kClosed : HandshakeOutcome::kBroken;
+  }
+  if (header.type != type || !payload.empty()) return HandshakeOutcome::kBroken;
+  meta->assign(bytes.begin(), bytes.end());
+  return HandshakeOutcome::kAccepted;
+}
+
+}  // namespace
+
+HandshakeOutcome ConnectorHandshake(RawSocket& socket, const auth::Credentials& self,
+                                    int target_rank, proto::PeerHelloAck* ack,
+                                    RecordedHandshake* record) {
+  auth::Connector connector(auth::Channel::kPeer, &self, target_rank);
+  std::vector<uint8_t> hello = EncodeControlFrame(FrameType::kHello, *connector.Hello());
+  if (!socket.SendAll(hello)) return HandshakeOutcome::kClosed;
+  std::string challenge;
+  HandshakeOutcome got = ReadHandshake(socket, FrameType::kChallenge, &challenge);
+  if (got != HandshakeOutcome::kAccepted) return got;
+  StatusOr<std::string> proof = connector.Proof(challenge);
+  if (!proof.ok()) return HandshakeOutcome::kBroken;
+  std::vector<uint8_t> proof_frame = EncodeControlFrame(FrameType::kProof, *proof);
+  if (record != nullptr) *record = RecordedHandshake{hello, proof_frame};
+  if (!socket.SendAll(proof_frame)) return HandshakeOutcome::kClosed;
+  std::string answer;
+  got = ReadHandshake(socket, FrameType::kHelloAck, &answer);
+  if (got != HandshakeOutcome::kAccepted) return got;
+  if (ack != nullptr) ack->ParseFromString(answer);
+  Status checked = connector.CheckAck(answer);
+  if (checked.ok()) return HandshakeOutcome::kAccepted;
+  return checked.code() == StatusCode::kUnavailable ? HandshakeOutcome::kRefused
+                                                    : HandshakeOutcome::kBroken;
+}
+
+HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& record) {
+  if (!socket.SendAll(record.hello)) return HandshakeOutcome::kClosed;
+  std::string challenge;
+  HandshakeOutcome got = ReadHandshake(socket, FrameType::kChallenge, &challenge);
+  if (got != HandshakeOutcome::kAccepted) return got;
+  if (!socket.SendAll(record.proof)) return HandshakeOutcome::kClosed;
+  std::string answer;
+  got = ReadHandshake(socket, FrameType::kHelloAck, &answer);
+  if (got != HandshakeOutcome::kAccepted) return got;
+  proto::PeerHelloAck ack;
+  return ack.ParseFromString(answer) && ack.accepted() ? HandshakeOutcome::kAccepted
+                                                       : HandshakeOutcome::kRefused;
+}
+
+bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello) {
+  auth::Acceptor acceptor(auth::Channel::kPeer, &self, nullptr);
+  std::string meta;
+  if (ReadHandshake(socket, FrameType::kHello, &meta) != HandshakeOutcome::kAccepted ||
+      !hello->ParseFromString(meta)) {
     return false;
   }
-  proto::PeerHelloAck ack;
-  ack.set_accepted(true);
-  ack.set_protocol_version(1);
-  ack.set_job_id(job_id);
-  ack.set_rank(my_rank);
-  return socket.SendAll(EncodeControlFrame(FrameType::kHelloAck, ack.SerializeAsString()));
+  StatusOr<std::string> challenge = acceptor.Challenge(meta);
+  if (!challenge.ok() || !socket.SendAll(EncodeControlFrame(FrameType::kChallenge, *challenge))) {
+    return false;
+  }
+  if (ReadHandshake(socket, FrameType::kProof, &meta) != HandshakeOutcome::kAccepted ||
+      !acceptor.CheckProof(meta).ok()) {
+    return false;
+  }
+  return socket.SendAll(EncodeControlFrame(FrameType::kHelloAck, acceptor.Accept()));
 }
 
 }  // namespace gyre

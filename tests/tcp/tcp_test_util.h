@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth/handshake.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "core/transport/tcp/frame.h"
@@ -71,6 +72,12 @@ class RawListener {
   int port_;
 };
 
+// The secret the tests' worlds share, and credentials for a fake rank of such a world.
+auth::Secret TestSecret();
+auth::Credentials FakeRank(const std::string& job_id, int rank, int world_size,
+                           auth::Secret secret = TestSecret());
+
+// A well-formed hello (fresh nonce) of the peer channel.
 std::vector<uint8_t> HelloFrame(const std::string& job_id, int rank, int world_size);
 std::vector<uint8_t> DataFrame(uint64_t seq, uint64_t tag, const OpDesc& desc,
                                const std::vector<uint8_t>& payload);
@@ -79,12 +86,30 @@ std::vector<uint8_t> DataFrame(uint64_t seq, uint64_t tag, const OpDesc& desc,
 bool ReadFrame(RawSocket& socket, FrameHeader* header, std::vector<uint8_t>* meta,
                std::vector<uint8_t>* payload, Duration timeout = Seconds(10));
 
-// Plays the connecting side of the handshake; the answer lands in `ack`.
-bool ConnectorHandshake(RawSocket& socket, const std::string& job_id, int rank, int world_size,
-                        proto::PeerHelloAck* ack);
+enum class HandshakeOutcome {
+  kAccepted,
+  kRefused,  // the acceptor authenticated us and said no, with a reason (in the ack)
+  kClosed,   // the acceptor closed without a word: what a stranger gets
+  kBroken,   // no answer in time, or bytes that are not the protocol
+};
+const char* OutcomeName(HandshakeOutcome outcome);
 
-// Plays the accepting side: reads the hello into `hello` and accepts it as `my_rank`.
-bool AcceptorHandshake(RawSocket& socket, const std::string& job_id, int my_rank,
-                       proto::PeerHello* hello);
+// The frames a connector sent during one handshake, for replaying them.
+struct RecordedHandshake {
+  std::vector<uint8_t> hello;
+  std::vector<uint8_t> proof;
+};
+
+// Plays the connecting side of the handshake as `self`, meaning to reach `target_rank`.
+HandshakeOutcome ConnectorHandshake(RawSocket& socket, const auth::Credentials& self,
+                                    int target_rank, proto::PeerHelloAck* ack = nullptr,
+                                    RecordedHandshake* record = nullptr);
+
+// Sends a recorded hello, reads the (fresh) challenge and answers it with the recorded
+// proof: what an eavesdropper replaying a handshake can do.
+HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& record);
+
+// Plays the accepting side as `self`: reads the hello into `hello` and accepts it.
+bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello);
 
 }  // namespace gyre

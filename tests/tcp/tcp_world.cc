@@ -29,6 +29,8 @@ StatusOr<std::vector<std::unique_ptr<Transport>>> MakeTcpWorld(int n, const std:
   TcpTransportOptions options;
   options.job_id = job_id;
   options.connect_timeout = Seconds(10);
+  // Worlds authenticate like real jobs do.
+  GYRE_ASSIGN_OR_RETURN(options.secret, auth::Secret::Generate());
   GYRE_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<TcpTransport>> tcp,
                         MakeTcpTransports(n, options));
   std::vector<std::unique_ptr<Transport>> world;

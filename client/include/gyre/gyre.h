@@ -88,6 +88,13 @@ class Comm {
   virtual std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, ReduceOp op,
                                                const Options& o = {}) = 0;
+  virtual std::shared_ptr<Work> BroadcastAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, int root, const Options& o = {}) = 0;
+  virtual std::shared_ptr<Work> AllgatherAsync(const void* in, void* out, int64_t count,
+                                               DataType dtype, const Options& o = {}) = 0;
+  virtual std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, int64_t count,
+                                                   DataType dtype, ReduceOp op,
+                                                   const Options& o = {}) = 0;
 
   virtual CallInfo last() const = 0;
 
@@ -102,6 +109,7 @@ class Work {
   virtual ~Work() = default;
   // The call's Status, or DeadlineExceeded if it has not finished by `deadline` (the call
   // goes on; Wait again).
+  // bounded: the call it waits for is bounded by gyre's own deadlines.
   virtual Status Wait(Deadline deadline = Deadline::Infinite()) = 0;
   virtual bool Done() const = 0;
 };

@@ -37,7 +37,7 @@ T Get(const uint8_t* in) {
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(FrameType::kHello) &&
-         type <= static_cast<uint8_t>(FrameType::kData);
+         type <= static_cast<uint8_t>(FrameType::kProof);
 }
 
 }  // namespace
@@ -50,6 +50,10 @@ const char* FrameTypeName(FrameType type) {
       return "hello-ack";
     case FrameType::kData:
       return "data";
+    case FrameType::kChallenge:
+      return "challenge";
+    case FrameType::kProof:
+      return "proof";
   }
   return "unknown";
 }

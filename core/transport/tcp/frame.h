@@ -23,10 +23,13 @@ inline constexpr uint32_t kFrameMagic = 0x45525947;
 inline constexpr uint16_t kFrameVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 56;
 
+// The handshake (core/auth/handshake.h) is hello, challenge, proof, ack; then data frames.
 enum class FrameType : uint8_t {
-  kHello = 1,     // meta: proto::PeerHello; no payload
-  kHelloAck = 2,  // meta: proto::PeerHelloAck; no payload
-  kData = 3,      // a message: seq, tag and OpDesc identify it; payload is the raw bytes
+  kHello = 1,      // meta: proto::PeerHello; no payload
+  kHelloAck = 2,   // meta: proto::PeerHelloAck; no payload
+  kData = 3,       // a message: seq, tag and OpDesc identify it; payload is the raw bytes
+  kChallenge = 4,  // meta: proto::PeerChallenge; no payload
+  kProof = 5,      // meta: proto::PeerProof; no payload
 };
 
 const char* FrameTypeName(FrameType type);

@@ -23,8 +23,7 @@ namespace {
 
 using asio::ip::tcp;
 
-constexpr uint32_t kProtocolVersion = 1;
-constexpr uint32_t kMaxHandshakeMetaBytes = 4096;
+constexpr uint32_t kMaxHandshakeMetaBytes = auth::kMaxHandshakeMessageBytes;
 // Data frames carry no metadata yet; a little is accepted (and skipped) so a later version
 // can add some without breaking this one.
 constexpr uint32_t kMaxDataMetaBytes = 64 << 10;
@@ -37,7 +36,6 @@ constexpr size_t kDiscardBufferBytes = 256 << 10;
 // Charged per buffered message on top of its payload, so floods of empty messages are capped.
 constexpr size_t kBufferedMessageOverhead = 64;
 constexpr size_t kMaxRememberedCancels = 4096;
-constexpr int kMaxPendingHandshakes = 64;
 constexpr size_t kMaxGatherBuffers = 64;
 constexpr int kListenBacklog = 128;
 constexpr std::chrono::milliseconds kInitialBackoff{10};
@@ -89,6 +87,15 @@ bool WouldBlock(const asio::error_code& ec) {
   return ec == asio::error::would_block || ec == asio::error::try_again;
 }
 
+auth::Credentials MakeCredentials(const TcpTransportOptions& options) {
+  auth::Credentials c;
+  c.secret = options.secret;
+  c.job_id = options.job_id;
+  c.rank = options.rank;
+  c.world_size = options.world_size;
+  return c;
+}
+
 }  // namespace
 
 class TcpTransport::Impl {
@@ -109,6 +116,7 @@ class TcpTransport::Impl {
   uint64_t BytesReceivedFrom(int peer) const;
   std::string DescribePeer(int peer) const;
   void Shutdown();
+  const auth::RefusalCounters& refusals() const { return refusals_; }
 
  private:
   struct Completion {
@@ -150,7 +158,8 @@ class TcpTransport::Impl {
     std::string remote;  // the peer's ephemeral address, for logs before it is identified
     int peer = -1;
     bool handshake_done = false;
-    bool rejecting = false;  // a refusal is being written; nothing more is read
+    std::unique_ptr<auth::Acceptor> acceptor;  // until the handshake is done
+    bool rejecting = false;                    // a refusal is being written; nothing more is read
     bool closed = false;
     ReadPhase phase = ReadPhase::kHeader;
     std::array<uint8_t, kFrameHeaderBytes> header_bytes{};
@@ -163,7 +172,8 @@ class TcpTransport::Impl {
     PendingRecv recv;                   // sink == kUser
     std::unique_ptr<uint8_t[]> buffer;  // sink == kBuffer
     size_t buffer_charge = 0;
-    std::vector<uint8_t> reply;  // the hello answer being written
+    std::vector<uint8_t> challenge;  // the challenge frame being written
+    std::vector<uint8_t> reply;      // the ack frame being written
   };
 
   struct SendOp {
@@ -203,7 +213,8 @@ class TcpTransport::Impl {
     Duration backoff{};
     std::string last_error;
     uint64_t attempt = 0;  // handlers of an older attempt see a different value and return
-    std::vector<uint8_t> hello;
+    std::unique_ptr<auth::Connector> connector;  // during the handshake
+    std::vector<uint8_t> hello;                  // then the proof: the frame being written
     std::array<uint8_t, kFrameHeaderBytes> ack_header{};
     std::vector<uint8_t> ack_meta;
     std::array<uint8_t, 64> probe{};
@@ -248,10 +259,13 @@ class TcpTransport::Impl {
   void WaitReadable(const std::shared_ptr<InConn>& c);
   void OnReadable(const std::shared_ptr<InConn>& c);
   void OnHeader(const std::shared_ptr<InConn>& c);
-  void OnHello(const std::shared_ptr<InConn>& c);
+  void OnHandshakeFrame(const std::shared_ptr<InConn>& c);
+  void OnAuthenticated(const std::shared_ptr<InConn>& c);
   void StartPayload(const std::shared_ptr<InConn>& c);
   void FinishPayload(const std::shared_ptr<InConn>& c);
-  void Refuse(const std::shared_ptr<InConn>& c, const std::string& why);
+  // Closes a connection that has not authenticated, without telling it why.
+  void RefuseStranger(const std::shared_ptr<InConn>& c, auth::Refusal refusal,
+                      const std::string& why);
   void Drop(const std::shared_ptr<InConn>& c, const std::string& why);
   void CloseIn(const std::shared_ptr<InConn>& c, const Status& reason);
   std::string DescribeIn(const InConn& c) const;
@@ -259,7 +273,11 @@ class TcpTransport::Impl {
   void StartConnect(const std::shared_ptr<OutConn>& o);
   void StartAttempt(const std::shared_ptr<OutConn>& o);
   void OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id);
-  void OnAckHeader(const std::shared_ptr<OutConn>& o, uint64_t id);
+  // Reads one handshake frame of type `expected` into ack_meta, then calls OnChallenge or
+  // OnAck.
+  void ReadHandshakeFrame(const std::shared_ptr<OutConn>& o, uint64_t id, FrameType expected);
+  void OnHandshakeHeader(const std::shared_ptr<OutConn>& o, uint64_t id, FrameType expected);
+  void OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t id);
   void OnAck(const std::shared_ptr<OutConn>& o, uint64_t id);
   void AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id, const std::string& error);
   void WatchForClose(const std::shared_ptr<OutConn>& o);
@@ -268,6 +286,7 @@ class TcpTransport::Impl {
   void FailOut(const std::shared_ptr<OutConn>& o, const Status& status);
 
   const TcpTransportOptions options_;
+  const auth::Credentials credentials_;
   const Clock* const clock_;
   std::string address_;  // fixed by Start(), before the io thread exists
   std::unique_ptr<std::atomic<uint64_t>[]> bytes_received_;
@@ -295,6 +314,8 @@ class TcpTransport::Impl {
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
   int pending_handshakes_ = 0;
+  auth::ReplayGuard replay_guard_;
+  auth::RefusalCounters refusals_;
   size_t unexpected_bytes_ = 0;
   std::map<uint64_t, Status> cancelled_;
   std::vector<std::shared_ptr<OutConn>> out_conns_;
@@ -308,6 +329,7 @@ class TcpTransport::Impl {
 
 TcpTransport::Impl::Impl(const TcpTransportOptions& options)
     : options_(options),
+      credentials_(MakeCredentials(options)),
       clock_(SteadyClock::Get()),
       bytes_received_(new std::atomic<uint64_t>[options.world_size]()),
       work_guard_(asio::make_work_guard(io_)),
@@ -349,6 +371,13 @@ Status TcpTransport::Impl::Start() {
   }
   address_ = FormatEndpoint(acceptor_.local_endpoint(ec));
   if (ec) return UnavailableError("cannot read the listening address: " + ec.message());
+  LOG_IF(WARNING, host.is_unspecified())
+      << "rank " << options_.rank << " listens for peers on every interface (" << address_
+      << ") because listen_host is " << options_.listen_host;
+  LOG_IF(WARNING, options_.secret.empty())
+      << "rank " << options_.rank << " of job " << options_.job_id
+      << " has no job secret: any process that can reach " << address_
+      << " and knows the job id can join as a rank";
 
   StartAccept();
   io_exited_future_ = io_exited_.get_future();
@@ -732,9 +761,11 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   asio::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   std::string who = ec ? std::string("an unknown address") : FormatEndpoint(remote);
-  if (pending_handshakes_ >= kMaxPendingHandshakes) {
+  if (pending_handshakes_ >= options_.max_unauthenticated_connections) {
+    refusals_.Count(auth::Refusal::kOverCap);
     LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
-                 << pending_handshakes_ << " connections in handshake";
+                 << pending_handshakes_ << " connections in the handshake (the cap) ["
+                 << auth::RefusalName(auth::Refusal::kOverCap) << "]";
     socket.close(ec);
     return;
   }
@@ -747,12 +778,16 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   }
   auto c = std::make_shared<InConn>(std::move(socket), io_);
   c->remote = who;
+  c->acceptor =
+      std::make_unique<auth::Acceptor>(auth::Channel::kPeer, &credentials_, &replay_guard_);
   in_conns_.insert(c);
   ++pending_handshakes_;
   c->handshake_timer.expires_after(options_.handshake_timeout);
   c->handshake_timer.async_wait(Wrap([this, c](const asio::error_code& timer_ec) {
     if (timer_ec || c->closed || c->handshake_done) return;
-    Drop(c, "no valid hello within " + FormatDuration(options_.handshake_timeout));
+    if (c->rejecting) return CloseIn(c, UnavailableError("refused"));
+    RefuseStranger(c, auth::Refusal::kTimeout,
+                   "no complete handshake within " + FormatDuration(options_.handshake_timeout));
   }));
   OnReadable(c);
 }
@@ -805,7 +840,10 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c) {
     size_t n = c->socket.read_some(target, ec);
     if (WouldBlock(ec)) return WaitReadable(c);
     if (ec) {
-      if (!c->handshake_done) return Drop(c, "closed during the handshake: " + ec.message());
+      if (!c->handshake_done) {
+        return RefuseStranger(c, auth::Refusal::kMalformed,
+                              "closed during the handshake: " + ec.message());
+      }
       Status reason =
           UnavailableError("connection from " + DescribePeer(c->peer) + " closed: " + ec.message());
       VLOG(1) << "rank " << options_.rank << ": " << reason.message();
@@ -820,7 +858,7 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c) {
         c->meta_got += n;
         if (c->meta_got == c->meta.size()) {
           if (!c->handshake_done) {
-            OnHello(c);
+            OnHandshakeFrame(c);
           } else {
             StartPayload(c);
           }
@@ -848,11 +886,19 @@ void TcpTransport::Impl::OnHeader(const std::shared_ptr<InConn>& c) {
     limits.max_payload_bytes = 0;
   }
   Status decoded = DecodeFrameHeader(c->header_bytes.data(), limits, &c->frame);
-  if (!decoded.ok()) return Drop(c, decoded.message());
-  FrameType expected = c->handshake_done ? FrameType::kData : FrameType::kHello;
+  if (!decoded.ok()) {
+    if (!c->handshake_done) return RefuseStranger(c, auth::Refusal::kMalformed, decoded.message());
+    return Drop(c, decoded.message());
+  }
+  FrameType expected = FrameType::kData;
+  if (!c->handshake_done) {
+    expected = c->challenge.empty() ? FrameType::kHello : FrameType::kProof;
+  }
   if (c->frame.type != expected) {
-    return Drop(c, std::string("got a ") + FrameTypeName(c->frame.type) + " frame where a " +
-                       FrameTypeName(expected) + " frame belongs");
+    std::string why = std::string("got a ") + FrameTypeName(c->frame.type) + " frame where a " +
+                      FrameTypeName(expected) + " frame belongs";
+    if (!c->handshake_done) return RefuseStranger(c, auth::Refusal::kProtocol, why);
+    return Drop(c, why);
   }
   if (c->frame.meta_len > 0) {
     c->meta.resize(c->frame.meta_len);
@@ -861,41 +907,54 @@ void TcpTransport::Impl::OnHeader(const std::shared_ptr<InConn>& c) {
     return;
   }
   c->meta.clear();
-  if (!c->handshake_done) return OnHello(c);
+  if (!c->handshake_done) return OnHandshakeFrame(c);
   StartPayload(c);
 }
 
-void TcpTransport::Impl::OnHello(const std::shared_ptr<InConn>& c) {
+void TcpTransport::Impl::OnHandshakeFrame(const std::shared_ptr<InConn>& c) {
   c->phase = ReadPhase::kHeader;
-  proto::PeerHello hello;
-  if (!hello.ParseFromArray(c->meta.data(), static_cast<int>(c->meta.size()))) {
-    return Drop(c, "malformed hello");
-  }
+  const std::string meta(c->meta.begin(), c->meta.end());
   c->meta.clear();
-  const int q = hello.rank();
-  if (hello.magic() != kFrameMagic) return Drop(c, "hello without the gyre magic");
-  if (hello.protocol_version() != kProtocolVersion) {
-    return Refuse(c, "protocol version " + std::to_string(hello.protocol_version()) +
-                         ", this rank speaks " + std::to_string(kProtocolVersion));
+  auth::Acceptor& acceptor = *c->acceptor;
+  if (c->frame.type == FrameType::kHello) {
+    StatusOr<std::string> challenge = acceptor.Challenge(meta);
+    if (!challenge.ok()) {
+      return RefuseStranger(c, acceptor.refusal(), challenge.status().message());
+    }
+    c->challenge = EncodeControlFrame(FrameType::kChallenge, *challenge);
+    asio::async_write(c->socket, asio::buffer(c->challenge),
+                      Wrap([this, c](const asio::error_code& ec, size_t) {
+                        if (ec && !c->closed && !shutdown_) {
+                          RefuseStranger(c, auth::Refusal::kMalformed,
+                                         "cannot send the challenge: " + ec.message());
+                        }
+                      }));
+    return;
   }
-  if (hello.job_id() != options_.job_id) {
-    return Refuse(
-        c, "hello for job \"" + hello.job_id() + "\", this is job \"" + options_.job_id + "\"");
-  }
-  if (hello.world_size() != options_.world_size) {
-    return Refuse(c, "hello for a world of " + std::to_string(hello.world_size()) +
-                         " ranks, this world has " + std::to_string(options_.world_size));
-  }
-  if (q < 0 || q >= options_.world_size || q == options_.rank) {
-    return Refuse(c, "hello from rank " + std::to_string(q) +
-                         ", which is out of range or "
-                         "this rank itself");
-  }
-  // The per-job secret proof will be checked here, before any state below changes.
+  Status proof = acceptor.CheckProof(meta);
+  if (!proof.ok()) return RefuseStranger(c, acceptor.refusal(), proof.message());
+  OnAuthenticated(c);
+}
+
+// The connector has proved it is rank q of this job; nothing above changed any state.
+void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
+  const int q = c->acceptor->peer_rank();
   RecvPeer& p = recv_peers_[q];
   if (p.conn || !p.closed.ok()) {
-    return Refuse(c, "rank " + std::to_string(q) + " already connected to rank " +
-                         std::to_string(options_.rank));
+    // A rank of this job (it proved the secret), so it may be told why.
+    const std::string why =
+        "rank " + std::to_string(q) + " already connected to rank " + std::to_string(options_.rank);
+    refusals_.Count(auth::Refusal::kDuplicate);
+    LOG(WARNING) << "rank " << options_.rank << " refused the connection from " << c->remote << ": "
+                 << why << " [" << auth::RefusalName(auth::Refusal::kDuplicate) << "]";
+    c->rejecting = true;
+    c->reply = EncodeControlFrame(FrameType::kHelloAck, c->acceptor->Refuse(why));
+    // The handshake timer stays armed, so a refused peer that never reads is still cut off.
+    asio::async_write(c->socket, asio::buffer(c->reply),
+                      Wrap([this, c](const asio::error_code&, size_t) {
+                        CloseIn(c, UnavailableError("refused"));
+                      }));
+    return;
   }
   c->peer = q;
   c->handshake_done = true;
@@ -904,13 +963,9 @@ void TcpTransport::Impl::OnHello(const std::shared_ptr<InConn>& c) {
   p.conn = c;
   VLOG(1) << "rank " << options_.rank << " accepted a connection from " << DescribePeer(q) << " at "
           << c->remote;
-
-  proto::PeerHelloAck ack;
-  ack.set_accepted(true);
-  ack.set_protocol_version(kProtocolVersion);
-  ack.set_job_id(options_.job_id);
-  ack.set_rank(options_.rank);
-  c->reply = EncodeControlFrame(FrameType::kHelloAck, ack.SerializeAsString());
+  c->reply = EncodeControlFrame(FrameType::kHelloAck, c->acceptor->Accept());
+  c->acceptor.reset();
+  c->challenge.clear();
   asio::async_write(c->socket, asio::buffer(c->reply),
                     Wrap([this, c](const asio::error_code& ec, size_t) {
                       if (ec && !c->closed && !shutdown_) {
@@ -975,21 +1030,13 @@ void TcpTransport::Impl::FinishPayload(const std::shared_ptr<InConn>& c) {
   c->phase = ReadPhase::kHeader;
 }
 
-void TcpTransport::Impl::Refuse(const std::shared_ptr<InConn>& c, const std::string& why) {
+void TcpTransport::Impl::RefuseStranger(const std::shared_ptr<InConn>& c, auth::Refusal refusal,
+                                        const std::string& why) {
+  if (c->closed) return;
+  refusals_.Count(refusal);
   LOG(WARNING) << "rank " << options_.rank << " refused the connection from " << c->remote << ": "
-               << why;
-  c->rejecting = true;
-  proto::PeerHelloAck ack;
-  ack.set_accepted(false);
-  ack.set_reason(why);
-  ack.set_protocol_version(kProtocolVersion);
-  ack.set_rank(options_.rank);
-  c->reply = EncodeControlFrame(FrameType::kHelloAck, ack.SerializeAsString());
-  // The handshake timer stays armed, so a refused stranger that never reads is still cut off.
-  asio::async_write(c->socket, asio::buffer(c->reply),
-                    Wrap([this, c](const asio::error_code&, size_t) {
-                      CloseIn(c, UnavailableError("refused"));
-                    }));
+               << why << " [" << auth::RefusalName(refusal) << "]";
+  CloseIn(c, UnavailableError("refused"));
 }
 
 void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::string& why) {
@@ -1066,36 +1113,49 @@ void TcpTransport::Impl::StartAttempt(const std::shared_ptr<OutConn>& o) {
 
 void TcpTransport::Impl::OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id) {
   SetSocketOptions(o->socket, options_.socket_buffer_bytes);
-  proto::PeerHello hello;
-  hello.set_magic(kFrameMagic);
-  hello.set_protocol_version(kProtocolVersion);
-  hello.set_job_id(options_.job_id);
-  hello.set_rank(options_.rank);
-  hello.set_world_size(options_.world_size);
-  o->hello = EncodeControlFrame(FrameType::kHello, hello.SerializeAsString());
-  asio::async_write(
-      o->socket, asio::buffer(o->hello), Wrap([this, o, id](const asio::error_code& ec, size_t) {
+  o->connector = std::make_unique<auth::Connector>(auth::Channel::kPeer, &credentials_, o->peer);
+  StatusOr<std::string> hello = o->connector->Hello();
+  if (!hello.ok()) return FailOut(o, hello.status());
+  o->hello = EncodeControlFrame(FrameType::kHello, *hello);
+  asio::async_write(o->socket, asio::buffer(o->hello),
+                    Wrap([this, o, id](const asio::error_code& ec, size_t) {
+                      if (o->attempt != id || o->state != OutState::kConnecting) return;
+                      if (ec) return AttemptFailed(o, id, "cannot send the hello: " + ec.message());
+                      ReadHandshakeFrame(o, id, FrameType::kChallenge);
+                    }));
+}
+
+void TcpTransport::Impl::ReadHandshakeFrame(const std::shared_ptr<OutConn>& o, uint64_t id,
+                                            FrameType expected) {
+  asio::async_read(
+      o->socket, asio::buffer(o->ack_header),
+      Wrap([this, o, id, expected](const asio::error_code& ec, size_t) {
         if (o->attempt != id || o->state != OutState::kConnecting) return;
-        if (ec) return AttemptFailed(o, id, "cannot send the hello: " + ec.message());
-        asio::async_read(o->socket, asio::buffer(o->ack_header),
-                         Wrap([this, o, id](const asio::error_code& read_ec, size_t) {
-                           if (o->attempt != id || o->state != OutState::kConnecting) return;
-                           if (read_ec) {
-                             return AttemptFailed(o, id,
-                                                  "no answer to the hello: " + read_ec.message());
-                           }
-                           OnAckHeader(o, id);
-                         }));
+        if (!ec) return OnHandshakeHeader(o, id, expected);
+        if (expected == FrameType::kHelloAck) {
+          // Closed right after our proof: the peer refused us and, by design, said nothing.
+          // Trying again would be refused the same way.
+          return FailOut(
+              o,
+              UnavailableError("rank " + std::to_string(options_.rank) + " cannot connect to " +
+                               DescribePeer(o->peer) +
+                               ": it refused the handshake (closed the connection after the proof: "
+                               "another job, a different secret, or a duplicate rank; its log says "
+                               "which): " +
+                               ec.message()));
+        }
+        AttemptFailed(o, id, "no answer to the hello: " + ec.message());
       }));
 }
 
-void TcpTransport::Impl::OnAckHeader(const std::shared_ptr<OutConn>& o, uint64_t id) {
+void TcpTransport::Impl::OnHandshakeHeader(const std::shared_ptr<OutConn>& o, uint64_t id,
+                                           FrameType expected) {
   FrameHeader frame;
   Status decoded =
       DecodeFrameHeader(o->ack_header.data(), FrameLimits{kMaxHandshakeMetaBytes, 0}, &frame);
-  if (decoded.ok() && frame.type != FrameType::kHelloAck) {
+  if (decoded.ok() && frame.type != expected) {
     decoded = InvalidArgumentError(std::string("answered with a ") + FrameTypeName(frame.type) +
-                                   " frame");
+                                   " frame where a " + FrameTypeName(expected) + " frame belongs");
   }
   if (!decoded.ok()) {
     // Something that is not a gyre peer of this version listens there; retrying won't help.
@@ -1105,25 +1165,35 @@ void TcpTransport::Impl::OnAckHeader(const std::shared_ptr<OutConn>& o, uint64_t
   }
   o->ack_meta.resize(frame.meta_len);
   asio::async_read(o->socket, asio::buffer(o->ack_meta),
-                   Wrap([this, o, id](const asio::error_code& ec, size_t) {
+                   Wrap([this, o, id, expected](const asio::error_code& ec, size_t) {
                      if (o->attempt != id || o->state != OutState::kConnecting) return;
                      if (ec) return AttemptFailed(o, id, "truncated answer: " + ec.message());
+                     if (expected == FrameType::kChallenge) return OnChallenge(o, id);
                      OnAck(o, id);
                    }));
 }
 
-void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
-  proto::PeerHelloAck ack;
-  std::string problem;
-  if (!ack.ParseFromArray(o->ack_meta.data(), static_cast<int>(o->ack_meta.size()))) {
-    problem = "sent a malformed answer to the hello";
-  } else if (!ack.accepted()) {
-    problem = "refused the connection: " + ack.reason();
-  } else if (ack.job_id() != options_.job_id || ack.rank() != o->peer) {
-    problem = "answered as rank " + std::to_string(ack.rank()) + " of job \"" + ack.job_id() + "\"";
+void TcpTransport::Impl::OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  StatusOr<std::string> proof =
+      o->connector->Proof(std::string(o->ack_meta.begin(), o->ack_meta.end()));
+  if (!proof.ok()) {
+    return FailOut(o, UnavailableError("rank " + std::to_string(options_.rank) +
+                                       " got a bad answer to its hello from " +
+                                       DescribePeer(o->peer) + ": " + proof.status().message()));
   }
-  if (!problem.empty()) {
-    return FailOut(o, UnavailableError(DescribePeer(o->peer) + " " + problem + " (rank " +
+  o->hello = EncodeControlFrame(FrameType::kProof, *proof);
+  asio::async_write(o->socket, asio::buffer(o->hello),
+                    Wrap([this, o, id](const asio::error_code& ec, size_t) {
+                      if (o->attempt != id || o->state != OutState::kConnecting) return;
+                      if (ec) return AttemptFailed(o, id, "cannot send the proof: " + ec.message());
+                      ReadHandshakeFrame(o, id, FrameType::kHelloAck);
+                    }));
+}
+
+void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  Status checked = o->connector->CheckAck(std::string(o->ack_meta.begin(), o->ack_meta.end()));
+  if (!checked.ok()) {
+    return FailOut(o, UnavailableError(DescribePeer(o->peer) + " " + checked.message() + " (rank " +
                                        std::to_string(options_.rank) + " connecting)"));
   }
   asio::error_code ec;
@@ -1131,6 +1201,7 @@ void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
   if (ec) return AttemptFailed(o, id, "cannot make the socket non-blocking: " + ec.message());
   o->timer.cancel();
   o->state = OutState::kReady;
+  o->connector.reset();
   o->ack_meta.clear();
   o->hello.clear();
   VLOG(1) << "rank " << options_.rank << " connected to " << DescribePeer(o->peer) << " after "
@@ -1274,6 +1345,13 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(const TcpTransportO
     return InvalidArgumentError("connect_timeout and handshake_timeout must be positive");
   }
   if (options.max_frame_bytes == 0) return InvalidArgumentError("max_frame_bytes must be > 0");
+  if (options.max_unauthenticated_connections < 1) {
+    return InvalidArgumentError("max_unauthenticated_connections must be at least 1");
+  }
+  if (options.job_id.size() > auth::kMaxJobIdBytes) {
+    return InvalidArgumentError("job_id of " + std::to_string(options.job_id.size()) +
+                                " bytes is longer than " + std::to_string(auth::kMaxJobIdBytes));
+  }
   auto impl = std::make_unique<Impl>(options);
   GYRE_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(impl)));
@@ -1301,6 +1379,7 @@ void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
   impl_->CancelOperation(seq, reason);
 }
 uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
+const auth::RefusalCounters& TcpTransport::refusals() const { return impl_->refusals(); }
 std::string TcpTransport::DescribePeer(int peer) const { return impl_->DescribePeer(peer); }
 void TcpTransport::Shutdown() { impl_->Shutdown(); }
 

@@ -2,6 +2,8 @@
 // connection to it, so connections are one-directional (this rank writes, the peer reads) and
 // no two ranks ever race to connect to each other. All socket work happens on one io thread
 // owned by the transport; `done` callbacks run there. Frames are described in frame.h.
+// Every connection opens with the authenticated handshake of core/auth/handshake.h; nothing
+// else is read from a connection before its proof has checked out.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/auth/handshake.h"
+#include "core/auth/secret.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "core/transport/transport.h"
@@ -20,15 +24,21 @@ struct TcpTransportOptions {
   int world_size = 1;
   // Every connection carries it; a hello from another job is refused.
   std::string job_id;
+  // The job's secret. Both sides of every connection prove they hold it; a connection whose
+  // proof fails is closed without a word and counted (refusals()). Empty: see secret.h.
+  auth::Secret secret;
   // Must be an IP address the peers can reach; address() advertises it.
   std::string listen_host = "127.0.0.1";
   int listen_port = 0;  // 0: the kernel picks a free port
   // How long the first Send to a peer keeps retrying to connect and handshake before every
   // Send to that peer fails with Unavailable.
   Duration connect_timeout = Seconds(30);
-  // How long an accepted connection may take to present a valid hello, and how long one
-  // connect attempt waits for the answer; a silent stranger holds a socket for no longer.
+  // How long an accepted connection may take to complete the handshake (a total deadline,
+  // so a sender of one byte per second is cut off too), and how long one connect attempt
+  // waits for the answers; a silent stranger holds a socket for no longer.
   Duration handshake_timeout = Seconds(5);
+  // Accepted connections still in the handshake; more are closed at once.
+  int max_unauthenticated_connections = 64;
   // Largest message accepted or sent; a larger frame header closes the connection before
   // anything is allocated.
   size_t max_frame_bytes = size_t{1} << 30;
@@ -78,6 +88,9 @@ class TcpTransport final : public Transport {
 
   uint64_t BytesReceivedFrom(int peer) const override;
   std::string DescribePeer(int peer) const override;
+
+  // Connections this rank refused, by reason. Safe from any thread.
+  const auth::RefusalCounters& refusals() const;
 
   // Idempotent. Pending operations fail with Aborted. From inside a `done` it closes
   // everything at once and the io thread is joined by the destructor.

@@ -1,0 +1,35 @@
+// The handshake of handshake.h over a connected stream socket given as a file descriptor,
+// with blocking-style reads and writes bounded by one Deadline: used on the daemon's Unix
+// socket (by gyred and by libgyre) and by tests that play a peer byte by byte. Messages are
+// a 4-byte little-endian length then the bytes, the length capped at
+// kMaxHandshakeMessageBytes before anything is read into memory.
+#pragma once
+
+#include <string>
+
+#include "core/auth/handshake.h"
+#include "core/base/clock.h"
+#include "core/base/status.h"
+
+namespace gyre::auth {
+
+// Writes one length-prefixed message; DeadlineExceeded or Unavailable naming `what`.
+Status WriteHandshakeMessage(int fd, const std::string& message, Deadline deadline,
+                             const std::string& what);
+// Reads one length-prefixed message of at most kMaxHandshakeMessageBytes. Unavailable on EOF
+// or reset, InvalidArgument for a length over the cap, DeadlineExceeded when the whole
+// message has not arrived by `deadline` (a sender of one byte per second gets no longer).
+Status ReadHandshakeMessage(int fd, std::string* message, Deadline deadline,
+                            const std::string& what);
+
+// Plays the connector on `fd`. On success the connection is authenticated both ways.
+// Unavailable with "refused" in the message when the acceptor closed after the proof.
+Status ConnectOnFd(int fd, Channel channel, const Credentials& self, int acceptor_rank,
+                   Deadline deadline, const std::string& what);
+
+// Plays the acceptor on `fd`. On failure `*refusal` says why; the caller logs, counts and
+// closes. An authenticated connector is sent the accepting answer before this returns.
+Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard* guard,
+                  Deadline deadline, Refusal* refusal);
+
+}  // namespace gyre::auth

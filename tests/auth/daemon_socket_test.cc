@@ -1,0 +1,427 @@
+// A real gyred (one rank, serve mode) and strangers on its client socket (a wrong secret, a
+// replayed handshake, garbage before the handshake, a slow sender and 500 idle
+// connections) and on its peer port. Each is refused with its reason in the daemon's log while a
+// real program's calls through the same socket keep returning exact results, and the daemon's
+// threads, descriptors and memory stay bounded (read from /proc/PID).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/include/gyre/gyre.h"
+#include "core/auth/fd_handshake.h"
+#include "core/auth/handshake.h"
+#include "core/auth/secret.h"
+#include "core/transport/tcp/frame.h"
+#include "proto/client.pb.h"
+
+namespace gyre {
+namespace {
+
+Deadline In(Duration d) { return Deadline::After(*SteadyClock::Get(), d); }
+
+// Under AddressSanitizer (the daemon is built like this test) freed memory sits in
+// quarantine, so resident memory is no measure there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMemoryIsMeaningful = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMemoryIsMeaningful = false;
+#else
+constexpr bool kMemoryIsMeaningful = true;
+#endif
+#else
+constexpr bool kMemoryIsMeaningful = true;
+#endif
+
+std::string BinDir() {
+  const char* dir = std::getenv("GYRE_BIN_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int64_t ProcStatus(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.compare(0, field.size() + 1, field + ":") == 0) {
+      return std::stoll(line.substr(field.size() + 1));
+    }
+  }
+  return -1;
+}
+
+int ProcDescriptors(pid_t pid) {
+  DIR* dir = opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (readdir(dir) != nullptr) ++n;
+  closedir(dir);
+  return n - 2;
+}
+
+bool Eventually(const std::function<bool()>& condition, Duration timeout) {
+  Deadline deadline = In(timeout);
+  while (!condition()) {
+    if (deadline.Expired(*SteadyClock::Get())) return false;
+    std::this_thread::sleep_for(Millis(20));
+  }
+  return true;
+}
+
+int ConnectSocket(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool SendAll(int fd, const std::string& bytes) {
+  return ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+// True once the daemon closed the connection (EOF or reset) within `timeout`.
+bool ClosedWithin(int fd, Duration timeout) {
+  Deadline deadline = In(timeout);
+  char sink[256];
+  while (!deadline.Expired(*SteadyClock::Get())) {
+    ssize_t n = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return true;
+    }
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return false;
+}
+
+std::string Framed(const std::string& body) {
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((body.size() >> (8 * i)) & 0xff);
+  return out + body;
+}
+
+// One gyred of a one-rank job, serving its client socket until the test ends.
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/gyre-dsock-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/rank0.sock";
+    secret_file_ = dir_ + "/secret";
+    log_ = dir_ + "/gyred.log";
+    secret_ = *auth::Secret::Generate();
+    ASSERT_TRUE(auth::WriteSecretFile(secret_file_, secret_).ok());
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(log, 2);
+      ::dup2(log, 1);
+      const std::string gyred = BinDir() + "/gyred";
+      std::vector<std::string> args = {gyred,
+                                       "--rank=0",
+                                       "--world_size=1",
+                                       "--store=file://" + dir_ + "/store",
+                                       "--job_id=dsock",
+                                       "--secret_file=" + secret_file_,
+                                       "--run=serve",
+                                       "--socket=" + socket_,
+                                       "--exit_with_client=false"};
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(gyred.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ASSERT_TRUE(Eventually(
+        [&] { return ReadFile(log_).find("serving clients") != std::string::npos; }, Seconds(20)))
+        << ReadFile(log_);
+    ::setenv(auth::kSecretFileEnv, secret_file_.c_str(), 1);
+    ::setenv("GYRE_JOB_ID", "dsock", 1);
+  }
+
+  void TearDown() override {
+    ::unsetenv(auth::kSecretFileEnv);
+    ::unsetenv("GYRE_JOB_ID");
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      if (!Eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, Seconds(10))) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+      }
+    }
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+
+  // The daemon's log contains `text` (now or soon).
+  bool Logged(const std::string& text) {
+    return Eventually([&] { return ReadFile(log_).find(text) != std::string::npos; }, Seconds(5));
+  }
+
+  // A real program's call through the socket, checked exactly.
+  Status Allreduce(Comm& comm, int salt) {
+    std::vector<float> data(1000);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i * salt % 97);
+    std::vector<float> expected = data;
+    GYRE_RETURN_IF_ERROR(comm.Allreduce(data.data(), data.data(), static_cast<int64_t>(data.size()),
+                                        DataType::kFloat32, ReduceOp::kSum));
+    if (data != expected) return InternalError("allreduce result differs");
+    return Status::Ok();
+  }
+
+  std::string dir_, socket_, secret_file_, log_;
+  auth::Secret secret_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(DaemonTest, TheJobsSecretIsServed) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // owner-only socket
+}
+
+TEST_F(DaemonTest, WrongSecretIsRefusedWithItsReasonLogged) {
+  // Through the client library with another job's secret file.
+  const std::string other = dir_ + "/other-secret";
+  ASSERT_TRUE(auth::WriteSecretFile(other, *auth::Secret::Generate()).ok());
+  ::setenv(auth::kSecretFileEnv, other.c_str(), 1);
+  auto refused = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+  EXPECT_NE(refused.status().message().find("refused the handshake"), std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(Logged("refused a client connection: wrong proof"));
+  EXPECT_TRUE(Logged("[bad-proof]"));
+  // Without any secret.
+  ::unsetenv(auth::kSecretFileEnv);
+  EXPECT_FALSE(Comm::ConnectDaemon(socket_, In(Seconds(10))).ok());
+  // The right one still works.
+  ::setenv(auth::kSecretFileEnv, secret_file_.c_str(), 1);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE(Allreduce(**comm, 5).ok());
+}
+
+TEST_F(DaemonTest, ReplayedHandshakeIsRefused) {
+  auth::Credentials me;
+  me.secret = secret_;
+  me.job_id = "dsock";
+  auth::Connector connector(auth::Channel::kClient, &me, auth::kNoRank);
+  int genuine = ConnectSocket(socket_);
+  ASSERT_GE(genuine, 0);
+  const std::string hello = *connector.Hello();
+  std::string challenge, ack;
+  ASSERT_TRUE(auth::WriteHandshakeMessage(genuine, hello, In(Seconds(5)), "t").ok());
+  ASSERT_TRUE(auth::ReadHandshakeMessage(genuine, &challenge, In(Seconds(5)), "t").ok());
+  const std::string proof = *connector.Proof(challenge);
+  ASSERT_TRUE(auth::WriteHandshakeMessage(genuine, proof, In(Seconds(5)), "t").ok());
+  ASSERT_TRUE(auth::ReadHandshakeMessage(genuine, &ack, In(Seconds(5)), "t").ok());
+  ASSERT_TRUE(connector.CheckAck(ack).ok());
+  ::close(genuine);
+
+  int replay = ConnectSocket(socket_);
+  ASSERT_TRUE(auth::WriteHandshakeMessage(replay, hello, In(Seconds(5)), "r").ok());
+  ASSERT_TRUE(auth::ReadHandshakeMessage(replay, &challenge, In(Seconds(5)), "r").ok());
+  ASSERT_TRUE(auth::WriteHandshakeMessage(replay, proof, In(Seconds(5)), "r").ok());
+  EXPECT_TRUE(ClosedWithin(replay, Seconds(5)));
+  ::close(replay);
+  EXPECT_TRUE(Logged("replayed handshake"));
+  EXPECT_TRUE(Logged("[replay]"));
+}
+
+TEST_F(DaemonTest, GarbageBeforeTheHandshakeIsDroppedAndTheDaemonGoesOn) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::mt19937 rng(3);
+  std::string noise;
+  for (int i = 0; i < 300; ++i) noise += static_cast<char>(rng());
+  proto::ClientRequest request;  // a client request where the hello belongs
+  request.set_id(1);
+  request.mutable_hello()->set_protocol_version(1);
+  struct Case {
+    std::string bytes;
+    std::string reason;
+  };
+  const Case cases[] = {
+      {Framed(noise), "[malformed]"},
+      {std::string("\xff\xff\xff\x7f", 4), "exceeds the cap"},
+      {std::string("\x40\x00\x00\x00", 4) + "abc", "[malformed]"},  // truncated, then closed
+      {Framed(request.SerializeAsString()), "hello without the gyre magic"},
+  };
+  for (const Case& c : cases) {
+    int fd = ConnectSocket(socket_);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, c.bytes));
+    ::shutdown(fd, SHUT_WR);
+    EXPECT_TRUE(ClosedWithin(fd, Seconds(10))) << c.reason;
+    ::close(fd);
+    EXPECT_TRUE(Logged(c.reason)) << c.reason;
+    EXPECT_TRUE(Allreduce(**comm, 7).ok());
+  }
+}
+
+TEST_F(DaemonTest, SlowSenderAndFiveHundredIdleConnectionsTieUpNothing) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_TRUE(Allreduce(**comm, 1).ok());
+  const int64_t threads_before = ProcStatus(pid_, "Threads");
+  const int fds_before = ProcDescriptors(pid_);
+  const int64_t rss_before = ProcStatus(pid_, "VmRSS");
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+  Status loop_status;
+  std::thread loop([&] {
+    for (int salt = 2; !stop; ++salt) {
+      loop_status = Allreduce(**comm, salt);
+      if (!loop_status.ok()) return;
+      ++calls;
+    }
+  });
+  // A sender of one byte per 100 ms is cut off at the 5 s handshake deadline.
+  int slow = ConnectSocket(socket_);
+  ASSERT_GE(slow, 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 500; ++i) {
+    int fd = ConnectSocket(socket_);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  int64_t max_threads = 0;
+  bool slow_closed = false;
+  for (int tick = 0; tick < 100 && !slow_closed; ++tick) {
+    max_threads = std::max(max_threads, ProcStatus(pid_, "Threads"));
+    (void)SendAll(slow, std::string(1, '\x01'));
+    slow_closed = ClosedWithin(slow, Millis(100));
+  }
+  EXPECT_TRUE(slow_closed);
+  ::close(slow);
+  for (int fd : idle) {
+    EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
+    ::close(fd);
+  }
+  stop = true;
+  loop.join();
+  EXPECT_TRUE(loop_status.ok()) << loop_status;
+  EXPECT_GT(calls.load(), 0);
+  EXPECT_TRUE(Logged("[timeout]"));
+  EXPECT_TRUE(Logged("[over-cap]"));
+  // At most the handshake cap's worth of extra threads, and all of them gone afterwards.
+  EXPECT_LE(max_threads, threads_before + 16 + 1);
+  EXPECT_TRUE(Eventually([&] { return ProcDescriptors(pid_) <= fds_before; }, Seconds(5)))
+      << ProcDescriptors(pid_) << " descriptors, " << fds_before << " before";
+  EXPECT_TRUE(
+      Eventually([&] { return ProcStatus(pid_, "Threads") <= threads_before; }, Seconds(5)));
+  if (kMemoryIsMeaningful) {
+    EXPECT_LT(ProcStatus(pid_, "VmRSS") - rss_before, 32 * 1024) << "kB";
+  }
+}
+
+int ConnectTcp(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST_F(DaemonTest, PeerPortShrugsOffStrangersWhileClientsAreServed) {
+  const std::string log = ReadFile(log_);
+  const std::string marker = "listening for peers on 127.0.0.1:";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = std::stoi(log.substr(at + marker.size()));
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const int fds_before = ProcDescriptors(pid_);
+
+  // Garbage, a huge length, a wrong magic, and a well-formed hello from a stranger without
+  // the secret, who gets a challenge and then a closed connection.
+  std::vector<std::string> strangers;
+  std::mt19937 rng(11);
+  std::string noise(500, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  strangers.push_back(noise);
+  FrameHeader huge;
+  huge.type = FrameType::kHello;
+  huge.meta_len = 0xfffffff0u;
+  std::string huge_bytes(kFrameHeaderBytes, '\0');
+  EncodeFrameHeader(huge, reinterpret_cast<uint8_t*>(huge_bytes.data()));
+  strangers.push_back(huge_bytes);
+  auth::Credentials stranger;
+  stranger.job_id = "dsock";
+  stranger.rank = 0;
+  stranger.world_size = 1;
+  auth::Connector connector(auth::Channel::kPeer, &stranger, 0);
+  std::vector<uint8_t> hello = EncodeControlFrame(FrameType::kHello, *connector.Hello());
+  std::string hello_bytes(hello.begin(), hello.end());
+  strangers.push_back(hello_bytes);
+  hello_bytes[0] = 'X';
+  strangers.push_back(hello_bytes);
+  for (const std::string& bytes : strangers) {
+    int fd = ConnectTcp(port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, bytes));
+    EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
+    ::close(fd);
+    EXPECT_TRUE(Allreduce(**comm, 11).ok());
+  }
+  // And a crowd of idle ones.
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    int fd = ConnectTcp(port);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  EXPECT_TRUE(Allreduce(**comm, 13).ok());
+  for (int fd : idle) {
+    EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
+    ::close(fd);
+  }
+  EXPECT_TRUE(Logged("[malformed]"));
+  EXPECT_TRUE(Logged("[over-cap]"));
+  EXPECT_TRUE(Logged("[timeout]"));
+  EXPECT_TRUE(Allreduce(**comm, 17).ok());
+  EXPECT_TRUE(Eventually([&] { return ProcDescriptors(pid_) <= fds_before; }, Seconds(5)))
+      << ProcDescriptors(pid_) << " descriptors, " << fds_before << " before";
+}
+
+}  // namespace
+}  // namespace gyre

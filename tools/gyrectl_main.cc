@@ -1,0 +1,206 @@
+// gyrectl: asks a running gyre job — including a hung one, before any deadline fires — what
+// every rank is doing, over the ranks' control endpoints (found in the job's store).
+//   gyrectl status --store file:///tmp/run/store --job_id J [--json]
+//   gyrectl dump   --store ... --job_id J [--out DIR]     (flight recorders, JSON)
+//   gyrectl timeline --store ... --job_id J --out trace.json
+//                  (Chrome trace-event JSON: a track per rank, a slice per operation; open it
+//                   in Perfetto or chrome://tracing)
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "core/auth/secret.h"
+#include "core/comm/communicator.h"
+#include "core/comm/flight_recorder.h"
+#include "core/job/bootstrap.h"
+#include "core/job/control.h"
+#include "core/store/store.h"
+
+DEFINE_string(store, "", "the job's store URL (gyrerun prints it at start)");
+DEFINE_string(job_id, "", "the job id (gyrerun prints it at start)");
+DEFINE_bool(json, false, "print JSON instead of a table");
+DEFINE_double(timeout, 1.0, "seconds to wait for each rank's answer");
+DEFINE_string(out, "", "dump: write flight-rank<R>.json files here instead of stdout");
+DEFINE_string(secret_file, "",
+              "the job's secret, to open a TCP store that requires it "
+              "(default: GYRE_SECRET_FILE)");
+
+namespace {
+
+int Fail(const std::string& msg) {
+  std::cerr << "gyrectl: " << msg << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("gyrectl status|dump --store URL --job_id J [--json]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  using namespace gyre;
+  if (argc < 2) return Fail("give a command: status or dump");
+  const std::string cmd = argv[1];
+  if (cmd != "status" && cmd != "dump" && cmd != "timeline") {
+    return Fail("unknown command '" + cmd + "' (status, dump, timeline)");
+  }
+  if (cmd == "timeline" && FLAGS_out.empty()) return Fail("timeline needs --out FILE");
+  if (FLAGS_store.empty() || FLAGS_job_id.empty()) return Fail("--store and --job_id are needed");
+  SetOpDescFormatter(&FormatOpDesc);
+  const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(10));
+  auth::Credentials credentials;
+  credentials.job_id = FLAGS_job_id;
+  std::string secret_file = FLAGS_secret_file;
+  if (secret_file.empty()) {
+    if (const char* f = std::getenv("GYRE_SECRET_FILE")) secret_file = f;
+  }
+  if (!secret_file.empty()) {
+    auto secret = auth::LoadSecretFile(secret_file);
+    if (!secret.ok()) return Fail(secret.status().ToString());
+    credentials.secret = std::move(*secret);
+  }
+  auto store = store::OpenStore(FLAGS_store, deadline, credentials);
+  if (!store.ok()) return Fail(store.status().ToString());
+  std::vector<std::string> addresses;
+  for (int r = 0; r < 1 << 16; ++r) {
+    auto v = (*store)->TryGet(job::ControlKey(FLAGS_job_id, r), deadline);
+    if (!v.ok()) return Fail(v.status().ToString());
+    if (!v->has_value()) break;
+    addresses.push_back(**v);
+  }
+  if (addresses.empty()) {
+    return Fail("no rank of job " + FLAGS_job_id + " has published a control address in " +
+                FLAGS_store);
+  }
+  proto::ControlRequest req;
+  if (cmd == "dump" || cmd == "timeline") {
+    req.mutable_dump();
+  } else {
+    req.mutable_status();
+  }
+  std::vector<job::QueryResult> results = job::QueryAll(addresses, req, Seconds(FLAGS_timeout));
+  const int p = static_cast<int>(addresses.size());
+  if (cmd == "timeline") {
+    std::ofstream f(FLAGS_out);
+    f << "{\"traceEvents\": [";
+    bool first = true;
+    const std::regex event(
+        R"re(\{"t_us": (\d+), "kind": "([a-z_]+)", "seq": (\d+), "detail": "((?:[^"\\]|\\.)*)"\})re");
+    for (int r = 0; r < p; ++r) {
+      if (results[r].reach != job::Reach::kAnswered) continue;
+      const std::string& text = results[r].response.dump_json();
+      std::map<std::string, std::pair<long long, std::string>> open;  // seq -> (start, name)
+      for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
+        const long long t = std::stoll((*it)[1]);
+        const std::string kind = (*it)[2], seq = (*it)[3], detail = (*it)[4];
+        if (kind == "op_start") {
+          open[seq] = {t, detail};
+        } else if (kind == "op_end" && open.count(seq)) {
+          const auto& [t0, name] = open[seq];
+          f << (first ? "" : ",\n") << "{\"name\": \"" << name
+            << "\", \"ph\": \"X\", \"ts\": " << t0 << ", \"dur\": " << (t - t0)
+            << ", \"pid\": 0, \"tid\": " << r << ", \"args\": {\"result\": \"" << detail << "\"}}";
+          first = false;
+          open.erase(seq);
+        } else if (kind != "op_start" && kind != "op_end") {
+          f << (first ? "" : ",\n") << "{\"name\": \"" << kind
+            << "\", \"ph\": \"i\", \"s\": \"t\", \"ts\": " << t << ", \"pid\": 0, \"tid\": " << r
+            << ", \"args\": {\"detail\": \"" << detail << "\"}}";
+          first = false;
+        }
+      }
+      f << (first ? "" : ",\n")
+        << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " << r
+        << ", \"args\": {\"name\": \"rank " << r << "\"}}";
+      first = false;
+    }
+    f << "]}\n";
+    if (!f) return Fail("cannot write " + FLAGS_out);
+    std::cout << "gyrectl: timeline of " << p << " ranks written to " << FLAGS_out << "\n";
+    return 0;
+  }
+  if (cmd == "dump") {
+    int missing = 0;
+    for (int r = 0; r < p; ++r) {
+      if (results[r].reach != job::Reach::kAnswered) {
+        std::cerr << "gyrectl: rank " << r << " did not answer: " << results[r].error << "\n";
+        ++missing;
+        continue;
+      }
+      if (FLAGS_out.empty()) {
+        std::cout << results[r].response.dump_json() << "\n";
+      } else {
+        std::ofstream f(FLAGS_out + "/flight-rank" + std::to_string(r) + ".json");
+        f << results[r].response.dump_json() << "\n";
+        if (!f) return Fail("cannot write to " + FLAGS_out);
+      }
+    }
+    return missing == 0 ? 0 : 1;
+  }
+  if (FLAGS_json) {
+    std::cout << "{\"job_id\": \"" << JsonEscape(FLAGS_job_id) << "\", \"ranks\": [";
+  } else {
+    std::printf("job %s, %d ranks\n", FLAGS_job_id.c_str(), p);
+    std::printf("%-5s %-8s %-10s %-9s %-42s %-9s %-8s %-16s %s\n", "rank", "pid", "host", "state",
+                "operation", "step", "waits on", "received", "since progress");
+  }
+  for (int r = 0; r < p; ++r) {
+    const job::QueryResult& q = results[r];
+    const proto::RankState& s = q.response.state();
+    std::string state;
+    if (q.reach == job::Reach::kAnswered) {
+      state = s.in_op() ? "in op" : "idle";
+    } else if (q.reach == job::Reach::kSilent) {
+      state = "silent";
+    } else if (q.reach == job::Reach::kRefused) {
+      state = "gone";
+    } else {
+      state = "error";
+    }
+    if (FLAGS_json) {
+      std::cout << (r ? ", " : "") << "{\"rank\": " << r << ", \"state\": \"" << state << "\"";
+      if (q.reach == job::Reach::kAnswered) {
+        std::cout << ", \"pid\": " << s.pid() << ", \"host\": \"" << JsonEscape(s.host())
+                  << "\", \"seq\": " << s.seq()
+                  << ", \"last_completed_seq\": " << s.last_completed_seq() << ", \"op\": \""
+                  << JsonEscape(s.op_name()) << "\", \"steps_done\": " << s.steps_done()
+                  << ", \"steps_total\": " << s.steps_total()
+                  << ", \"waiting_on\": " << s.waiting_on()
+                  << ", \"bytes_received\": " << s.bytes_received()
+                  << ", \"bytes_expected\": " << s.bytes_expected()
+                  << ", \"seconds_since_progress\": " << s.seconds_since_progress()
+                  << ", \"last_error\": \"" << JsonEscape(s.last_error()) << "\"";
+      } else {
+        std::cout << ", \"error\": \"" << JsonEscape(q.error) << "\"";
+      }
+      std::cout << "}";
+      continue;
+    }
+    if (q.reach != job::Reach::kAnswered) {
+      std::printf("%-5d %-8s %-10s %-9s %s\n", r, "-", "-", state.c_str(),
+                  q.reach == job::Reach::kSilent ? "alive but not answering (stopped or frozen)"
+                                                 : ("not reachable: " + q.error).c_str());
+      continue;
+    }
+    char step[32], recv[48], since[32], waits[16];
+    std::snprintf(step, sizeof(step), "%d/%d", s.steps_done(), s.steps_total());
+    std::snprintf(recv, sizeof(recv), "%lld/%lld B", static_cast<long long>(s.bytes_received()),
+                  static_cast<long long>(s.bytes_expected()));
+    std::snprintf(since, sizeof(since), "%.2f s", s.seconds_since_progress());
+    std::snprintf(waits, sizeof(waits), "%s",
+                  s.waiting_on() >= 0 ? ("rank " + std::to_string(s.waiting_on())).c_str() : "-");
+    std::string op =
+        s.in_op() ? s.op_name() : "last completed seq=" + std::to_string(s.last_completed_seq());
+    std::printf("%-5d %-8lld %-10s %-9s %-42s %-9s %-8s %-16s %s\n", r,
+                static_cast<long long>(s.pid()), s.host().c_str(), state.c_str(), op.c_str(),
+                s.in_op() ? step : "-", s.in_op() ? waits : "-", s.in_op() ? recv : "-",
+                s.in_op() ? since : "-");
+  }
+  if (FLAGS_json) std::cout << "]}\n";
+  return 0;
+}

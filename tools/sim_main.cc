@@ -1,0 +1,221 @@
+// gyre-sim: runs gyre's own schedules on a modelled network (see docs/simulator.md).
+//   gyre-sim --topology torus2d:4x4 --mapping snake --ranks 16 --algo ring --bytes 64M
+//   gyre-sim --ranks 1024 --algo ring --bytes 64M --phantom
+//   gyre-sim --study topology
+//   gyre-sim --measure_calibration calib.json && gyre-sim --calibrate calib.json
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "core/algo/collective.h"
+#include "core/algo/select.h"
+#include "core/sim/mapping.h"
+#include "core/sim/simulator.h"
+#include "core/sim/study.h"
+
+DEFINE_string(study, "", "print a study instead of one run: 'topology'");
+DEFINE_string(calibrate, "",
+              "calibration file (alpha, bandwidth, reduce rate): predict gyre's loopback "
+              "allreduce for p = 2, 4, 8 and compare with measured runs");
+DEFINE_string(measure_calibration, "",
+              "measure alpha, bandwidth and reduce rate on this machine and write them here");
+
+DEFINE_string(op, "allreduce", "collective");
+DEFINE_string(algo, "auto", "algorithm name, or auto");
+DEFINE_int32(ranks, 16, "world size");
+DEFINE_string(bytes, "64M", "size of `count` elements (K, M, G = KiB, MiB, GiB)");
+DEFINE_int64(count, -1, "element count (overrides --bytes)");
+DEFINE_string(dtype, "float32", "element type");
+DEFINE_string(reduce_op, "sum", "reduction operator");
+DEFINE_int32(root, 0, "root of rooted collectives");
+DEFINE_int64(segment, 0, "pipelining segment in elements (0 = none)");
+DEFINE_int32(grid_rows, 0, "two_d: rows of the grid (0 = most square)");
+DEFINE_int32(local_size, 0, "hierarchical: ranks per node (0 = default)");
+
+DEFINE_string(topology, "switch",
+              "switch | ring | torus2d:AxB | two_level:NODESxGPUS | fat_tree:LEAVESxDEVICES | bus");
+DEFINE_string(mapping, "identity", "identity | snake | random[:SEED] | file:PATH");
+DEFINE_string(link, "ici", "preset of switch/ring/torus/fat_tree/bus links: ici nvlink ib_ndr");
+DEFINE_double(bandwidth_GBps, -1, "override the link bandwidth (GB/s, 1e9 bytes)");
+DEFINE_double(latency_us, -1, "override the link latency (microseconds)");
+DEFINE_string(intra, "nvlink", "two_level: preset of the links inside a node");
+DEFINE_double(intra_bandwidth_GBps, -1, "two_level: override intra-node bandwidth");
+DEFINE_double(intra_latency_us, -1, "two_level: override intra-node latency");
+DEFINE_string(inter, "ib_ndr", "two_level: preset of each GPU's NIC");
+DEFINE_double(inter_bandwidth_GBps, -1, "two_level: override NIC bandwidth");
+DEFINE_double(inter_latency_us, -1, "two_level: override NIC latency");
+DEFINE_bool(ideal_switch_receive, true,
+            "switch: a port's receive side is unlimited (the cost model's rule)");
+DEFINE_int32(spines, 0, "fat_tree: spine switches (0 = devices per leaf)");
+
+DEFINE_bool(phantom, false, "sizes only: no buffers, no correctness check (scale runs)");
+DEFINE_int64(check_elems, 4096,
+             "real data: check at most about this many elements and time the rest by a byte "
+             "scale factor");
+DEFINE_int64(byte_scale, 0, "explicit byte scale factor (0 = derived from --check_elems)");
+DEFINE_double(reduce_GBps, 0, "reduction rate per rank (0 = free, as in the cost model)");
+DEFINE_int32(verify_max_ranks, 64, "verify the whole schedule up to this many ranks");
+DEFINE_bool(json, false, "print JSON (one object per line)");
+DEFINE_bool(links, false, "list every link that carried bytes");
+
+namespace {
+
+using gyre::Status;
+using gyre::StatusOr;
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "gyre-sim: %s\n", s.ToString().c_str());
+  return 2;
+}
+
+StatusOr<int64_t> ParseSize(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double mult = 1;
+  if (unit == "" || unit == "B") {
+    mult = 1;
+  } else if (unit == "K" || unit == "KiB" || unit == "KB") {
+    mult = 1024;
+  } else if (unit == "M" || unit == "MiB" || unit == "MB") {
+    mult = 1024.0 * 1024;
+  } else if (unit == "G" || unit == "GiB" || unit == "GB") {
+    mult = 1024.0 * 1024 * 1024;
+  } else {
+    return gyre::InvalidArgumentError("cannot parse size '" + text + "' (e.g. 4096, 64K, 64M)");
+  }
+  if (end == text.c_str() || v < 0) {
+    return gyre::InvalidArgumentError("cannot parse size '" + text + "'");
+  }
+  return static_cast<int64_t>(v * mult);
+}
+
+StatusOr<gyre::sim::LinkParams> Link(const std::string& preset, double gbps, double us) {
+  GYRE_ASSIGN_OR_RETURN(gyre::sim::LinkParams p, gyre::sim::LinkPreset(preset));
+  if (gbps >= 0) p.bandwidth_bps = static_cast<int64_t>(gbps * 1e9);
+  if (us >= 0) p.latency_ns = static_cast<int64_t>(us * 1000 + 0.5);
+  return p;
+}
+
+// The real element count to check and the byte scale that times it as `count`.
+void ChooseScale(int64_t count, int p, int64_t max_elems, int64_t* real, int64_t* scale) {
+  if (count <= max_elems) {
+    *real = count;
+    *scale = 1;
+    return;
+  }
+  int64_t r = max_elems >= p ? max_elems - max_elems % p : max_elems;
+  while (r > 1 && count % r != 0) --r;
+  *real = std::max<int64_t>(r, 1);
+  *scale = count / *real;
+}
+
+int RunOne() {
+  using namespace gyre;
+  using namespace gyre::algo;
+  auto collective = ParseCollective(FLAGS_op);
+  if (!collective.ok()) return Fail(collective.status());
+  auto dtype = ParseDataType(FLAGS_dtype);
+  if (!dtype.ok()) return Fail(dtype.status());
+  auto rop = ParseReduceOp(FLAGS_reduce_op);
+  if (!rop.ok()) return Fail(rop.status());
+  CollectiveSpec spec;
+  spec.collective = *collective;
+  spec.world_size = FLAGS_ranks;
+  spec.dtype = *dtype;
+  spec.op = *rop;
+  spec.root = FLAGS_root;
+  spec.segment_elems = FLAGS_segment;
+  spec.grid_rows = FLAGS_grid_rows;
+  spec.local_size = FLAGS_local_size;
+  int64_t count = FLAGS_count;
+  if (count < 0) {
+    auto bytes = ParseSize(FLAGS_bytes);
+    if (!bytes.ok()) return Fail(bytes.status());
+    count = *bytes / static_cast<int64_t>(DataTypeSize(spec.dtype));
+  }
+  if (FLAGS_algo != "auto") {
+    auto a = ParseAlgorithm(FLAGS_algo);
+    if (!a.ok()) return Fail(a.status());
+    spec.algorithm = *a;
+  }
+
+  sim::SimOptions o;
+  o.topology = FLAGS_topology;
+  o.mapping = FLAGS_mapping;
+  o.phantom = FLAGS_phantom;
+  o.reduce_bytes_per_s = FLAGS_reduce_GBps * 1e9;
+  o.verify_max_ranks = FLAGS_verify_max_ranks;
+  o.topology_options.ideal_switch_receive = FLAGS_ideal_switch_receive;
+  o.topology_options.fat_tree_spines = FLAGS_spines;
+  auto link = Link(FLAGS_link, FLAGS_bandwidth_GBps, FLAGS_latency_us);
+  auto intra = Link(FLAGS_intra, FLAGS_intra_bandwidth_GBps, FLAGS_intra_latency_us);
+  auto inter = Link(FLAGS_inter, FLAGS_inter_bandwidth_GBps, FLAGS_inter_latency_us);
+  for (const auto* l : {&link, &intra, &inter}) {
+    if (!l->ok()) return Fail(l->status());
+  }
+  o.topology_options.link = *link;
+  o.topology_options.intra = *intra;
+  o.topology_options.inter = *inter;
+  if (FLAGS_phantom || FLAGS_byte_scale > 0) {
+    spec.count = count;
+    o.byte_scale = FLAGS_byte_scale > 0 ? FLAGS_byte_scale : 1;
+    if (FLAGS_byte_scale > 0 && !FLAGS_phantom)
+      spec.count = std::max<int64_t>(count / o.byte_scale, 0);
+  } else {
+    ChooseScale(count, spec.world_size, FLAGS_check_elems, &spec.count, &o.byte_scale);
+  }
+
+  auto topology = sim::MakeTopology(o.topology, spec.world_size, o.topology_options);
+  if (!topology.ok()) return Fail(topology.status());
+  auto mapping = sim::MakeMapping(o.mapping, **topology);
+  if (!mapping.ok()) return Fail(mapping.status());
+  auto result = sim::SimulateOn(spec, **topology, *mapping, o);
+  if (!result.ok()) return Fail(result.status());
+  result->mapping = o.mapping;
+  const sim::HopStats ring = sim::RingHops(**topology, *mapping);
+  if (FLAGS_json) {
+    std::cout << sim::ResultJson(*result, FLAGS_links) << "\n";
+  } else {
+    std::cout << sim::FormatResult(*result, FLAGS_links ? 1 << 30 : 3);
+    std::printf(
+        "  mapping %s: logical ring neighbours are %.2f links apart on average, %d at "
+        "most\n",
+        o.mapping.c_str(), ring.mean, ring.max);
+  }
+  return result->ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("run gyre's schedules on a modelled network (docs/simulator.md)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  using namespace gyre;
+  if (!FLAGS_measure_calibration.empty()) {
+    auto c = sim::MeasureCalibration();
+    if (!c.ok()) return Fail(c.status());
+    Status s = sim::WriteCalibration(FLAGS_measure_calibration, *c);
+    if (!s.ok()) return Fail(s);
+    std::printf("wrote %s: alpha %.2f us, %.2f GB/s per copy, reduce %.2f GB/s, %d cores\n",
+                FLAGS_measure_calibration.c_str(), c->alpha_s * 1e6, c->bandwidth_Bps / 1e9,
+                c->reduce_Bps / 1e9, c->cores);
+    if (FLAGS_calibrate.empty()) return 0;
+  }
+  if (!FLAGS_calibrate.empty()) {
+    auto c = sim::ReadCalibration(FLAGS_calibrate);
+    if (!c.ok()) return Fail(c.status());
+    Status s = sim::RunCalibration(*c, std::cout, FLAGS_json);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (FLAGS_study == "topology") {
+    Status s = sim::RunTopologyStudy(std::cout, FLAGS_json);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (!FLAGS_study.empty()) {
+    return Fail(InvalidArgumentError("unknown study '" + FLAGS_study + "' (known: topology)"));
+  }
+  return RunOne();
+}
