@@ -124,11 +124,13 @@ void PrintMergedView(const std::string& run_dir, int n) {
 // Watches the job over the ranks' control endpoints; on a hang, reports and stops the job
 // (by sending gyrerun itself SIGTERM, which the supervisor turns into an orderly stop).
 void WatchForHangs(const std::string& store_url, const std::string& job_id, int n,
-                   const std::string& run_dir, std::atomic<bool>* done) {
+                   const std::string& run_dir, gyre::auth::Credentials credentials,
+                   std::atomic<bool>* done) {
   using namespace gyre;
   Duration limit = Seconds(FLAGS_hang_timeout);
   std::vector<std::string> addresses;
-  auto store = store::OpenStore(store_url, Deadline::After(*SteadyClock::Get(), Seconds(10)));
+  auto store =
+      store::OpenStore(store_url, Deadline::After(*SteadyClock::Get(), Seconds(10)), credentials);
   if (!store.ok()) return;
   while (!*done) {
     std::this_thread::sleep_for(Millis(500));
@@ -144,7 +146,7 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
     }
     proto::ControlRequest q;
     q.mutable_status();
-    auto results = job::QueryAll(addresses, q, Seconds(1));
+    auto results = job::QueryAll(addresses, q, Seconds(1), credentials);
     bool any_in_op = false, all_stuck = true;
     for (const auto& r : results) {
       if (r.reach != job::Reach::kAnswered) continue;  // silent ranks cannot progress
@@ -183,7 +185,7 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
     }
     proto::ControlRequest d;
     d.mutable_dump();
-    auto dumps = job::QueryAll(addresses, d, Seconds(1));
+    auto dumps = job::QueryAll(addresses, d, Seconds(1), credentials);
     for (int r = 0; r < n; ++r) {
       if (dumps[r].reach != job::Reach::kAnswered) continue;
       std::ofstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
@@ -370,7 +372,10 @@ int main(int argc, char** argv) {
   std::atomic<bool> done{false};
   std::thread watcher;
   if (FLAGS_hang_timeout > 0) {
-    watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, &done);
+    auth::Credentials credentials;
+    credentials.secret = secret;
+    credentials.job_id = job_id;
+    watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &done);
   }
   const int code = supervisor.Wait();
   done = true;

@@ -6,6 +6,7 @@
 //                  (Chrome trace-event JSON: a track per rank, a slice per operation; open it
 //                   in Perfetto or chrome://tracing)
 #include <gflags/gflags.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,16 @@ int main(int argc, char** argv) {
   if (secret_file.empty()) {
     if (const char* f = std::getenv("GYRE_SECRET_FILE")) secret_file = f;
   }
+  // A job started by gyrerun keeps its secret beside the store in its run folder.
+  const std::string kStoreSuffix = "/store";
+  if (secret_file.empty() && FLAGS_store.rfind("file://", 0) == 0 &&
+      FLAGS_store.size() > kStoreSuffix.size() &&
+      FLAGS_store.compare(FLAGS_store.size() - kStoreSuffix.size(), kStoreSuffix.size(),
+                          kStoreSuffix) == 0) {
+    const std::string candidate =
+        FLAGS_store.substr(7, FLAGS_store.size() - 7 - kStoreSuffix.size()) + "/secret";
+    if (::access(candidate.c_str(), R_OK) == 0) secret_file = candidate;
+  }
   if (!secret_file.empty()) {
     auto secret = auth::LoadSecretFile(secret_file);
     if (!secret.ok()) return Fail(secret.status().ToString());
@@ -83,7 +94,8 @@ int main(int argc, char** argv) {
   } else {
     req.mutable_status();
   }
-  std::vector<job::QueryResult> results = job::QueryAll(addresses, req, Seconds(FLAGS_timeout));
+  std::vector<job::QueryResult> results =
+      job::QueryAll(addresses, req, Seconds(FLAGS_timeout), credentials);
   const int p = static_cast<int>(addresses.size());
   if (cmd == "timeline") {
     std::ofstream f(FLAGS_out);

@@ -66,7 +66,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   // The control endpoint is up and published before the rendezvous completes, so once
   // everyone has arrived every control address can be read.
   joined.control = std::make_unique<ControlServer>(
-      joined.comm.get(), RankInfo{id.rank, me.pid, me.host, joined.address});
+      joined.comm.get(), RankInfo{id.rank, me.pid, me.host, joined.address}, credentials);
   GYRE_RETURN_IF_ERROR(joined.control->Start(o.listen_host).WithContext(who));
   GYRE_RETURN_IF_ERROR(
       joined.store->Set(ControlKey(id.job_id, id.rank), joined.control->address(), deadline)
@@ -77,6 +77,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   joined.peers = *peers;
   auto dir = std::make_shared<JobDirectory>();
   dir->job_id = id.job_id;
+  dir->credentials = credentials;
   dir->peers = joined.peers;
   std::vector<std::string> addresses;
   for (const auto& p : joined.peers) addresses.push_back(p.address);
@@ -159,7 +160,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     // ranks that answered have not all reached the diverging call, ask again briefly so
     // the majority, and so the rank named, is the same on every rank.
     for (int attempt = 0; attempt < 10; ++attempt) {
-      results = QueryAll(targets, query, query_timeout);
+      results = QueryAll(targets, query, query_timeout, dir->credentials);
       int answered = 1;  // this rank
       for (int q = 0; q < p; ++q) {
         views[q] = PeerView{};
@@ -191,7 +192,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     for (int q = 0; q < p; ++q) {
       if (q != self && results[q].reach == Reach::kAnswered) tell[q] = targets[q];
     }
-    QueryAll(tell, abort, query_timeout);
+    QueryAll(tell, abort, query_timeout, dir->credentials);
     dump();
     return Status(failed.status.code(), v.text + " [rank " + std::to_string(self) +
                                             " saw: " + failed.status.message() + "]");

@@ -37,6 +37,7 @@ StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& d
 // Every rank's addresses, as found at rendezvous.
 struct JobDirectory {
   std::string job_id;
+  auth::Credentials credentials;               // this rank's proof on the control path
   std::vector<store::PeerRecord> peers;        // index = rank
   std::vector<std::string> control_addresses;  // index = rank
 };

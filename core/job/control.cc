@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
 
 namespace gyre::job {
@@ -49,8 +50,11 @@ proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
   return st;
 }
 
-ControlServer::ControlServer(Communicator* comm, RankInfo info)
-    : comm_(comm), info_(std::move(info)) {}
+ControlServer::ControlServer(Communicator* comm, RankInfo info, auth::Credentials credentials)
+    : comm_(comm), info_(std::move(info)), credentials_(std::move(credentials)) {
+  credentials_.rank = info_.rank;
+  credentials_.world_size = 0;  // gyrectl connects too; it is not a rank
+}
 
 ControlServer::~ControlServer() { Stop(); }
 
@@ -92,6 +96,16 @@ void ControlServer::Loop() {
 
 void ControlServer::Handle(int fd) {
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
+  auth::Refusal refusal;
+  if (!auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_, &replay_guard_, deadline,
+                        &refusal)
+           .ok()) {
+    // A stranger, another job or a replay: closed without a word, and counted.
+    ++refused_;
+    comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));
+    ::close(fd);
+    return;
+  }
   proto::ControlRequest req;
   Status s = ipc::ReadMessage(fd, &req, deadline, "control request");
   if (s.ok()) {
@@ -112,8 +126,9 @@ void ControlServer::Handle(int fd) {
   ::close(fd);
 }
 
-QueryResult QueryControl(const std::string& address, const proto::ControlRequest& request,
-                         Duration timeout) {
+QueryResult QueryControl(const std::string& address, int target_rank,
+                         const proto::ControlRequest& request, Duration timeout,
+                         const auth::Credentials& credentials) {
   QueryResult r;
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), timeout);
   auto fd = ipc::ConnectTcp(address, deadline);
@@ -124,14 +139,19 @@ QueryResult QueryControl(const std::string& address, const proto::ControlRequest
                                                                          : Reach::kError;
     return r;
   }
-  Status s = ipc::WriteMessage(*fd, request, deadline, "control request to " + address);
+  auth::Credentials self = credentials;
+  self.world_size = 0;
+  Status s = auth::ConnectOnFd(*fd, auth::Channel::kControl, self, target_rank, deadline,
+                               "control connection to " + address);
+  if (s.ok()) s = ipc::WriteMessage(*fd, request, deadline, "control request to " + address);
   if (s.ok()) s = ipc::ReadMessage(*fd, &r.response, deadline, "control answer from " + address);
   ::close(*fd);
   if (s.ok()) {
     r.reach = Reach::kAnswered;
   } else {
     r.error = s.message();
-    r.reach = s.code() == StatusCode::kDeadlineExceeded ? Reach::kSilent
+    r.reach = s.code() == StatusCode::kDeadlineExceeded                        ? Reach::kSilent
+              : s.message().find("refused the handshake") != std::string::npos ? Reach::kError
               : s.message().find("reset") != std::string::npos ||
                       s.message().find("closed") != std::string::npos
                   ? Reach::kRefused
@@ -141,12 +161,15 @@ QueryResult QueryControl(const std::string& address, const proto::ControlRequest
 }
 
 std::vector<QueryResult> QueryAll(const std::vector<std::string>& addresses,
-                                  const proto::ControlRequest& request, Duration timeout) {
+                                  const proto::ControlRequest& request, Duration timeout,
+                                  const auth::Credentials& credentials) {
   std::vector<QueryResult> results(addresses.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < addresses.size(); ++i) {
     if (addresses[i].empty()) continue;
-    threads.emplace_back([&, i] { results[i] = QueryControl(addresses[i], request, timeout); });
+    threads.emplace_back([&, i] {
+      results[i] = QueryControl(addresses[i], static_cast<int>(i), request, timeout, credentials);
+    });
   }
   for (auto& t : threads) t.join();
   return results;

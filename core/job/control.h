@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/auth/handshake.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "core/comm/communicator.h"
@@ -29,7 +30,8 @@ proto::RankState StateOf(const OpSnapshot& snap, const RankInfo& info);
 
 class ControlServer {
  public:
-  ControlServer(Communicator* comm, RankInfo info);
+  // Every connection must prove `credentials` (the job's secret) before it is read.
+  ControlServer(Communicator* comm, RankInfo info, auth::Credentials credentials);
   ~ControlServer();
 
   Status Start(const std::string& host);
@@ -46,6 +48,9 @@ class ControlServer {
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<int> active_{0};
+  auth::Credentials credentials_;
+  auth::ReplayGuard replay_guard_;
+  std::atomic<int64_t> refused_{0};
   std::thread thread_;
 };
 
@@ -62,11 +67,16 @@ struct QueryResult {
   std::string error;
 };
 
-QueryResult QueryControl(const std::string& address, const proto::ControlRequest& request,
-                         Duration timeout);
+// `credentials`: this side's proof (rank kNoRank for a tool such as gyrectl);
+// `target_rank`: the rank behind `address`.
+QueryResult QueryControl(const std::string& address, int target_rank,
+                         const proto::ControlRequest& request, Duration timeout,
+                         const auth::Credentials& credentials);
 
-// Sends `request` to every address at once and waits for all (each bounded by `timeout`).
+// Sends `request` to every address (index = rank) at once and waits for all, each bounded
+// by `timeout`. Empty addresses are skipped.
 std::vector<QueryResult> QueryAll(const std::vector<std::string>& addresses,
-                                  const proto::ControlRequest& request, Duration timeout);
+                                  const proto::ControlRequest& request, Duration timeout,
+                                  const auth::Credentials& credentials);
 
 }  // namespace gyre::job

@@ -4,6 +4,8 @@
 // faulty rank, within the promised time.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -246,6 +248,29 @@ TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
   EXPECT_NE(status.out.find("rank 1 "), std::string::npos) << status.out;
   // Resumed before T: the job finishes cleanly.
   EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+}
+
+// The control endpoint proves the job's secret like every other connection: a stranger's
+// query (here gyrectl with another secret) learns nothing and the job goes on.
+TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {
+  CommandResult stranger;
+  LoopRun r = RunLoop(
+      2, 20, {}, nullptr, "daemon", /*iterations*/ -3000,
+      [&](const LoopRun& run, const std::vector<pid_t>&) {
+        const std::string wrong = ::testing::TempDir() + "wrong-secret-" + std::to_string(getpid());
+        {
+          std::ofstream f(wrong);
+          f << std::string(64, 'a') << "\n";
+        }
+        ::chmod(wrong.c_str(), 0600);
+        stranger = RunCommand({BinDir() + "/gyrectl", "status", "--store", run.store, "--job_id",
+                               run.job_id, "--secret_file", wrong},
+                              {}, 30);
+      });
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  EXPECT_EQ(stranger.out.find("in op"), std::string::npos) << stranger.out;
+  EXPECT_EQ(stranger.out.find("idle"), std::string::npos) << stranger.out;
+  EXPECT_NE(stranger.out.find("error"), std::string::npos) << stranger.out;
 }
 
 TEST(FlightRecorderTest, Sigusr1WritesAParseableDump) {
