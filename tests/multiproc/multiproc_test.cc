@@ -1,8 +1,11 @@
 // Real processes: gyrerun starting gyred daemons and client programs on 127.0.0.1, with the
 // file store and the TCP store, through the daemon and embedded; rendezvous failures with
 // gyred started by hand; a rank SIGKILLed in the middle of a loop of allreduces.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -255,6 +258,50 @@ TEST(GyrerunTest, BuiltInBenchWorkloadReportsEverySizeCorrect) {
     EXPECT_NE(d.results[0].out.find(size), std::string::npos) << d.results[0].out;
   }
   EXPECT_NE(d.results[0].out.find("auto:"), std::string::npos) << d.results[0].out;
+}
+
+// gyred --metrics_port serves Prometheus' text format on loopback.
+TEST(MetricsTest, DaemonServesPrometheusText) {
+  const std::string dir = TempDir("metrics");
+  std::string body;
+  std::thread fetcher;
+  const std::regex port_re(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)");
+  const std::regex pid_re(R"(joined as pid (\d+))");
+  pid_t pid = 0;
+  CommandResult r =
+      RunCommand({Gyred(), "--rank=0", "--world_size=1", "--store=file://" + dir, "--job_id=jobP",
+                  "--run=serve", "--socket=" + dir + "/d.sock", "--metrics_port=0"},
+                 {}, 30, [&](const std::string& line) {
+                   std::smatch m;
+                   if (std::regex_search(line, m, pid_re))
+                     pid = static_cast<pid_t>(std::stoi(m[1]));
+                   if (std::regex_search(line, m, port_re)) {
+                     const int port = std::stoi(m[1]);
+                     fetcher = std::thread([&, port] {
+                       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+                       sockaddr_in a{};
+                       a.sin_family = AF_INET;
+                       a.sin_port = htons(static_cast<uint16_t>(port));
+                       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                       if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+                         const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+                         (void)::send(fd, req.data(), req.size(), 0);
+                         char buf[65536];
+                         ssize_t n;
+                         while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, n);
+                       }
+                       ::close(fd);
+                       if (pid > 0) ::kill(pid, SIGTERM);
+                     });
+                   }
+                 });
+  if (fetcher.joinable()) fetcher.join();
+  EXPECT_NE(body.find("HTTP/1.0 200 OK"), std::string::npos) << body << r.err;
+  EXPECT_NE(body.find("# TYPE gyre_operations_total counter"), std::string::npos) << body;
+  EXPECT_NE(body.find("gyre_operation_duration_seconds_bucket{rank=\"0\",le=\"+Inf\"} 0"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("gyre_sent_bytes_total{rank=\"0\"} 0"), std::string::npos) << body;
 }
 
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {

@@ -623,6 +623,19 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
     return Complete(std::move(recv.done), match);
   }
 
+  // An early message of this operation from this peer under another tag, carrying another
+  // call's fingerprint: the ranks made different calls; say so at once.
+  auto same_op = p.unexpected.lower_bound(MessageKey{header.seq, 0});
+  if (same_op != p.unexpected.end() && same_op->first.first == header.seq &&
+      same_op->second.front().desc != header.desc) {
+    FrameHeader frame;
+    frame.seq = header.seq;
+    frame.tag = same_op->first.second;
+    frame.payload_len = same_op->second.front().bytes;
+    frame.desc = same_op->second.front().desc;
+    return Complete(std::move(recv.done), CheckMatch(peer, frame, recv));
+  }
+
   // The message may be streaming in right now as an early one: take it over, so the rest of
   // it lands directly in the caller's buffer.
   const std::shared_ptr<InConn>& c = p.conn;
@@ -996,6 +1009,17 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
       c->sink = Sink::kDiscard;
     }
   } else {
+    // A receive already posted for this operation from this peer, under another tag and
+    // with another fingerprint: the two ranks made different calls. Fail it now rather
+    // than at its deadline (the message itself is kept, as any early one).
+    auto same_op = p.posted.lower_bound(MessageKey{f.seq, 0});
+    if (same_op != p.posted.end() && same_op->first.first == f.seq &&
+        same_op->second.front().header.desc != f.desc) {
+      PendingRecv other = std::move(same_op->second.front());
+      same_op->second.pop_front();
+      if (same_op->second.empty()) p.posted.erase(same_op);
+      Complete(std::move(other.done), CheckMatch(c->peer, f, other));
+    }
     size_t charge = static_cast<size_t>(f.payload_len) + kBufferedMessageOverhead;
     if (unexpected_bytes_ + charge > options_.max_unexpected_bytes) {
       return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for seq " +
