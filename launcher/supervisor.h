@@ -120,9 +120,10 @@ struct SupervisorOptions {
   // The whole job must end by then (on SteadyClock). Infinite by default.
   Deadline job_deadline = Deadline::Infinite();
   // After the first failure, how long to keep collecting exits before choosing the root
-  // cause and stopping the rest: a process killed by a signal in that window is preferred
-  // over one that exited with an error (usually reporting the killed one).
-  Duration settle_time = Millis(300);
+  // cause and stopping the rest: long enough for the survivors to report the verdict, and a
+  // process killed by a signal in that window is preferred over one that exited with an
+  // error (usually reporting the killed one).
+  Duration settle_time = Millis(1500);
   // Catch SIGINT/SIGTERM sent to the launcher and shut the job down (exit 130/143). Turn off
   // when the embedding program handles these itself.
   bool handle_termination_signals = true;
