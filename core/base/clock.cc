@@ -49,4 +49,16 @@ std::string FormatDuration(Duration d) {
   return buf;
 }
 
+std::string FormatBytes(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t{1} << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
+  } else if (b >= 1024) {
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
+  }
+  return buf;
+}
+
 }  // namespace gyre

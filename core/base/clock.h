@@ -62,6 +62,9 @@ class Deadline {
 // "1.25 s", "340 ms", "12 us": for error messages.
 std::string FormatDuration(Duration d);
 
+// "1.5 MiB", "12.0 KiB", "7 B": for error messages.
+std::string FormatBytes(int64_t bytes);
+
 inline Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }

@@ -44,22 +44,6 @@ void OpCounters::Add(const OpCounters& o) {
   bytes_copied += o.bytes_copied;
 }
 
-namespace {
-
-std::string FormatBytes(int64_t b) {
-  char buf[64];
-  if (b >= (int64_t{1} << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
-  } else if (b >= 1024) {
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
-  }
-  return buf;
-}
-
-}  // namespace
-
 // Completions arrive from transport threads. The queue is shared with the callbacks, so a
 // callback that runs late (after the OpRun is gone) touches nothing freed.
 struct OpRun::Queue {

@@ -8,18 +8,6 @@
 namespace gyre::job {
 namespace {
 
-std::string Bytes(int64_t b) {
-  char buf[64];
-  if (b >= (int64_t{1} << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
-  } else if (b >= 1024) {
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
-  }
-  return buf;
-}
-
 std::string Where(const PeerView& v) {
   const int64_t pid = v.reach == Reach::kAnswered ? v.state.pid() : v.pid;
   const std::string host = v.reach == Reach::kAnswered ? v.state.host() : v.host;
@@ -247,8 +235,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       break;
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"
-         << st.steps_total() << ", received " << Bytes(st.bytes_received()) << "/"
-         << Bytes(st.bytes_expected());
+         << st.steps_total() << ", received " << FormatBytes(st.bytes_received()) << "/"
+         << FormatBytes(st.bytes_expected());
       break;
     default:
       break;
