@@ -15,6 +15,8 @@ function(gyre_test)
   if(NOT G_TIMEOUT)
     set(G_TIMEOUT 120)
   endif()
+  # Sanitizer builds run several times slower; their CI stage scales every timeout.
+  math(EXPR G_TIMEOUT "${G_TIMEOUT} * ${GYRE_TEST_TIMEOUT_SCALE}")
   add_executable(${G_NAME} ${G_SRCS})
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})

@@ -36,6 +36,7 @@ std::vector<unsigned char> Reference(const CollectiveSpec& spec,
   const size_t n = static_cast<size_t>(spec.count);
   std::vector<unsigned char> out(static_cast<size_t>(algo::OutputCount(spec, q)) * es);
   auto reduce_all = [&](size_t in_offset, unsigned char* dst) {
+    if (n == 0) return;  // nothing to reduce (and empty buffers may have no storage)
     ReduceFn fn = *GetReduceFn(spec.dtype, spec.op);
     std::memcpy(dst, inputs[0].data() + in_offset * es, n * es);
     for (int r = 1; r < p; ++r) fn(dst, inputs[r].data() + in_offset * es, n);
@@ -85,7 +86,7 @@ std::string FirstDifference(const CollectiveSpec& spec, const std::vector<unsign
   if (got.size() != want.size()) {
     return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
   }
-  if (std::memcmp(got.data(), want.data(), got.size()) == 0) return "";
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size()) == 0) return "";
   const size_t es = DataTypeSize(spec.dtype);
   for (size_t i = 0; i * es < got.size(); ++i) {
     if (std::memcmp(got.data() + i * es, want.data() + i * es, es) != 0) {
@@ -101,7 +102,7 @@ std::string FirstDifference(const CollectiveSpec& spec, const std::vector<unsign
 int64_t FirstDifferentElement(const CollectiveSpec& spec, const std::vector<unsigned char>& got,
                               const std::vector<unsigned char>& want) {
   if (got.size() != want.size()) return 0;
-  if (std::memcmp(got.data(), want.data(), got.size()) == 0) return -1;
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size()) == 0) return -1;
   const size_t es = DataTypeSize(spec.dtype);
   for (size_t i = 0; i * es < got.size(); ++i) {
     if (std::memcmp(got.data() + i * es, want.data() + i * es, es) != 0) {
