@@ -44,7 +44,11 @@ StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
   if (const char* h = std::getenv("GYRE_LISTEN_HOST")) jo.listen_host = h;
   if (const char* t = std::getenv("GYRE_TIMEOUT_MS")) jo.comm.timeout = Millis(std::atoll(t));
   if (const char* d = std::getenv("GYRE_FLIGHT_DIR")) jo.flight_dir = d;
-  GYRE_ASSIGN_OR_RETURN(job::Joined joined, job::JoinJob(jo));
+  return MakeEmbedded(jo);
+}
+
+StatusOr<std::unique_ptr<Comm>> MakeEmbedded(const job::JoinOptions& options) {
+  GYRE_ASSIGN_OR_RETURN(job::Joined joined, job::JoinJob(options));
   return std::unique_ptr<Comm>(new EmbeddedComm(std::move(joined)));
 }
 

@@ -9,6 +9,7 @@
 #include "client/include/gyre/gyre.h"
 #include "core/algo/collective.h"
 #include "core/comm/communicator.h"
+#include "core/job/bootstrap.h"
 
 namespace gyre::client {
 
@@ -57,6 +58,9 @@ class CommBase : public Comm {
 };
 
 StatusOr<std::unique_ptr<Comm>> MakeEmbedded();
+// Joins with options the caller chose (identity, store, timeouts): for bindings that bring
+// their own rendezvous, such as the torch.distributed backend.
+StatusOr<std::unique_ptr<Comm>> MakeEmbedded(const job::JoinOptions& options);
 StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path, Deadline deadline);
 
 }  // namespace gyre::client

@@ -40,6 +40,10 @@ DEFINE_double(timeout, 30,
               "from a peer before failing the operation");
 DEFINE_double(rendezvous_timeout, 60, "seconds to wait for every rank at rendezvous");
 DEFINE_bool(exit_with_client, true, "serve mode: exit once the first client disconnects");
+DEFINE_double(linger_after_failure, 3,
+              "serve mode: seconds the rank keeps answering the other ranks' control queries "
+              "after its client left on a failed operation, so that their verdicts see it "
+              "as a survivor rather than a dead rank (ends early on SIGTERM)");
 DEFINE_string(report_file, "", "write the workload report here (rank 0) instead of stdout");
 DEFINE_int32(timing_runs, 7, "main job: runs per timed cell (at least 5)");
 DEFINE_bool(deterministic, false, "canonical reduction order for every reducing call");
@@ -188,6 +192,19 @@ int main(int argc, char** argv) {
     g_server = &server;
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
+    const gyre::OpSnapshot last = comm.monitor()->Snapshot();
+    if (!g_stop && last.failed_seq != 0 && last.failed_seq == last.last_started_seq) {
+      // The others may still be composing their verdict on this failure: a rank that
+      // vanished now would look dead to them and be named instead of the real cause.
+      LOG(INFO) << prefix << "client left after seq=" << last.failed_seq
+                << " failed; answering control queries for " << FLAGS_linger_after_failure
+                << " s more";
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration<double>(FLAGS_linger_after_failure);
+      while (!g_stop && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     LOG(INFO) << prefix << "served " << server.calls_served() << " calls; exiting"
               << (g_stop ? " on a signal" : "");
     // Close the peer connections first so the other ranks see this one leave at once, then

@@ -39,9 +39,10 @@ Duration Deadline::Remaining(const Clock& clock) const {
 std::string FormatDuration(Duration d) {
   double ns = static_cast<double>(d.count());
   char buf[64];
-  if (ns >= 1e9) {
+  // Thresholds sit where the smaller unit would round up to 1000 of itself.
+  if (ns >= 999.95e6) {
     std::snprintf(buf, sizeof(buf), "%.2f s", ns / 1e9);
-  } else if (ns >= 1e6) {
+  } else if (ns >= 999.5e3) {
     std::snprintf(buf, sizeof(buf), "%.1f ms", ns / 1e6);
   } else {
     std::snprintf(buf, sizeof(buf), "%.0f us", ns / 1e3);

@@ -19,7 +19,7 @@ std::string ControlKey(const std::string& job_id, int rank) {
 StatusOr<Joined> JoinJob(const JoinOptions& o) {
   const Identity& id = o.identity;
   const std::string who = "rank " + std::to_string(id.rank) + " of job " + id.job_id;
-  if (id.store_url.empty()) {
+  if (id.store_url.empty() && !o.store_factory) {
     return InvalidArgumentError(who +
                                 ": no store given (--store file:///dir or tcp://host:port, "
                                 "or GYRE_STORE, or MASTER_ADDR/MASTER_PORT)");
@@ -36,8 +36,12 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   credentials.job_id = id.job_id;
   credentials.rank = id.rank;
   credentials.world_size = id.world_size;
-  auto store = store::OpenStore(id.store_url, deadline, credentials);
-  if (!store.ok()) return store.status().WithContext(who + ": cannot open store " + id.store_url);
+  auto store =
+      o.store_factory ? o.store_factory() : store::OpenStore(id.store_url, deadline, credentials);
+  if (!store.ok()) {
+    return store.status().WithContext(who + ": cannot open store " +
+                                      (o.store_factory ? "(given by the caller)" : id.store_url));
+  }
   joined.store = std::move(*store);
 
   TcpTransportOptions topts;

@@ -3,6 +3,7 @@
 // transport and hand back a Communicator. Used by gyred and by the embedded client alike.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct JoinOptions {
   // The job's secret, proved on every store and peer connection. When empty, the file
   // identity.secret_file names is loaded; when that is empty too, the job runs without one.
   auth::Secret secret;
+  // When set, the store to rendezvous through (for example one a framework hands over, such
+  // as torch's c10d store) instead of opening identity.store_url.
+  std::function<StatusOr<std::unique_ptr<store::Store>>()> store_factory;
 };
 
 // Writes comm's flight recorder to <dir>/flight-rank<R>.json; returns the path.

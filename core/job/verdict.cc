@@ -160,27 +160,33 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     break;
   }
 
-  // The root cause, by priority. For waiters, follow who waits on whom from this rank: the
-  // first rank on the chain that is not itself waiting is the one holding everybody up.
+  // The root cause.
   auto first_of = [&](RankClass c) {
     for (int q = 0; q < p; ++q) {
       if (v.classes[q] == c) return q;
     }
     return -1;
   };
+  // First the chain of waits from this rank: the first rank on it that is not itself waiting
+  // is the one holding this rank up. Only when the chain ends nowhere useful does the class
+  // priority decide, so that a rank which merely left early (it reached its own verdict and
+  // exited) cannot outrank the stalled rank everybody is actually waiting on.
+  auto is_cause = [](RankClass c) {
+    return c == RankClass::kDead || c == RankClass::kStalled || c == RankClass::kNotEntered;
+  };
+  if (v.root < 0) {
+    int q = me.waiting_on;
+    for (int hops = 0; q >= 0 && q < p && hops < p && v.classes[q] == RankClass::kWaiting; ++hops) {
+      q = waiting_on[q];
+    }
+    if (q >= 0 && q < p && is_cause(v.classes[q])) {
+      v.root = q;
+      v.root_class = v.classes[q];
+    }
+  }
   for (RankClass c : {RankClass::kDead, RankClass::kStalled, RankClass::kNotEntered}) {
-    if (v.root < 0) {  // a divergence, found above, comes first
-      // Prefer the one this rank (or its chain) waits on, when several share the class.
-      int q = me.waiting_on;
-      for (int hops = 0; q >= 0 && q < p && hops < p; ++hops) {
-        if (v.classes[q] == c) {
-          v.root = q;
-          break;
-        }
-        if (v.classes[q] != RankClass::kWaiting) break;
-        q = waiting_on[q];
-      }
-      if (v.root < 0) v.root = first_of(c);
+    if (v.root < 0) {
+      v.root = first_of(c);
       if (v.root >= 0) v.root_class = c;
     }
   }

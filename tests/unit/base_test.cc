@@ -41,6 +41,11 @@ TEST(ClockTest, DeadlineOnManualClock) {
   EXPECT_FALSE(Deadline::Infinite().Expired(clock));
   EXPECT_EQ(Deadline::After(clock, Duration::max()).infinite(), true);
   EXPECT_EQ(FormatDuration(Millis(1500)), "1.50 s");
+  // Just below a unit's boundary reads as the larger unit, never as "1000.0 ms".
+  EXPECT_EQ(FormatDuration(std::chrono::microseconds(999980)), "1.00 s");
+  EXPECT_EQ(FormatDuration(std::chrono::nanoseconds(999700)), "1.0 ms");
+  EXPECT_EQ(FormatDuration(Millis(999)), "999.0 ms");
+  EXPECT_EQ(FormatDuration(std::chrono::microseconds(250)), "250 us");
 }
 
 TEST(DtypeTest, NamesRoundTrip) {

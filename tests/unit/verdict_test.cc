@@ -80,13 +80,30 @@ TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
   EXPECT_EQ(v.text.find("rank 6 stalled"), std::string::npos);
 }
 
-TEST(VerdictTest, DeadBeatsWaitingAndStalledIsSecond) {
+// Rank 0 waits on 3, 3 waits on 2, and 2 does not answer; rank 1's control port refuses (it
+// left: after its own verdict, or because it died). The chain of waits names rank 2: what
+// holds this rank up comes before a rank that merely disappeared off that chain.
+TEST(VerdictTest, TheChainOfWaitsOutranksADeadRankOffIt) {
   std::vector<PeerView> views(4);
   for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
   views[1].reach = Reach::kRefused;
   views[2].reach = Reach::kSilent;
   Verdict v = Classify(Me(0, 3), views);
-  EXPECT_EQ(v.root, 1);
+  EXPECT_EQ(v.root, 2) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kStalled);
+  EXPECT_EQ(v.classes[1], RankClass::kDead);
+  EXPECT_NE(v.text.find("rank 2 stalled"), std::string::npos) << v.text;
+}
+
+// When the chain ends nowhere (this rank waits on nobody, or on a rank that is done), the
+// class decides: dead before stalled before not entered.
+TEST(VerdictTest, OffTheChainDeadBeatsStalled) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, -1);
+  views[1].reach = Reach::kRefused;
+  views[2].reach = Reach::kSilent;
+  Verdict v = Classify(Me(0, -1), views);
+  EXPECT_EQ(v.root, 1) << v.text;
   EXPECT_EQ(v.root_class, RankClass::kDead);
   EXPECT_EQ(v.classes[2], RankClass::kStalled);
 }
