@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include "core/job/inquiry.h"
+#include "core/job/stall_probe.h"
 #include "core/job/verdict.h"
 #include "core/transport/tcp/tcp_transport.h"
 
@@ -98,6 +100,8 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   if (o.verdicts) {
     joined.comm->SetFailureHandler(
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
+    joined.probe = std::make_shared<StallProbe>(joined.comm.get(), dir, o.comm.timeout);
+    joined.probe->Start();
   }
   return joined;
 }
@@ -134,69 +138,18 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
         failed.status.message().find("mismatch") == std::string::npos) {
       return failed.status;
     }
-    const int p = comm->size();
     const int self = comm->rank();
     const OpSnapshot snap = comm->monitor()->Snapshot();
     if (snap.failed_seq != failed.seq) return failed.status;  // never started (e.g. no schedule)
-    LocalFailure me;
-    me.rank = self;
+    LocalFailure me = LocalFailureOf(snap, self, progress_timeout);
     me.seq = failed.seq;
-    me.desc = snap.desc;
-    me.op_name = snap.op_name;
     me.status = failed.status;
     me.elapsed = failed.elapsed;
-    me.timeout = progress_timeout;
-    me.waiting_on = snap.waiting_on;
-    me.bytes_received = snap.bytes_received;
-    me.bytes_expected = snap.bytes_expected;
-    me.recent = snap.recent;
-    // Quick enough not to stretch the failure much, long enough for a loaded machine.
-    const Duration query_timeout =
-        std::min<Duration>(Seconds(1), std::max<Duration>(Millis(250), progress_timeout / 4));
-    std::vector<std::string> targets = dir->control_addresses;
-    targets[self].clear();
-    proto::ControlRequest query;
-    query.mutable_status();
-    std::vector<QueryResult> results;
-    std::vector<PeerView> views(p);
-    Verdict v;
-    // A mismatch is seen at once, possibly before every rank has made the call: while the
-    // ranks that answered have not all reached the diverging call, ask again briefly so
-    // the majority, and so the rank named, is the same on every rank.
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      results = QueryAll(targets, query, query_timeout, dir->credentials);
-      int answered = 1;  // this rank
-      for (int q = 0; q < p; ++q) {
-        views[q] = PeerView{};
-        views[q].rank = q;
-        views[q].reach = results[q].reach;
-        views[q].error = results[q].error;
-        if (results[q].reach == Reach::kAnswered) {
-          views[q].state = results[q].response.state();
-          ++answered;
-        }
-        if (q < static_cast<int>(dir->peers.size())) {
-          views[q].pid = dir->peers[q].pid;
-          views[q].host = dir->peers[q].host;
-          views[q].data_address = dir->peers[q].address;
-        }
-      }
-      v = Classify(me, views);
-      if (v.root_class != RankClass::kDiverged || v.voters >= answered) break;
-      std::this_thread::sleep_for(Millis(100));
-    }
+    const Duration query_timeout = QueryTimeoutFor(progress_timeout);
+    Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
+    const Verdict& v = in.verdict;
     comm->recorder()->Record("verdict", failed.seq, v.text);
-    // Tell every rank that answered (the dead and the stalled cannot listen).
-    proto::ControlRequest abort;
-    abort.mutable_abort()->set_seq(failed.seq);
-    abort.mutable_abort()->set_from_rank(self);
-    abort.mutable_abort()->set_verdict(v.text);
-    abort.mutable_abort()->set_code(static_cast<int>(StatusCode::kAborted));
-    std::vector<std::string> tell(p);
-    for (int q = 0; q < p; ++q) {
-      if (q != self && results[q].reach == Reach::kAnswered) tell[q] = targets[q];
-    }
-    QueryAll(tell, abort, query_timeout, dir->credentials);
+    TellTheOthers(*dir, self, in, failed.seq, v.text, StatusCode::kAborted, query_timeout);
     dump();
     return Status(failed.status.code(), v.text + " [rank " + std::to_string(self) +
                                             " saw: " + failed.status.message() + "]");

@@ -53,6 +53,9 @@ struct Joined {
   std::shared_ptr<JobDirectory> directory;
   std::vector<store::PeerRecord> peers;
   std::string address;  // this rank's listening address
+  // Looks for mismatched calls while an operation is quiet (core/job/stall_probe.h); last,
+  // so it stops first.
+  std::shared_ptr<class StallProbe> probe;
 };
 
 // The store key under which rank `rank` of `job_id` publishes its control address.

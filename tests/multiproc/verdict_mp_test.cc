@@ -157,6 +157,14 @@ TEST(SkippedCallTest, TheRankThatNeverCallsIsNamedNotEntered) {
   EXPECT_EQ(named, p - 1) << Dump(r);
 }
 
+// The "failed after X" of a verdict, in seconds (-1 if absent).
+double FailedAfterSeconds(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(R"(failed after ([0-9.]+) (s|ms|us))"))) return -1;
+  const double v = std::stod(m[1]);
+  return m[2] == "s" ? v : m[2] == "ms" ? v / 1e3 : v / 1e6;
+}
+
 class MismatchTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MismatchTest, BothRanksAndBothCallsAreNamedOnEveryRank) {
@@ -173,6 +181,9 @@ TEST_P(MismatchTest, BothRanksAndBothCallsAreNamedOnEveryRank) {
         << "rank " << f.rank << ": " << f.text;
     EXPECT_TRUE(std::regex_search(f.text, std::regex(R"(called .*\(count=.*called .*\(count=)")))
         << f.text;
+    // At once: well inside the progress timeout, whether or not the mismatched calls' frames
+    // meet (with different roots nobody sends to the rank that waits).
+    EXPECT_LT(FailedAfterSeconds(f.text), T / 2) << f.text;
     ++named;
   }
   EXPECT_GE(named, p - 1) << Dump(r);

@@ -1,0 +1,77 @@
+#include "core/job/inquiry.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace gyre::job {
+
+Duration QueryTimeoutFor(Duration t) {
+  return std::min<Duration>(Seconds(1), std::max<Duration>(Millis(250), t / 4));
+}
+
+LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_timeout) {
+  LocalFailure me;
+  me.rank = rank;
+  me.seq = snap.seq;
+  me.desc = snap.desc;
+  me.op_name = snap.op_name;
+  me.timeout = progress_timeout;
+  me.waiting_on = snap.waiting_on;
+  me.bytes_received = snap.bytes_received;
+  me.bytes_expected = snap.bytes_expected;
+  me.recent = snap.recent;
+  return me;
+}
+
+Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_timeout,
+                int attempts) {
+  const int p = static_cast<int>(dir.control_addresses.size());
+  std::vector<std::string> targets = dir.control_addresses;
+  if (me.rank >= 0 && me.rank < p) targets[me.rank].clear();
+  proto::ControlRequest query;
+  query.mutable_status();
+  Inquiry in;
+  std::vector<PeerView> views(p);
+  for (int attempt = 0; attempt < std::max(1, attempts); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(Millis(100));
+    in.results = QueryAll(targets, query, query_timeout, dir.credentials);
+    in.answered = 1;
+    for (int q = 0; q < p; ++q) {
+      views[q] = PeerView{};
+      views[q].rank = q;
+      views[q].reach = in.results[q].reach;
+      views[q].error = in.results[q].error;
+      if (in.results[q].reach == Reach::kAnswered) {
+        views[q].state = in.results[q].response.state();
+        ++in.answered;
+      }
+      if (q < static_cast<int>(dir.peers.size())) {
+        views[q].pid = dir.peers[q].pid;
+        views[q].host = dir.peers[q].host;
+        views[q].data_address = dir.peers[q].address;
+      }
+    }
+    in.verdict = Classify(me, views);
+    if (in.verdict.root_class != RankClass::kDiverged || in.verdict.voters >= in.answered) break;
+  }
+  return in;
+}
+
+void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, uint64_t seq,
+                   const std::string& text, StatusCode code, Duration timeout) {
+  const int p = static_cast<int>(dir.control_addresses.size());
+  proto::ControlRequest abort;
+  abort.mutable_abort()->set_seq(seq);
+  abort.mutable_abort()->set_from_rank(self);
+  abort.mutable_abort()->set_verdict(text);
+  abort.mutable_abort()->set_code(static_cast<int>(code));
+  std::vector<std::string> tell(p);
+  for (int q = 0; q < p && q < static_cast<int>(inquiry.results.size()); ++q) {
+    if (q != self && inquiry.results[q].reach == Reach::kAnswered) {
+      tell[q] = dir.control_addresses[q];
+    }
+  }
+  QueryAll(tell, abort, timeout, dir.credentials);
+}
+
+}  // namespace gyre::job

@@ -1,0 +1,41 @@
+// Asking the other ranks what they are doing, over the control path, and classifying the
+// answers: shared by the verdict on a failed operation and by the stall probe that looks
+// for a mismatched call while an operation is merely quiet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+#include "core/base/status.h"
+#include "core/job/bootstrap.h"
+#include "core/job/verdict.h"
+
+namespace gyre::job {
+
+struct Inquiry {
+  Verdict verdict;
+  std::vector<QueryResult> results;  // index = rank; this rank's own entry is empty
+  int answered = 1;                  // ranks whose state is known, this one included
+};
+
+// This rank's side of the story, from its monitor (status and elapsed are the caller's).
+LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_timeout);
+
+// Queries every other rank (each bounded by `query_timeout`) and classifies. A divergence
+// can be seen before every rank has made the diverging call; while the ranks that answered
+// have not all reached it, asks again (up to `attempts` times, 100 ms apart) so that the
+// majority, and so the rank named, is the same whoever asks.
+Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_timeout,
+                int attempts);
+
+// Delivers `text` as the verdict for operation `seq` to every rank that answered `inquiry`
+// (the dead and the stalled cannot listen); their operation `seq` fails with it.
+void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, uint64_t seq,
+                   const std::string& text, StatusCode code, Duration timeout);
+
+// The time allowed for one round of control queries under progress timeout `t`: quick
+// enough not to stretch a failure much, long enough for a loaded machine.
+Duration QueryTimeoutFor(Duration t);
+
+}  // namespace gyre::job

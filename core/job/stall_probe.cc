@@ -1,0 +1,93 @@
+#include "core/job/stall_probe.h"
+
+#include <algorithm>
+
+#include "core/job/inquiry.h"
+
+namespace gyre::job {
+namespace {
+
+// At most this many rounds of questions per operation (at 1, 2, 4, ... times the first
+// delay), so a rank that is merely late costs the others a handful of control queries.
+constexpr int kMaxProbes = 5;
+constexpr std::chrono::milliseconds kPollInterval{20};
+
+}  // namespace
+
+Duration StallProbe::FirstProbeAfter(Duration t) {
+  return std::clamp<Duration>(t / 20, Millis(50), Millis(500));
+}
+
+StallProbe::StallProbe(Communicator* comm, std::shared_ptr<const JobDirectory> dir,
+                       Duration progress_timeout)
+    : comm_(comm), dir_(std::move(dir)), timeout_(progress_timeout) {}
+
+StallProbe::~StallProbe() { Stop(); }
+
+void StallProbe::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void StallProbe::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StallProbe::Loop() {
+  const Duration first = FirstProbeAfter(timeout_);
+  uint64_t seq = 0;
+  int probes = 0;
+  Duration next = first;
+  TimePoint seen{};
+  const Clock* clock = SteadyClock::Get();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, kPollInterval, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    const OpSnapshot snap = comm_->monitor()->Snapshot();
+    if (snap.in_op && snap.seq != seq) {
+      seq = snap.seq;
+      probes = 0;
+      next = first;
+      seen = clock->Now();
+    }
+    if (snap.in_op && probes < kMaxProbes && snap.since_progress >= next) {
+      ++probes;
+      next *= 2;
+      if (Probe(snap, clock->Now() - seen)) probes = kMaxProbes;
+    }
+    lock.lock();
+  }
+}
+
+bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
+  const int p = comm_->size();
+  const int self = comm_->rank();
+  LocalFailure me = LocalFailureOf(snap, self, timeout_);
+  me.elapsed = elapsed;
+  me.status = DeadlineExceededError("no progress for " + FormatDuration(snap.since_progress) +
+                                    " (a stall probe, not a failure)");
+  const Duration query_timeout = QueryTimeoutFor(timeout_);
+  Inquiry in = Inquire(*dir_, me, query_timeout, /*attempts=*/1);
+  const Verdict& v = in.verdict;
+  // Only a divergence every rank has answered for is acted on here: anything else (a late,
+  // stopped or dead rank) is the progress deadline's to judge, with the whole picture.
+  if (v.root_class != RankClass::kDiverged || in.answered < p || v.voters < p) return false;
+  comm_->recorder()->Record("verdict", snap.seq, v.text);
+  const std::string mine = v.text + " [rank " + std::to_string(self) +
+                           " saw: a mismatched call while quiet for " +
+                           FormatDuration(snap.since_progress) + "]";
+  if (!comm_->monitor()->Abort(snap.seq, InvalidArgumentError(mine))) return false;
+  TellTheOthers(*dir_, self, in, snap.seq, v.text, StatusCode::kInvalidArgument, query_timeout);
+  return true;
+}
+
+}  // namespace gyre::job
