@@ -32,6 +32,12 @@ DEFINE_string(secret_file, "",
               "the job's secret (hex, mode 0600) that every store, peer and client connection "
               "must prove (default: GYRE_SECRET_FILE; none: the job runs unauthenticated)");
 DEFINE_string(listen, "127.0.0.1:0", "address:port for peer connections (port 0: any)");
+DEFINE_string(ifaces, "",
+              "advertise the addresses of these interfaces, e.g. 'eth*,^docker*' (globs, '^' "
+              "excludes), listening on all of them (default: GYRE_IFACES; none: --listen only)");
+DEFINE_bool(allow_loopback, false,
+            "let a job spanning hosts use loopback addresses (default: GYRE_ALLOW_LOOPBACK)");
+DEFINE_string(host_name, "", "this host's name for the job (default: GYRE_HOST, hostname)");
 DEFINE_string(socket, "", "Unix socket for local clients (serve mode; default: GYRE_SOCKET)");
 DEFINE_string(run, "serve", "what to do once joined: serve | selftest | main | bench");
 DEFINE_int64(bench_max_bytes, 16 << 20, "bench: the largest allreduce size");
@@ -115,6 +121,9 @@ int main(int argc, char** argv) {
   if (!FLAGS_store.empty()) o.store_url = FLAGS_store;
   if (!FLAGS_job_id.empty()) o.job_id = FLAGS_job_id;
   if (!FLAGS_secret_file.empty()) o.secret_file = FLAGS_secret_file;
+  if (!FLAGS_ifaces.empty()) o.ifaces = FLAGS_ifaces;
+  if (FLAGS_allow_loopback) o.allow_loopback = true;
+  if (!FLAGS_host_name.empty()) o.host = FLAGS_host_name;
   auto id = job::ResolveIdentity(o, job::ProcessEnvironment());
   if (!id.ok()) return Fail("", id.status());
   const std::string prefix = "[rank " + std::to_string(id->rank) + "] ";

@@ -7,6 +7,12 @@
 //                                        connected to its daemon (GYRE_SOCKET)
 //   gyrerun -n 4 --mode embedded -- ./p  N programs, each joining the job itself
 //
+// Across hosts (see docs/hosts.md):
+//   gyrerun --hosts h0:4,h1:4 [--hostfile F] [--rsh ssh] -- ./p
+//                                        fans out over a remote-execution command
+//   gyrerun --nnodes 2 --node_rank K --nproc_per_node 4 --store tcp://h0:PORT
+//           --secret_file S -- ./p       one gyrerun per host (node 0 serves the store)
+//
 // It creates the job's store (a folder, or a TCP store server inside gyrerun), a job id and a
 // private run folder, prefixes every output line with its rank, and when a process fails it
 // stops the rest and prints which rank failed and how. Exit status: 0, or the first failed
@@ -15,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -30,9 +37,11 @@
 
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
+#include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
 #include "core/store/tcp_store_server.h"
+#include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
 
 DEFINE_int32(n, 0, "number of ranks");
@@ -64,6 +73,26 @@ DEFINE_double(hang_timeout, 0,
               "if no rank makes progress for this many seconds, print every "
               "rank's state, save the flight recorders and stop the job "
               "(0 = off)");
+DEFINE_string(hosts, "",
+              "run the ranks on these hosts, 'host0:4,host1:4' (slots per host, default 1), "
+              "numbered host-major; hosts other than localhost are reached with --rsh");
+DEFINE_string(hostfile, "", "hosts one per line: 'host', 'host:4' or 'host slots=4' (# comments)");
+DEFINE_string(rsh, "ssh",
+              "how to run a command on another host: these words, then the host, then the "
+              "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts)");
+DEFINE_int32(nnodes, 1, "torchrun style: number of hosts, one gyrerun started on each");
+DEFINE_int32(node_rank, 0, "torchrun style: this host's index; node 0 serves the store");
+DEFINE_int32(nproc_per_node, 0, "torchrun style: ranks on this host");
+DEFINE_string(host_name, "",
+              "torchrun style: this host's name in messages and for grouping ranks by host "
+              "(default: GYRE_HOST, else the host name)");
+DEFINE_string(ifaces, "",
+              "interfaces whose addresses the ranks advertise, e.g. 'eth*,^docker*' (globs, "
+              "'^' excludes); multi-host jobs default to every non-loopback interface");
+DEFINE_bool(allow_loopback, false, "let a multi-host job use loopback addresses");
+DEFINE_string(store_host, "",
+              "address other hosts use to reach the TCP store this gyrerun serves "
+              "(default: the first address on --ifaces)");
 DEFINE_string(secret_file, "",
               "the job's secret (hex, mode 0600), e.g. shared with a gyre-store server or with "
               "ranks on other hosts (default: a new random secret in the run folder)");
@@ -197,6 +226,104 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
   }
 }
 
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+
+// "h0:4,h1" or a hostfile's lines ("h0:4", "h0 slots=4", "h1").
+gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
+                                                  const std::string& hostfile) {
+  std::vector<std::string> items;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  if (!hostfile.empty()) {
+    std::ifstream f(hostfile);
+    if (!f) return gyre::InvalidArgumentError("cannot read --hostfile " + hostfile);
+    for (std::string line; std::getline(f, line);) {
+      line = line.substr(0, line.find('#'));
+      std::stringstream words(line);
+      std::string host, slots;
+      if (!(words >> host)) continue;
+      if (words >> slots) {
+        if (slots.rfind("slots=", 0) != 0) {
+          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
+                                            "' is not 'host slots=N'");
+        }
+        host += ":" + slots.substr(6);
+      }
+      items.push_back(host);
+    }
+  }
+  std::vector<HostSlots> out;
+  for (const std::string& item : items) {
+    if (item.empty()) continue;
+    HostSlots h;
+    const size_t colon = item.rfind(':');
+    h.host = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      const std::string n = item.substr(colon + 1);
+      h.slots = std::atoi(n.c_str());
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || h.slots < 1) {
+        return gyre::InvalidArgumentError("host '" + item + "': slots must be a positive number");
+      }
+    }
+    if (h.host.empty()) return gyre::InvalidArgumentError("host '" + item + "' has no name");
+    out.push_back(h);
+  }
+  return out;
+}
+
+bool IsLocalHost(const std::string& host) {
+  return host.empty() || host == "localhost" || host == "127.0.0.1";
+}
+
+// Quoting for a remote shell: ssh joins its arguments into one command line.
+std::string ShellQuote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789_-+=./:,@%^") == std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::stringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// After a failure across hosts: a host none of whose processes survived on its own is named
+// as a whole (a machine lost, or its ranks killed together), not rank by rank.
+void PrintLostHosts(const std::vector<gyre::launcher::ProcessResult>& results) {
+  std::vector<std::string> hosts;
+  for (const auto& r : results) {
+    if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
+  }
+  for (const auto& host : hosts) {
+    std::vector<int> ranks;
+    std::string how;
+    bool all_lost = true;
+    for (const auto& r : results) {
+      if (r.host != host) continue;
+      ranks.push_back(r.rank);
+      // Over ssh a lost host shows as the remote shell exiting 255.
+      const bool lost = r.failed_on_its_own() && (r.signaled || r.exit_code == 255);
+      all_lost = all_lost && lost;
+      if (lost && how.empty()) {
+        how = r.signaled ? "killed by " + gyre::launcher::SignalName(r.signal)
+                         : "remote shell exit 255";
+      }
+    }
+    if (!all_lost || ranks.empty()) continue;
+    std::cerr << "gyrerun: host " << host << " lost: every process of its "
+              << gyre::store::FormatRankList(ranks) << " died (" << how << ")\n";
+  }
+}
+
 int Usage(const std::string& why) {
   std::cerr << "gyrerun: " << why << "\n"
             << "usage: gyrerun -n N [--store file|tcp|URL] [--timeout S] [-- program args...]\n";
@@ -211,9 +338,82 @@ int main(int argc, char** argv) {
       "Without a program, runs gyre's main job on N local ranks.");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   using namespace gyre;
-  const int n = FLAGS_n > 0 ? FLAGS_n : FLAGS_np;
-  if (n < 1) return Usage("give the number of ranks with -n N (N >= 1)");
-  if (n > 1024) return Usage("-n " + std::to_string(n) + " is more than 1024 local ranks");
+  // Where the ranks run: here (-n), on a list of hosts (--hosts/--hostfile), or this host's
+  // share of a job with one gyrerun per host (--nnodes/--node_rank/--nproc_per_node).
+  struct Placement {
+    int rank = 0;
+    int local_rank = 0;
+    std::string host;     // empty: this host, unnamed
+    bool remote = false;  // reached through --rsh
+  };
+  std::vector<Placement> placements;
+  int n = FLAGS_n > 0 ? FLAGS_n : FLAGS_np;
+  const bool torchrun = FLAGS_nnodes > 1 || FLAGS_nproc_per_node > 0;
+  const bool fan_out = !FLAGS_hosts.empty() || !FLAGS_hostfile.empty();
+  if (torchrun && fan_out) {
+    return Usage(
+        "--hosts/--hostfile and --nnodes/--nproc_per_node are two ways to place ranks; "
+        "give one");
+  }
+  if (fan_out) {
+    auto hosts = ParseHosts(FLAGS_hosts, FLAGS_hostfile);
+    if (!hosts.ok()) return Usage(hosts.status().message());
+    int total = 0;
+    for (const auto& h : *hosts) total += h.slots;
+    if (total == 0) return Usage("--hosts/--hostfile name no host");
+    if (n == 0) n = total;
+    if (n > total) {
+      return Usage("-n " + std::to_string(n) + " is more than the " + std::to_string(total) +
+                   " slots of --hosts/--hostfile");
+    }
+    for (const auto& h : *hosts) {
+      for (int s = 0; s < h.slots && static_cast<int>(placements.size()) < n; ++s) {
+        placements.push_back(
+            {static_cast<int>(placements.size()), s, h.host, !IsLocalHost(h.host)});
+      }
+    }
+  } else if (torchrun) {
+    if (FLAGS_nnodes < 1 || FLAGS_nproc_per_node < 1) {
+      return Usage("--nnodes and --nproc_per_node must both be at least 1");
+    }
+    if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
+      return Usage("--node_rank " + std::to_string(FLAGS_node_rank) + " is not in 0.." +
+                   std::to_string(FLAGS_nnodes - 1));
+    }
+    n = FLAGS_nnodes * FLAGS_nproc_per_node;
+    std::string host = FLAGS_host_name;
+    if (host.empty() && std::getenv("GYRE_HOST") != nullptr) host = std::getenv("GYRE_HOST");
+    if (host.empty()) {
+      char name[256] = {0};
+      ::gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    for (int i = 0; i < FLAGS_nproc_per_node; ++i) {
+      placements.push_back({FLAGS_node_rank * FLAGS_nproc_per_node + i, i, host, false});
+    }
+  } else {
+    if (n < 1) return Usage("give the number of ranks with -n N (N >= 1)");
+    for (int r = 0; r < n; ++r) placements.push_back({r, r, "", false});
+  }
+  if (placements.size() > 1024) {
+    return Usage(std::to_string(placements.size()) + " ranks on one host are more than 1024");
+  }
+  bool remote = false;
+  for (const auto& p : placements) remote = remote || p.remote;
+  // Ranks on other hosts need routable addresses, and so does the store they meet at.
+  const bool networked = remote || FLAGS_nnodes > 1;
+  const std::string ifaces =
+      FLAGS_ifaces.empty() && networked ? std::string(job::kDefaultIfaces) : FLAGS_ifaces;
+  if (FLAGS_nnodes > 1) {
+    if (FLAGS_store.rfind("tcp://", 0) != 0) {
+      return Usage("--nnodes " + std::to_string(FLAGS_nnodes) +
+                   " needs --store tcp://HOST:PORT (node 0 serves it), not '" + FLAGS_store + "'");
+    }
+    if (FLAGS_secret_file.empty()) {
+      return Usage("--nnodes " + std::to_string(FLAGS_nnodes) +
+                   " needs --secret_file: every host must prove the same job secret");
+    }
+  }
   if (FLAGS_mode != "daemon" && FLAGS_mode != "embedded") {
     return Usage("--mode must be 'daemon' or 'embedded', not '" + FLAGS_mode + "'");
   }
@@ -231,7 +431,14 @@ int main(int argc, char** argv) {
     }
     run_dir = tmpl;
   }
-  const std::string job_id = FLAGS_job_id.empty() ? RandomJobId() : FLAGS_job_id;
+  std::string job_id = FLAGS_job_id.empty() ? RandomJobId() : FLAGS_job_id;
+  if (FLAGS_job_id.empty() && FLAGS_nnodes > 1) {
+    // Every host must compute the same id; the store address is what they share.
+    job_id = "gyre-" + FLAGS_store.substr(6);
+    for (char& c : job_id) {
+      if (c == ':' || c == '/') c = '-';
+    }
+  }
   const std::string gyred = FLAGS_gyred.empty() ? SelfDir() + "/gyred" : FLAGS_gyred;
 
   // Every connection of the job proves this secret. The ranks get it as a file only this
@@ -264,19 +471,47 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<store::TcpStoreServer> store_server;
   std::string store_url;
-  if (FLAGS_store == "file") {
+  // A store folder cannot be shared with other hosts: a job reaching them serves TCP.
+  const bool serve_tcp = FLAGS_store == "tcp" || (FLAGS_store == "file" && remote);
+  if (FLAGS_store == "file" && !remote) {
     store_url = "file://" + run_dir + "/store";
-  } else if (FLAGS_store == "tcp") {
+  } else if (serve_tcp) {
     store::TcpStoreServer::Options store_options;
     store_options.secret = secret;
     store_options.job_id = job_id;
-    auto server = store::TcpStoreServer::Start("127.0.0.1", 0, store_options);
+    auto server = store::TcpStoreServer::Start(remote ? "0.0.0.0" : "127.0.0.1", 0, store_options);
     if (!server.ok()) {
       std::cerr << "gyrerun: cannot start the TCP store: " << server.status() << "\n";
       return 1;
     }
     store_server = std::move(*server);
     store_url = "tcp://" + store_server->address();
+    if (remote) {
+      std::string host = FLAGS_store_host;
+      if (host.empty()) {
+        auto plan = job::PlanAddresses(store_server->address(), ifaces, FLAGS_allow_loopback);
+        if (!plan.ok()) {
+          std::cerr << "gyrerun: choosing the store's address: " << plan.status() << "\n";
+          return 1;
+        }
+        host = job::HostOf(plan->advertised.front());
+      }
+      store_url = "tcp://" + job::HostPort(host, job::PortOf(store_server->address()));
+    }
+  } else if (FLAGS_nnodes > 1 && FLAGS_node_rank == 0) {
+    // torchrun style: node 0 serves the store at the port every node was given.
+    store::TcpStoreServer::Options store_options;
+    store_options.secret = secret;
+    store_options.job_id = job_id;
+    const int port = job::PortOf(FLAGS_store.substr(6));
+    auto server = store::TcpStoreServer::Start("0.0.0.0", port, store_options);
+    if (!server.ok()) {
+      std::cerr << "gyrerun: node 0 cannot serve the store on port " << port << ": "
+                << server.status() << "\n";
+      return 1;
+    }
+    store_server = std::move(*server);
+    store_url = FLAGS_store;
   } else if (FLAGS_store.rfind("file://", 0) == 0 || FLAGS_store.rfind("tcp://", 0) == 0) {
     store_url = FLAGS_store;
   } else {
@@ -284,16 +519,21 @@ int main(int argc, char** argv) {
                  "'");
   }
 
+  const Placement* placing = nullptr;  // the placement the specs below are built for
   auto common_env = [&](int rank) {
-    return std::vector<std::pair<std::string, std::string>>{
+    auto env = std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RANK", std::to_string(rank)},
         {"GYRE_WORLD_SIZE", std::to_string(n)},
-        {"GYRE_LOCAL_RANK", std::to_string(rank)},
+        {"GYRE_LOCAL_RANK", std::to_string(placing->local_rank)},
         {"GYRE_STORE", store_url},
         {"GYRE_JOB_ID", job_id},
         {"GYRE_SECRET_FILE", secret_file},
         {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
         {"GYRE_FLIGHT_DIR", run_dir}};
+    if (!placing->host.empty()) env.push_back({"GYRE_HOST", placing->host});
+    if (!ifaces.empty()) env.push_back({"GYRE_IFACES", ifaces});
+    if (FLAGS_allow_loopback) env.push_back({"GYRE_ALLOW_LOOPBACK", "1"});
+    return env;
   };
   auto gyred_argv = [&](const std::string& run) {
     std::vector<std::string> a = {
@@ -307,12 +547,15 @@ int main(int argc, char** argv) {
 
   const std::string report_file = run_dir + "/report.txt";
   std::vector<launcher::ProcessSpec> specs;
-  for (int r = 0; r < n; ++r) {
+  for (const Placement& placement : placements) {
+    placing = &placement;
+    const int r = placement.rank;
     if (program.empty()) {
       launcher::ProcessSpec s;
       s.rank = r;
       s.argv = gyred_argv(FLAGS_run);
-      s.argv.push_back("--report_file=" + report_file);
+      // A rank on another host cannot write here; it prints its report instead.
+      if (!placement.remote) s.argv.push_back("--report_file=" + report_file);
       s.argv.push_back("--timing_runs=" + std::to_string(FLAGS_timing_runs));
       s.env = common_env(r);
       specs.push_back(std::move(s));
@@ -344,7 +587,32 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (FLAGS_pin) {
+  // Names carry the host once there is more than one, and remote processes run behind --rsh.
+  // The environment travels inside the command, since ssh does not pass it on.
+  const std::vector<std::string> rsh = SplitWords(FLAGS_rsh);
+  const std::string rsh_name = rsh.empty() ? "" : rsh[0].substr(rsh[0].rfind('/') + 1);
+  const bool quote = rsh_name == "ssh" || rsh_name == "rsh";
+  if (remote && rsh.empty()) return Usage("--rsh is empty but some --hosts are not this host");
+  for (auto& spec : specs) {
+    const Placement& placement =
+        *std::find_if(placements.begin(), placements.end(),
+                      [&](const Placement& p) { return p.rank == spec.rank; });
+    if (!placement.host.empty() && (remote || torchrun)) {
+      if (spec.name.empty()) spec.name = "rank " + std::to_string(spec.rank);
+      spec.name = placement.host + " " + spec.name;
+      spec.host = placement.host;
+    }
+    if (!placement.remote) continue;
+    std::vector<std::string> command = {"env"};
+    for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
+    command.insert(command.end(), spec.argv.begin(), spec.argv.end());
+    std::vector<std::string> wrapped = rsh;
+    wrapped.push_back(placement.host);
+    for (const auto& w : command) wrapped.push_back(quote ? ShellQuote(w) : w);
+    spec.argv = std::move(wrapped);
+  }
+
+  if (FLAGS_pin && !remote) {
     const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
     for (auto& spec : specs) {
       std::vector<std::string> wrapped = {"taskset", "-c", std::to_string(spec.rank % cpus)};
@@ -359,7 +627,13 @@ int main(int argc, char** argv) {
   if (FLAGS_job_timeout > 0) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));
   }
-  std::cerr << "gyrerun: job " << job_id << ", " << n << " ranks, store " << store_url
+  std::cerr << "gyrerun: job " << job_id << ", " << n << " ranks"
+            << (torchrun ? " (node " + std::to_string(FLAGS_node_rank) + " of " +
+                               std::to_string(FLAGS_nnodes) + ": ranks " +
+                               std::to_string(placements.front().rank) + "-" +
+                               std::to_string(placements.back().rank) + ")"
+                         : "")
+            << ", store " << store_url
             << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n"
             << "gyrerun: inspect it with: gyrectl status --store " << store_url << " --job_id "
             << job_id << "\n";
@@ -381,6 +655,7 @@ int main(int argc, char** argv) {
   done = true;
   if (watcher.joinable()) watcher.join();
   if (code != 0) PrintMergedView(run_dir, n);
+  if (code != 0 && (remote || torchrun)) PrintLostHosts(supervisor.results());
   if (program.empty()) {
     std::ifstream report(report_file);
     if (report) std::cout << report.rdbuf() << std::flush;

@@ -328,7 +328,7 @@ Status Supervisor::Start(std::vector<ProcessSpec> specs) {
     child->spec = std::move(spec);
     child->result.rank = child->spec.rank;
     child->result.name = child->spec.name;
-    child->result.host = host_;
+    child->result.host = child->spec.host.empty() ? host_ : child->spec.host;
     child->prefix = options_.prefix_output ? "[" + child->spec.name + "] " : "";
     child->err.is_stderr = true;
     children_.push_back(std::move(child));

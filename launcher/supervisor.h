@@ -104,6 +104,9 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;
   // Working directory; empty means the launcher's.
   std::string cwd;
+  // The host the process runs on when argv reaches another machine (an ssh or similar
+  // prefix), for the summary; empty means this one.
+  std::string host;
 };
 
 struct SupervisorOptions {

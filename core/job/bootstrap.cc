@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/job/address.h"
 #include "core/job/inquiry.h"
 #include "core/job/stall_probe.h"
 #include "core/job/verdict.h"
@@ -50,13 +51,19 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   topts.rank = id.rank;
   topts.world_size = id.world_size;
   topts.job_id = id.job_id;
-  topts.listen_host = o.listen_host;
+  // An interface filter asks for routable addresses, which a loopback listener cannot serve.
+  const std::string listen_host =
+      !id.ifaces.empty() && IsLoopbackIp(o.listen_host) ? "0.0.0.0" : o.listen_host;
+  topts.listen_host = listen_host;
   topts.listen_port = o.listen_port;
   topts.connect_timeout = std::max<Duration>(o.comm.timeout, Seconds(5));
   topts.secret = credentials.secret;
   auto transport = TcpTransport::Create(topts);
   if (!transport.ok()) return transport.status().WithContext(who);
   joined.address = (*transport)->address();
+  auto plan = PlanAddresses(joined.address, id.ifaces, id.allow_loopback);
+  if (!plan.ok()) return plan.status().WithContext(who + ": choosing the addresses to advertise");
+  joined.address = plan->advertised.front();
   TcpTransport* tcp = transport->get();
   joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
 
@@ -64,19 +71,22 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   me.rank = id.rank;
   me.world_size = id.world_size;
   me.address = joined.address;
+  me.addresses = plan->advertised;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  me.host = host;
+  me.host = id.host.empty() ? host : id.host;
   me.pid = getpid();
 
   // The control endpoint is up and published before the rendezvous completes, so once
   // everyone has arrived every control address can be read.
   joined.control = std::make_unique<ControlServer>(
       joined.comm.get(), RankInfo{id.rank, me.pid, me.host, joined.address}, credentials);
-  GYRE_RETURN_IF_ERROR(joined.control->Start(o.listen_host).WithContext(who));
-  GYRE_RETURN_IF_ERROR(
-      joined.store->Set(ControlKey(id.job_id, id.rank), joined.control->address(), deadline)
-          .WithContext(who + ": publishing the control address"));
+  GYRE_RETURN_IF_ERROR(joined.control->Start(listen_host).WithContext(who));
+  // A listener on every interface is published at the first advertised address.
+  const std::string control_address =
+      HostPort(HostOf(joined.address), PortOf(joined.control->address()));
+  GYRE_RETURN_IF_ERROR(joined.store->Set(ControlKey(id.job_id, id.rank), control_address, deadline)
+                           .WithContext(who + ": publishing the control address"));
 
   auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline);
   if (!peers.ok()) return peers.status();
@@ -85,14 +95,40 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   dir->job_id = id.job_id;
   dir->credentials = credentials;
   dir->peers = joined.peers;
-  std::vector<std::string> addresses;
-  for (const auto& p : joined.peers) addresses.push_back(p.address);
   for (int r = 0; r < id.world_size; ++r) {
     auto addr = joined.store->Get(ControlKey(id.job_id, r), deadline);
     if (!addr.ok())
       return addr.status().WithContext(who + ": control address of rank " + std::to_string(r));
     dir->control_addresses.push_back(*addr);
   }
+  // Across hosts every peer's address is tried (over its control port, authenticated) and
+  // every rank learns who could not reach whom, so all fail naming the same ranks.
+  bool probe = SpansHosts(joined.peers);
+  for (const auto& p : joined.peers) probe = probe || p.addresses.size() > 1;
+  ProbeFn probe_fn;
+  if (probe) {
+    probe_fn = [&](int r, const std::string& a, Deadline d) -> Status {
+      proto::ControlRequest q;
+      q.mutable_status();
+      const QueryResult res = QueryControl(HostPort(HostOf(a), PortOf(dir->control_addresses[r])),
+                                           r, q, d.Remaining(*SteadyClock::Get()), credentials);
+      if (res.reach == Reach::kAnswered) return Status::Ok();
+      return UnavailableError(res.error.empty() ? "no answer" : res.error);
+    };
+  }
+  auto chosen = ChoosePeerAddresses(joined.peers, id.rank, *plan, id.allow_loopback, probe_fn,
+                                    deadline, "rendezvous of job " + id.job_id);
+  if (probe) {
+    GYRE_RETURN_IF_ERROR(ShareReachability(joined.store.get(), id.job_id, id.rank, id.world_size,
+                                           chosen.status(), deadline));
+  }
+  if (!chosen.ok()) return chosen.status();
+  const std::vector<std::string> addresses = *chosen;
+  for (int r = 0; r < id.world_size; ++r) {
+    dir->peers[r].address = addresses[r];
+    dir->control_addresses[r] = HostPort(HostOf(addresses[r]), PortOf(dir->control_addresses[r]));
+  }
+  joined.peers = dir->peers;
   joined.directory = dir;
   GYRE_RETURN_IF_ERROR(tcp->SetPeers(addresses).WithContext(who));
   joined.comm->recorder()->Record(

@@ -1,5 +1,7 @@
 #include "core/job/identity.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -17,7 +19,75 @@ StatusOr<int> ParseInt(const std::string& name, const std::string& value) {
   return static_cast<int>(v);
 }
 
+// Splits on commas that are not inside brackets.
+std::vector<std::string> SplitTopLevel(const std::string& s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
 }  // namespace
+
+int SlurmStorePort(int64_t job_id) { return 20000 + static_cast<int>(job_id % 20000); }
+
+StatusOr<std::vector<std::string>> ExpandHostList(const std::string& list) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError("host list '" + list + "' does not parse: " + why);
+  };
+  std::vector<std::string> hosts;
+  for (const std::string& item : SplitTopLevel(list)) {
+    if (item.empty()) return bad("empty entry");
+    const size_t open = item.find('[');
+    if (open == std::string::npos) {
+      hosts.push_back(item);
+      continue;
+    }
+    const size_t close = item.find(']', open);
+    if (close == std::string::npos) return bad("'[' without ']' in '" + item + "'");
+    const std::string prefix = item.substr(0, open);
+    const std::string suffix = item.substr(close + 1);
+    if (suffix.find('[') != std::string::npos) return bad("more than one range in '" + item + "'");
+    std::string ranges = item.substr(open + 1, close - open - 1);
+    size_t start = 0;
+    while (start <= ranges.size()) {
+      const size_t comma = ranges.find(',', start);
+      const std::string r =
+          ranges.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const size_t dash = r.find('-');
+      const std::string lo = r.substr(0, dash);
+      const std::string hi = dash == std::string::npos ? lo : r.substr(dash + 1);
+      if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+          hi.find_first_not_of("0123456789") != std::string::npos || lo.size() > 9 ||
+          hi.size() > 9) {
+        return bad("range '" + r + "' is not N or N-M");
+      }
+      const long a = std::atol(lo.c_str());
+      const long b = std::atol(hi.c_str());
+      if (b < a || b - a > 100000) return bad("range '" + r + "' is empty or too large");
+      for (long v = a; v <= b; ++v) {
+        std::string num = std::to_string(v);
+        // "node[01-10]": every number is as wide as the range's first bound.
+        if (num.size() < lo.size()) num = std::string(lo.size() - num.size(), '0') + num;
+        hosts.push_back(prefix + num + suffix);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return hosts;
+}
 
 EnvLookup ProcessEnvironment() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -98,6 +168,19 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
     if (!port) return InvalidArgumentError("MASTER_ADDR is set but MASTER_PORT is not");
     GYRE_ASSIGN_OR_RETURN(int pnum, ParseInt("MASTER_PORT", *port));
     id.store_url = "tcp://" + *a + ":" + std::to_string(pnum);
+  } else if (auto nodes = env("SLURM_STEP_NODELIST"); nodes && id.source.rfind("Slurm", 0) == 0) {
+    // Under srun the first node of the step serves the store (gyrerun --slurm there).
+    GYRE_ASSIGN_OR_RETURN(std::vector<std::string> hosts, ExpandHostList(*nodes));
+    auto job = env("SLURM_JOB_ID");
+    int port = 0;
+    if (auto p = env("GYRE_STORE_PORT")) {
+      GYRE_ASSIGN_OR_RETURN(port, ParseInt("GYRE_STORE_PORT", *p));
+    } else {
+      if (!job) return InvalidArgumentError("SLURM_STEP_NODELIST is set but SLURM_JOB_ID is not");
+      GYRE_ASSIGN_OR_RETURN(int j, ParseInt("SLURM_JOB_ID", *job));
+      port = SlurmStorePort(j);
+    }
+    id.store_url = "tcp://" + hosts.front() + ":" + std::to_string(port);
   }
   if (o.job_id && !o.job_id->empty()) {
     id.job_id = *o.job_id;
@@ -114,6 +197,27 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
     id.secret_file = *o.secret_file;
   } else if (auto f = env("GYRE_SECRET_FILE")) {
     id.secret_file = *f;
+  }
+  if (o.host && !o.host->empty()) {
+    id.host = *o.host;
+  } else if (auto h = env("GYRE_HOST")) {
+    id.host = *h;
+  } else if (auto n = env("SLURMD_NODENAME")) {
+    id.host = *n;
+  } else {
+    char name[256] = {0};
+    gethostname(name, sizeof(name) - 1);
+    id.host = name;
+  }
+  if (o.ifaces) {
+    id.ifaces = *o.ifaces;
+  } else if (auto f = env("GYRE_IFACES")) {
+    id.ifaces = *f;
+  }
+  if (o.allow_loopback) {
+    id.allow_loopback = *o.allow_loopback;
+  } else if (auto l = env("GYRE_ALLOW_LOOPBACK")) {
+    id.allow_loopback = *l == "1" || *l == "true";
   }
   return id;
 }

@@ -1,14 +1,15 @@
 // Who a rank is: rank, world size, store, job id, resolved from explicit settings first and
 // then from the environment of whatever launched the process, in this order: gyre's own
 // variables (GYRE_*), torchrun's (RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT), Open
-// MPI's (OMPI_COMM_WORLD_RANK/SIZE) and Slurm's (SLURM_PROCID SLURM_NTASKS). The result says
-// which source it used, so logs can tell.
+// MPI's (OMPI_COMM_WORLD_RANK/SIZE) and Slurm's (SLURM_PROCID SLURM_NTASKS SLURM_LOCALID; the
+// store on the first host of SLURM_STEP_NODELIST). The result says which source it used.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/base/status.h"
 
@@ -24,6 +25,14 @@ struct Identity {
   // The job's secret file (core/auth/secret.h): the override, else GYRE_SECRET_FILE; empty
   // when the job runs without a secret.
   std::string secret_file;
+  // The host this rank runs on, as other ranks and messages name it: GYRE_HOST, else Slurm's
+  // SLURMD_NODENAME, else gethostname(). Ranks with the same host share a machine.
+  std::string host;
+  // Interface filter for the addresses this rank advertises (core/job/address.h syntax):
+  // GYRE_IFACES; empty means listen where told and advertise only that.
+  std::string ifaces;
+  // A multi-host job may use loopback addresses only when this is set (GYRE_ALLOW_LOOPBACK=1).
+  bool allow_loopback = false;
 };
 
 // Values given explicitly (e.g. by flags); unset fields fall through to the environment.
@@ -33,7 +42,18 @@ struct IdentityOverrides {
   std::optional<std::string> store_url;
   std::optional<std::string> job_id;
   std::optional<std::string> secret_file;
+  std::optional<std::string> host;
+  std::optional<std::string> ifaces;
+  std::optional<bool> allow_loopback;
 };
+
+// Expands a Slurm host list: "node[1-3,7],gpu[01-02]" -> node1 node2 node3 node7 gpu01
+// gpu02 (zero padding kept). InvalidArgument naming the list when it does not parse.
+StatusOr<std::vector<std::string>> ExpandHostList(const std::string& list);
+
+// The TCP port of the store of a Slurm job when none is given: 20000 + SLURM_JOB_ID % 20000,
+// so concurrent jobs on one node rarely collide and every task computes the same one.
+int SlurmStorePort(int64_t job_id);
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup ProcessEnvironment();

@@ -21,7 +21,14 @@ std::string Encode(const PeerRecord& record) {
   proto::PeerRecordProto p;
   p.set_rank(record.rank);
   p.set_world_size(record.world_size);
-  p.set_address(record.address);
+  // Several addresses travel comma-separated in the one field, so records stay readable by
+  // ranks that know only one address.
+  std::string joined = record.address;
+  if (!record.addresses.empty()) {
+    joined.clear();
+    for (const auto& a : record.addresses) joined += (joined.empty() ? "" : ",") + a;
+  }
+  p.set_address(joined);
   p.set_host(record.host);
   p.set_pid(record.pid);
   p.set_nonce(record.nonce);
@@ -33,7 +40,17 @@ bool Decode(const std::string& bytes, PeerRecord* record) {
   if (!p.ParseFromString(bytes)) return false;
   record->rank = p.rank();
   record->world_size = p.world_size();
-  record->address = p.address();
+  record->addresses.clear();
+  size_t start = 0;
+  const std::string& all = p.address();
+  while (start <= all.size() && !all.empty()) {
+    const size_t comma = all.find(',', start);
+    const size_t end = comma == std::string::npos ? all.size() : comma;
+    if (end > start) record->addresses.push_back(all.substr(start, end - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  record->address = record->addresses.empty() ? "" : record->addresses.front();
   record->host = p.host();
   record->pid = p.pid();
   record->nonce = p.nonce();

@@ -18,7 +18,10 @@ struct PeerRecord {
   int rank = -1;
   int world_size = 0;
   std::string address;  // where this rank accepts peer connections, e.g. "10.0.0.7:41231"
-  std::string host;     // host name, for messages
+  // Every address it can be reached at, best first (address is the first); a rank listening
+  // on several interfaces publishes one per interface. Empty means {address}.
+  std::vector<std::string> addresses;
+  std::string host;  // host name, for messages
   int64_t pid = 0;
   // Tells two claimants of one rank apart even when host and pid match (for example after
   // a restart in a container); Rendezvous fills in a random one when empty.

@@ -1,0 +1,254 @@
+// Address choice for jobs across hosts (core/job/address.h), Slurm host lists and identity
+// (core/job/identity.h), and rendezvous records carrying several addresses. No network.
+#include "core/job/address.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "core/job/identity.h"
+#include "core/store/hash_store.h"
+#include "core/store/rendezvous.h"
+
+namespace gyre::job {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(IfaceFilterTest, IncludesAndExcludes) {
+  auto f = IfaceFilter::Parse("eth*, ib*,^docker*,^eth9");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->Matches("eth0"));
+  EXPECT_TRUE(f->Matches("ib1"));
+  EXPECT_FALSE(f->Matches("eth9"));
+  EXPECT_FALSE(f->Matches("docker0"));
+  EXPECT_FALSE(f->Matches("wlan0"));
+  auto only_exclude = IfaceFilter::Parse("^docker*");
+  ASSERT_TRUE(only_exclude.ok());
+  EXPECT_TRUE(only_exclude->Matches("wlan0"));
+  EXPECT_FALSE(only_exclude->Matches("docker0"));
+  auto all = IfaceFilter::Parse("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->Matches("anything"));
+  auto bad = IfaceFilter::Parse("eth*,^");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("'eth*,^'"));
+}
+
+std::vector<Interface> TwoInterfaces() {
+  return {{"lo", "127.0.0.1", 8, true}, {"eth0", "198.18.0.1", 24, false}};
+}
+
+TEST(SelectInterfacesTest, LoopbackOnlyWhenAllowed) {
+  auto f = IfaceFilter::Parse(kDefaultIfaces);
+  ASSERT_TRUE(f.ok());
+  auto chosen = SelectInterfaces(TwoInterfaces(), *f, false);
+  ASSERT_TRUE(chosen.ok());
+  ASSERT_EQ(chosen->size(), 1u);
+  EXPECT_EQ((*chosen)[0].name, "eth0");
+  auto lo = IfaceFilter::Parse("lo");
+  ASSERT_TRUE(lo.ok());
+  auto refused = SelectInterfaces(TwoInterfaces(), *lo, false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("this host has: lo 127.0.0.1, eth0 198.18.0.1"));
+  auto allowed = SelectInterfaces(TwoInterfaces(), *lo, true);
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ((*allowed)[0].ip, "127.0.0.1");
+}
+
+TEST(AddressTest, ParsesHostAndPort) {
+  EXPECT_EQ(HostOf("198.18.0.5:4000"), "198.18.0.5");
+  EXPECT_EQ(PortOf("198.18.0.5:4000"), 4000);
+  EXPECT_EQ(HostOf("[::1]:7"), "::1");
+  EXPECT_EQ(HostPort("::1", 7), "[::1]:7");
+  EXPECT_TRUE(IsLoopbackIp("127.0.0.2"));
+  EXPECT_FALSE(IsLoopbackIp("198.18.0.1"));
+}
+
+TEST(OrderCandidatesTest, SameSubnetFirstLoopbackOnlyOnTheSameHost) {
+  const std::vector<std::string> advertised = {"10.1.1.1:5", "127.0.0.1:5", "198.18.0.7:5"};
+  EXPECT_THAT(OrderCandidates(advertised, TwoInterfaces(), false),
+              ElementsAre("198.18.0.7:5", "10.1.1.1:5"));
+  EXPECT_THAT(OrderCandidates(advertised, TwoInterfaces(), true),
+              ElementsAre("198.18.0.7:5", "10.1.1.1:5", "127.0.0.1:5"));
+  EXPECT_EQ(DescribeRoute(TwoInterfaces(), "198.18.0.7:5"),
+            "via eth0 198.18.0.7 (same subnet 198.18.0.0/24)");
+  EXPECT_THAT(DescribeRoute(TwoInterfaces(), "10.1.1.1:5"), HasSubstr("routed"));
+}
+
+std::vector<store::PeerRecord> FourRanksTwoHosts() {
+  std::vector<store::PeerRecord> peers(4);
+  for (int r = 0; r < 4; ++r) {
+    peers[r].rank = r;
+    peers[r].world_size = 4;
+    peers[r].host = r < 2 ? "host0" : "host1";
+    peers[r].pid = 100 + r;
+    const std::string ip = r < 2 ? "198.18.0.1" : "198.18.0.2";
+    peers[r].addresses = {"10.9.9." + std::to_string(r) + ":70", ip + ":" + std::to_string(70 + r)};
+    peers[r].address = peers[r].addresses[0];
+  }
+  return peers;
+}
+
+AddressPlan PlanOf(const std::vector<store::PeerRecord>& peers, int self) {
+  AddressPlan plan;
+  plan.local = TwoInterfaces();
+  plan.advertised = peers[self].addresses;
+  return plan;
+}
+
+TEST(ChoosePeerAddressesTest, ProbesInPreferenceOrder) {
+  auto peers = FourRanksTwoHosts();
+  std::vector<std::string> probed;
+  std::mutex mu;
+  ProbeFn probe = [&](int, const std::string& a, Deadline) -> Status {
+    std::lock_guard<std::mutex> lock(mu);
+    probed.push_back(a);
+    return a.rfind("198.18.", 0) == 0 ? Status::Ok() : UnavailableError("no route");
+  };
+  auto chosen = ChoosePeerAddresses(peers, 0, PlanOf(peers, 0), false, probe,
+                                    Deadline::After(*SteadyClock::Get(), Seconds(5)), "rdzv");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_THAT(*chosen,
+              ElementsAre("10.9.9.0:70", "198.18.0.1:71", "198.18.0.2:72", "198.18.0.2:73"));
+  // One rank per host is probed, and its same-subnet address answered first: host0's rank 1
+  // and one rank of host1, nothing else.
+  EXPECT_EQ(probed.size(), 2u);
+}
+
+TEST(ChoosePeerAddressesTest, NamesEveryUnreachableRankAndHost) {
+  auto peers = FourRanksTwoHosts();
+  ProbeFn probe = [&](int r, const std::string&, Deadline) -> Status {
+    return r >= 2 ? UnavailableError("Network is unreachable") : Status::Ok();
+  };
+  auto chosen = ChoosePeerAddresses(peers, 1, PlanOf(peers, 1), false, probe,
+                                    Deadline::After(*SteadyClock::Get(), Seconds(5)), "rdzv");
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(chosen.status().message(),
+              HasSubstr("rdzv: rank 1 (host host0, pid 101) cannot reach ranks 2-3 (host host1)"));
+  EXPECT_THAT(chosen.status().message(),
+              HasSubstr("rank 3 (host host1, pid 103) at 198.18.0.2:73 (Network is unreachable); "
+                        "10.9.9.3:70 (Network is unreachable)"));
+  EXPECT_THAT(chosen.status().message(),
+              HasSubstr("rank 2 (host host1, pid 102) (not tried: rank 3 of the same host "
+                        "answered at none of its addresses)"));
+}
+
+TEST(ChoosePeerAddressesTest, RefusesLoopbackAcrossHostsUnlessAllowed) {
+  auto peers = FourRanksTwoHosts();
+  peers[3].addresses = {"127.0.0.1:99"};
+  peers[3].address = "127.0.0.1:99";
+  auto chosen =
+      ChoosePeerAddresses(peers, 0, PlanOf(peers, 0), false, nullptr, Deadline::Infinite(), "rdzv");
+  ASSERT_FALSE(chosen.ok());
+  EXPECT_EQ(chosen.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(chosen.status().message(),
+              HasSubstr("spans 2 hosts (host0, host1) but rank 3 (host host1, pid 103) advertises "
+                        "only the loopback address 127.0.0.1:99"));
+  auto allowed =
+      ChoosePeerAddresses(peers, 0, PlanOf(peers, 0), true, nullptr, Deadline::Infinite(), "rdzv");
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_EQ((*allowed)[3], "127.0.0.1:99");
+}
+
+TEST(RanksPerHostTest, EqualContiguousBlocksOnly) {
+  auto peers = FourRanksTwoHosts();
+  EXPECT_EQ(RanksPerHost(peers), 2);
+  std::swap(peers[1].host, peers[2].host);
+  EXPECT_EQ(RanksPerHost(peers), 0);
+  peers.resize(3);
+  peers[0].host = peers[1].host = peers[2].host = "one";
+  EXPECT_EQ(RanksPerHost(peers), 3);
+}
+
+TEST(ShareReachabilityTest, EveryRankSeesTheFirstFailure) {
+  store::HashStore store;
+  const Deadline d = Deadline::After(*SteadyClock::Get(), Seconds(5));
+  Status s1;
+  std::thread t([&] {
+    s1 = ShareReachability(&store, "j", 1, 2, UnavailableError("rank 1 cannot reach rank 0"), d);
+  });
+  Status s0 = ShareReachability(&store, "j", 0, 2, Status::Ok(), d);
+  t.join();
+  EXPECT_THAT(s0.message(), HasSubstr("rank 1 cannot reach rank 0 (reported by rank 1)"));
+  EXPECT_THAT(s1.message(), HasSubstr("rank 1 cannot reach rank 0"));
+  Status lonely = ShareReachability(&store, "k", 0, 2, Status::Ok(),
+                                    Deadline::After(*SteadyClock::Get(), Millis(100)));
+  EXPECT_EQ(lonely.code(), StatusCode::kDeadlineExceeded);
+}
+
+TEST(RendezvousTest, RecordsCarrySeveralAddresses) {
+  store::HashStore store;
+  store::PeerRecord me;
+  me.rank = 0;
+  me.world_size = 1;
+  me.host = "host0";
+  me.addresses = {"198.18.0.1:5", "10.0.0.1:5"};
+  me.address = me.addresses[0];
+  auto got =
+      store::Rendezvous(&store, "multi", me, Deadline::After(*SteadyClock::Get(), Seconds(5)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].address, "198.18.0.1:5");
+  EXPECT_THAT((*got)[0].addresses, ElementsAre("198.18.0.1:5", "10.0.0.1:5"));
+}
+
+TEST(HostListTest, ExpandsSlurmNodeLists) {
+  auto hosts = ExpandHostList("node[1-3,7],gpu[08-10],login");
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  EXPECT_THAT(*hosts,
+              ElementsAre("node1", "node2", "node3", "node7", "gpu08", "gpu09", "gpu10", "login"));
+  for (const char* bad : {"node[1-", "node[3-1]", "node[a-b]", "", "n[1]x[2]"}) {
+    auto r = ExpandHostList(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_THAT(r.status().message(), HasSubstr("'" + std::string(bad) + "'"));
+    }
+  }
+}
+
+TEST(IdentityTest, SlurmGivesRankHostAndStore) {
+  auto id = ResolveIdentity({}, MapEnvironment({{"SLURM_PROCID", "5"},
+                                                {"SLURM_NTASKS", "8"},
+                                                {"SLURM_LOCALID", "1"},
+                                                {"SLURM_NODEID", "1"},
+                                                {"SLURM_STEP_NODELIST", "node[3-4]"},
+                                                {"SLURM_JOB_ID", "123"},
+                                                {"SLURMD_NODENAME", "node4"}}));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->rank, 5);
+  EXPECT_EQ(id->world_size, 8);
+  EXPECT_EQ(id->local_rank, 1);
+  EXPECT_EQ(id->host, "node4");
+  EXPECT_EQ(id->store_url, "tcp://node3:20123");
+  EXPECT_EQ(id->job_id, "slurm-123");
+  EXPECT_EQ(id->source, "Slurm");
+}
+
+TEST(IdentityTest, HostAndInterfacesFromGyreVariables) {
+  auto id = ResolveIdentity({}, MapEnvironment({{"GYRE_RANK", "0"},
+                                                {"GYRE_WORLD_SIZE", "2"},
+                                                {"GYRE_HOST", "host1"},
+                                                {"GYRE_IFACES", "eth*"},
+                                                {"GYRE_ALLOW_LOOPBACK", "1"}}));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->host, "host1");
+  EXPECT_EQ(id->ifaces, "eth*");
+  EXPECT_TRUE(id->allow_loopback);
+}
+
+TEST(ListInterfacesTest, FindsLoopback) {
+  auto all = ListInterfaces();
+  ASSERT_TRUE(all.ok()) << all.status();
+  bool found = false;
+  for (const auto& i : *all) found = found || (i.loopback && i.ip == "127.0.0.1");
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace gyre::job
