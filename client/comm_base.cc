@@ -43,80 +43,73 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
   return c;
 }
 
-namespace {
-CollectiveSpec Spec(Collective c, int64_t count, DataType dtype, ReduceOp op, int root) {
-  CollectiveSpec s;
-  s.collective = c;
-  s.count = count;
-  s.dtype = dtype;
-  s.op = op;
-  s.root = root;
-  return s;
-}
-}  // namespace
-
 Status CommBase::Blocking(CollectiveSpec spec, const void* in, void* out, const Options& o) {
   return queue_.RunInline([&] { return Call(spec, in, out, o); });
 }
 
 Status CommBase::Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
                            const Options& o) {
-  return Blocking(Spec(Collective::kAllreduce, count, dtype, op, 0), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kAllreduce, count, dtype, op, 0), in, out, o);
 }
 Status CommBase::Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
                            const Options& o) {
-  return Blocking(Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in,
+                  out, o);
 }
 Status CommBase::Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
                         int root, const Options& o) {
-  return Blocking(Spec(Collective::kReduce, count, dtype, op, root), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kReduce, count, dtype, op, root), in, out, o);
 }
 Status CommBase::Allgather(const void* in, void* out, int64_t count, DataType dtype,
                            const Options& o) {
-  return Blocking(Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out,
+                  o);
 }
 Status CommBase::ReduceScatter(const void* in, void* out, int64_t count, DataType dtype,
                                ReduceOp op, const Options& o) {
-  return Blocking(Spec(Collective::kReduceScatter, count, dtype, op, 0), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kReduceScatter, count, dtype, op, 0), in, out, o);
 }
 Status CommBase::Alltoall(const void* in, void* out, int64_t count, DataType dtype,
                           const Options& o) {
-  return Blocking(Spec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out,
+                  o);
 }
 Status CommBase::Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
                         const Options& o) {
-  return Blocking(Spec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out,
+                  o);
 }
 Status CommBase::Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
                          const Options& o) {
-  return Blocking(Spec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out, o);
+  return Blocking(algo::MakeSpec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out,
+                  o);
 }
 Status CommBase::Barrier(const Options& o) {
-  return Blocking(Spec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0), nullptr,
-                  nullptr, o);
+  return Blocking(algo::MakeSpec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0),
+                  nullptr, nullptr, o);
 }
 
 std::shared_ptr<Work> CommBase::AllreduceAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, ReduceOp op, const Options& o) {
-  CollectiveSpec spec = Spec(Collective::kAllreduce, count, dtype, op, 0);
+  CollectiveSpec spec = algo::MakeSpec(Collective::kAllreduce, count, dtype, op, 0);
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
 std::shared_ptr<Work> CommBase::BroadcastAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, int root, const Options& o) {
-  CollectiveSpec spec = Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  CollectiveSpec spec = algo::MakeSpec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root);
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
 std::shared_ptr<Work> CommBase::AllgatherAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, const Options& o) {
-  CollectiveSpec spec = Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0);
+  CollectiveSpec spec = algo::MakeSpec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0);
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
 std::shared_ptr<Work> CommBase::ReduceScatterAsync(const void* in, void* out, int64_t count,
                                                    DataType dtype, ReduceOp op, const Options& o) {
-  CollectiveSpec spec = Spec(Collective::kReduceScatter, count, dtype, op, 0);
+  CollectiveSpec spec = algo::MakeSpec(Collective::kReduceScatter, count, dtype, op, 0);
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 

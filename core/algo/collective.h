@@ -85,6 +85,19 @@ struct CollectiveSpec {
   std::string ToString() const;  // "allreduce ring p=4 count=12 float32 sum root=0"
 };
 
+// The spec of one call as the public APIs take it (algorithm automatic, world size filled
+// in by the communicator).
+inline CollectiveSpec MakeSpec(Collective c, int64_t count, DataType dtype,
+                               ReduceOp op = ReduceOp::kSum, int root = 0) {
+  CollectiveSpec s;
+  s.collective = c;
+  s.count = count;
+  s.dtype = dtype;
+  s.op = op;
+  s.root = root;
+  return s;
+}
+
 // Elements of the input and output buffers of `rank` for `spec` (0 where unused, e.g. the
 // output of reduce and gather on a non-root rank).
 int64_t InputCount(const CollectiveSpec& spec, int rank);

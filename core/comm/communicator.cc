@@ -194,53 +194,45 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   return st;
 }
 
-namespace {
-CollectiveSpec Spec(Collective c, int64_t count, DataType dtype, ReduceOp op, int root) {
-  CollectiveSpec s;
-  s.collective = c;
-  s.count = count;
-  s.dtype = dtype;
-  s.op = op;
-  s.root = root;
-  return s;
-}
-}  // namespace
-
 Status Communicator::Allreduce(const void* in, void* out, int64_t count, DataType dtype,
                                ReduceOp op, const CallOptions& opts) {
-  return Run(Spec(Collective::kAllreduce, count, dtype, op, 0), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kAllreduce, count, dtype, op, 0), in, out, opts);
 }
 Status Communicator::Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
                                const CallOptions& opts) {
-  return Run(Spec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root), in, out,
+             opts);
 }
 Status Communicator::Reduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
                             int root, const CallOptions& opts) {
-  return Run(Spec(Collective::kReduce, count, dtype, op, root), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kReduce, count, dtype, op, root), in, out, opts);
 }
 Status Communicator::Allgather(const void* in, void* out, int64_t count, DataType dtype,
                                const CallOptions& opts) {
-  return Run(Spec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0), in, out,
+             opts);
 }
 Status Communicator::ReduceScatter(const void* in, void* out, int64_t count, DataType dtype,
                                    ReduceOp op, const CallOptions& opts) {
-  return Run(Spec(Collective::kReduceScatter, count, dtype, op, 0), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kReduceScatter, count, dtype, op, 0), in, out, opts);
 }
 Status Communicator::Alltoall(const void* in, void* out, int64_t count, DataType dtype,
                               const CallOptions& opts) {
-  return Run(Spec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kAlltoall, count, dtype, ReduceOp::kSum, 0), in, out, opts);
 }
 Status Communicator::Gather(const void* in, void* out, int64_t count, DataType dtype, int root,
                             const CallOptions& opts) {
-  return Run(Spec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kGather, count, dtype, ReduceOp::kSum, root), in, out,
+             opts);
 }
 Status Communicator::Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
                              const CallOptions& opts) {
-  return Run(Spec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out, opts);
+  return Run(algo::MakeSpec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out,
+             opts);
 }
 Status Communicator::Barrier(const CallOptions& opts) {
-  return Run(Spec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0), nullptr, nullptr,
-             opts);
+  return Run(algo::MakeSpec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0), nullptr,
+             nullptr, opts);
 }
 
 }  // namespace gyre

@@ -7,6 +7,7 @@
 #include "core/algo/builders_topo.h"
 #include "core/algo/verifier.h"
 #include "core/sim/simulator.h"
+#include "tests/sim/grid_shapes.h"
 
 namespace gyre {
 namespace {
@@ -15,33 +16,17 @@ using algo::Algorithm;
 using algo::Collective;
 using algo::CollectiveSpec;
 
-CollectiveSpec Grid(Algorithm a, int p, int shape, int64_t count) {
-  CollectiveSpec s;
-  s.collective = Collective::kAllreduce;
-  s.algorithm = a;
-  s.world_size = p;
-  s.count = count;
-  if (a == Algorithm::kTwoD) {
-    s.grid_rows = shape;
-  } else {
-    s.local_size = shape;
-  }
-  return s;
-}
+using testing::GridShapes;
 
-std::vector<int> Shapes(int p) {
-  std::vector<int> out = {0};
-  for (int d = 1; d <= p; ++d) {
-    if (p % d == 0) out.push_back(d);
-  }
-  return out;
+CollectiveSpec Grid(Algorithm a, int p, int shape, int64_t count) {
+  return testing::GridSpec(a, p, shape, count);
 }
 
 TEST(GridAllreduce, SchedulesVerifyForEveryShape) {
   int verified = 0;
   for (Algorithm a : {Algorithm::kTwoD, Algorithm::kHierarchical}) {
     for (int p = 1; p <= 12; ++p) {
-      for (int shape : Shapes(p)) {
+      for (int shape : GridShapes(p)) {
         for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{p - 1}, int64_t{13}, int64_t{6} * p}) {
           for (int64_t segment : {int64_t{0}, int64_t{2}}) {
             CollectiveSpec s = Grid(a, p, shape, n);
@@ -96,7 +81,7 @@ TEST(GridAllreduce, RealDataThroughTheSimulator) {
   } worlds[] = {{16, "torus2d:4x4"}, {12, "torus2d:3x4"}, {32, "two_level:4x8"}, {6, "ring"}};
   for (Algorithm a : {Algorithm::kTwoD, Algorithm::kHierarchical}) {
     for (const auto& w : worlds) {
-      for (int shape : Shapes(w.p)) {
+      for (int shape : GridShapes(w.p)) {
         for (const auto& [dtype, op] : types) {
           CollectiveSpec s = Grid(a, w.p, shape, 37 * w.p + 5);
           s.dtype = dtype;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/comm/selfcheck.h"
+#include "tests/sim/grid_shapes.h"
 #include "tests/world/world.h"
 #include "tests/world/world_factories.h"
 
@@ -14,26 +15,10 @@ using algo::Algorithm;
 using algo::Collective;
 using algo::CollectiveSpec;
 
-CollectiveSpec Grid(Algorithm a, int p, int shape, int64_t count) {
-  CollectiveSpec s;
-  s.collective = Collective::kAllreduce;
-  s.algorithm = a;
-  s.world_size = p;
-  s.count = count;
-  if (a == Algorithm::kTwoD) {
-    s.grid_rows = shape;
-  } else {
-    s.local_size = shape;
-  }
-  return s;
-}
+using testing::GridShapes;
 
-std::vector<int> Shapes(int p) {
-  std::vector<int> out = {0};
-  for (int d = 1; d <= p; ++d) {
-    if (p % d == 0) out.push_back(d);
-  }
-  return out;
+CollectiveSpec Grid(Algorithm a, int p, int shape, int64_t count) {
+  return testing::GridSpec(a, p, shape, count);
 }
 
 // Runs `spec` on p real ranks of `factory` (in place or not) and checks every rank.
@@ -72,7 +57,7 @@ void RunOnWorld(const testing::TransportFactory& factory, CollectiveSpec spec, b
 TEST(GridAllreduce, RealRanksOverLoopback) {
   for (Algorithm a : {Algorithm::kTwoD, Algorithm::kHierarchical}) {
     for (int p : {1, 2, 4, 6, 8, 9}) {
-      for (int shape : Shapes(p)) {
+      for (int shape : GridShapes(p)) {
         for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{1000}}) {
           CollectiveSpec s = Grid(a, p, shape, n);
           s.dtype = n == 13 ? DataType::kInt64 : DataType::kFloat32;
