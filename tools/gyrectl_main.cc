@@ -171,6 +171,8 @@ int main(int argc, char** argv) {
       state = "silent";
     } else if (q.reach == job::Reach::kRefused) {
       state = "gone";
+    } else if (q.reach == job::Reach::kUnreachable) {
+      state = "unreachable";
     } else {
       state = "error";
     }

@@ -188,7 +188,7 @@ StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline) {
   if (rc != 0 && errno != EINPROGRESS) {
     std::string e = std::strerror(errno);
     ::close(fd);
-    return UnavailableError("connect to " + address + " refused: " + e);
+    return UnavailableError("connect to " + address + " failed: " + e);
   }
   if (rc != 0) {
     Status w = WaitFd(fd, POLLOUT, deadline, "connect to " + address);
@@ -201,7 +201,7 @@ StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline) {
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
       ::close(fd);
-      return UnavailableError("connect to " + address + " refused: " + std::strerror(err));
+      return UnavailableError("connect to " + address + " failed: " + std::strerror(err));
     }
   }
   return fd;

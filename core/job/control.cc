@@ -126,6 +126,19 @@ void ControlServer::Handle(int fd) {
   ::close(fd);
 }
 
+Reach ClassifyConnectFailure(const Status& s) {
+  const std::string& m = s.message();
+  auto has = [&m](const char* what) { return m.find(what) != std::string::npos; };
+  if (has("refused")) return Reach::kRefused;
+  // A connect that times out never reached a listening kernel; EINVAL is what a blackhole
+  // route gives, EHOSTUNREACH / ENETUNREACH a missing one.
+  if (s.code() == StatusCode::kDeadlineExceeded || has("unreachable") || has("Invalid argument") ||
+      has("No route")) {
+    return Reach::kUnreachable;
+  }
+  return Reach::kError;
+}
+
 QueryResult QueryControl(const std::string& address, int target_rank,
                          const proto::ControlRequest& request, Duration timeout,
                          const auth::Credentials& credentials) {
@@ -134,9 +147,7 @@ QueryResult QueryControl(const std::string& address, int target_rank,
   auto fd = ipc::ConnectTcp(address, deadline);
   if (!fd.ok()) {
     r.error = fd.status().message();
-    r.reach = fd.status().message().find("refused") != std::string::npos ? Reach::kRefused
-              : fd.status().code() == StatusCode::kDeadlineExceeded      ? Reach::kSilent
-                                                                         : Reach::kError;
+    r.reach = ClassifyConnectFailure(fd.status());
     return r;
   }
   auth::Credentials self = credentials;

@@ -58,8 +58,16 @@ enum class Reach {
   kAnswered,
   kRefused,  // nothing listens: the process is gone
   kSilent,   // connected but no answer in time: the process is stopped or frozen
-  kError,    // anything else (reset mid-answer, garbage)
+  // No connection at all within the deadline, or no route: the network between here and
+  // there is cut (a partition) or the host is down. A stopped process on a reachable host
+  // still completes the TCP handshake (the kernel answers), so this is not "stalled".
+  kUnreachable,
+  kError,  // anything else (reset mid-answer, garbage)
 };
+
+// How a failed connect to a control endpoint reads: refused (nothing listens), unreachable
+// (no route, or no answer to the connect itself) or another error.
+Reach ClassifyConnectFailure(const Status& connect_status);
 
 struct QueryResult {
   Reach reach = Reach::kError;

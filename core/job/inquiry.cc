@@ -31,6 +31,10 @@ Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_
   proto::ControlRequest query;
   query.mutable_status();
   Inquiry in;
+  LocalFailure mine = me;
+  if (mine.host.empty() && me.rank >= 0 && me.rank < static_cast<int>(dir.peers.size())) {
+    mine.host = dir.peers[me.rank].host;
+  }
   std::vector<PeerView> views(p);
   for (int attempt = 0; attempt < std::max(1, attempts); ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(Millis(100));
@@ -51,7 +55,7 @@ Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_
         views[q].data_address = dir.peers[q].address;
       }
     }
-    in.verdict = Classify(me, views);
+    in.verdict = Classify(mine, views);
     if (in.verdict.root_class != RankClass::kDiverged || in.verdict.voters >= in.answered) break;
   }
   return in;

@@ -18,6 +18,10 @@ std::string Where(const PeerView& v) {
   return os.str();
 }
 
+std::string HostOf(const PeerView& v) {
+  return v.reach == Reach::kAnswered ? v.state.host() : v.host;
+}
+
 std::string RankList(const std::vector<int>& ranks) {
   std::ostringstream os;
   for (size_t i = 0; i < ranks.size(); ++i) os << (i ? "," : "") << ranks[i];
@@ -32,6 +36,8 @@ const char* RankClassName(RankClass c) {
       return "self";
     case RankClass::kDead:
       return "dead";
+    case RankClass::kUnreachable:
+      return "unreachable";
     case RankClass::kStalled:
       return "stalled";
     case RankClass::kNotEntered:
@@ -65,6 +71,10 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     const PeerView& pv = peers[q];
     if (pv.reach == Reach::kRefused) {
       v.classes[q] = RankClass::kDead;
+      continue;
+    }
+    if (pv.reach == Reach::kUnreachable) {
+      v.classes[q] = RankClass::kUnreachable;
       continue;
     }
     if (pv.reach == Reach::kSilent) {
@@ -172,7 +182,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   // priority decide, so that a rank which merely left early (it reached its own verdict and
   // exited) cannot outrank the stalled rank everybody is actually waiting on.
   auto is_cause = [](RankClass c) {
-    return c == RankClass::kDead || c == RankClass::kStalled || c == RankClass::kNotEntered;
+    return c == RankClass::kDead || c == RankClass::kUnreachable || c == RankClass::kStalled ||
+           c == RankClass::kNotEntered;
   };
   if (v.root < 0) {
     int q = me.waiting_on;
@@ -184,7 +195,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       v.root_class = v.classes[q];
     }
   }
-  for (RankClass c : {RankClass::kDead, RankClass::kStalled, RankClass::kNotEntered}) {
+  for (RankClass c :
+       {RankClass::kDead, RankClass::kUnreachable, RankClass::kStalled, RankClass::kNotEntered}) {
     if (v.root < 0) {
       v.root = first_of(c);
       if (v.root >= 0) v.root_class = c;
@@ -224,6 +236,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     case RankClass::kDead:
       os << "its process is gone (" << (pv.error.empty() ? "connection refused" : pv.error) << ")";
       break;
+    case RankClass::kUnreachable:
+      os << "cannot be reached from host " << me.host
+         << " (a network partition, or its host is down): "
+         << (pv.error.empty() ? "no connection" : pv.error);
+      break;
     case RankClass::kStalled:
       os << "alive but not answering (stopped or frozen): no reply to the control query";
       break;
@@ -247,8 +264,23 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     default:
       break;
   }
-  if (v.root_class == RankClass::kStalled || v.root_class == RankClass::kDead) {
+  if (v.root_class == RankClass::kStalled || v.root_class == RankClass::kDead ||
+      v.root_class == RankClass::kUnreachable) {
     os << "; last completed seq=" << (S > 0 ? S - 1 : 0) << " or earlier, in seq=" << S;
+  }
+  // A partition cuts off every rank behind it: name them all, by host.
+  if (v.root_class == RankClass::kUnreachable) {
+    std::map<std::string, std::vector<int>> cut;
+    for (int q = 0; q < p; ++q) {
+      if (v.classes[q] == RankClass::kUnreachable) cut[HostOf(peers[q])].push_back(q);
+    }
+    os << "; unreachable:";
+    bool first = true;
+    for (const auto& [host, ranks] : cut) {
+      os << (first ? " " : ", ") << (ranks.size() > 1 ? "ranks " : "rank ") << RankList(ranks)
+         << " (host " << host << ")";
+      first = false;
+    }
   }
   // Everyone whose chain of waits leads to the root is held up by it.
   std::vector<int> waiters;

@@ -18,6 +18,7 @@ namespace gyre::job {
 enum class RankClass {
   kSelf,
   kDead,
+  kUnreachable,  // the network to it is cut, or its host is down
   kStalled,
   kNotEntered,
   kDiverged,
@@ -41,6 +42,7 @@ struct PeerView {
 
 struct LocalFailure {
   int rank = 0;
+  std::string host;  // this rank's host, as published at rendezvous
   uint64_t seq = 0;
   OpDesc desc;
   std::string op_name;

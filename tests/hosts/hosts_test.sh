@@ -197,6 +197,7 @@ case_partition() {
     line=$(grep -m1 "^\[host$h rank $r\] rank $r: allreduce [0-9]* failed" "$work/loop.err") ||
       fail "rank $r reported no failed allreduce"
     echo "$line" | grep -q "on host host$other" || fail "rank $r does not name host$other: $line"
+    echo "$line" | grep -q "unreachable" || fail "rank $r does not call the cut-off ranks unreachable: $line"
     local after
     after=$(echo "$line" | grep -o 'failed after [0-9.]* [m]*s' | head -1)
     case "$after" in

@@ -108,6 +108,41 @@ TEST(VerdictTest, OffTheChainDeadBeatsStalled) {
   EXPECT_EQ(v.classes[2], RankClass::kStalled);
 }
 
+// A partition between two hosts: ranks 2 and 3 on host "b" answer no connect from host "h".
+// They are named unreachable, by host, not "dead" or "stalled".
+TEST(VerdictTest, RanksBehindAPartitionAreUnreachableByHost) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  for (int q : {2, 3}) {
+    views[q] = PeerView{};
+    views[q].rank = q;
+    views[q].reach = Reach::kUnreachable;
+    views[q].error = "connect to 198.18.0.3:4000: no connection within 250 ms";
+    views[q].pid = 2000 + q;
+    views[q].host = "b";
+  }
+  LocalFailure me = Me(1, 0);
+  me.host = "h";
+  Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root_class, RankClass::kUnreachable) << v.text;
+  EXPECT_TRUE(v.root == 2 || v.root == 3) << v.text;
+  EXPECT_NE(v.text.find("cannot be reached from host h"), std::string::npos) << v.text;
+  EXPECT_NE(v.text.find("unreachable: ranks 2,3 (host b)"), std::string::npos) << v.text;
+}
+
+TEST(VerdictTest, ConnectFailuresReadAsTheirCause) {
+  EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Connection refused")),
+            Reach::kRefused);
+  EXPECT_EQ(ClassifyConnectFailure(DeadlineExceededError("connect to a:1: no answer in 1 s")),
+            Reach::kUnreachable);
+  EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Invalid argument")),
+            Reach::kUnreachable);
+  EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Network is unreachable")),
+            Reach::kUnreachable);
+  EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Too many open files")),
+            Reach::kError);
+}
+
 TEST(VerdictTest, IdleRankIsNotEntered) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
