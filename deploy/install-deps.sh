@@ -9,6 +9,7 @@ PACKAGES=(
   libasio-dev libprotobuf-dev protobuf-compiler libgflags-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   iproute2 procps
+  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-yaml
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

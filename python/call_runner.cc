@@ -1,0 +1,134 @@
+#include "python/call_runner.h"
+
+#include <utility>
+
+#include "client/comm_impl.h"
+#include "core/job/bootstrap.h"
+
+namespace gyre::python {
+
+bool PendingCall::WaitUntil(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (deadline.infinite()) {
+    cv_.wait(lock, [&] { return done_; });
+    return true;
+  }
+  return cv_.wait_until(lock, deadline.when(), [&] { return done_; });
+}
+
+bool PendingCall::Done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+Status PendingCall::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void PendingCall::OnDone(std::function<void(const Status&)> fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!done_) {
+    callbacks_.push_back(std::move(fn));
+    return;
+  }
+  Status s = status_;
+  lock.unlock();
+  fn(s);
+}
+
+void PendingCall::Complete(Status status) {
+  std::vector<std::function<void(const Status&)>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+    done_ = true;
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& fn : callbacks) fn(status);
+}
+
+CallRunner::CallRunner(std::unique_ptr<Comm> comm)
+    : comm_(std::move(comm)), worker_([this] { Loop(); }) {}
+
+CallRunner::~CallRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+std::shared_ptr<PendingCall> CallRunner::Submit(std::function<Status(Comm&)> call) {
+  auto pending = std::make_shared<PendingCall>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{std::move(call), pending});
+  }
+  cv_.notify_one();
+  return pending;
+}
+
+void CallRunner::Loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // bounded: the destructor sets stopping_ and wakes this thread.
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    item.pending->Complete(item.call(*comm_));
+  }
+}
+
+StatusOr<std::unique_ptr<Comm>> JoinEmbedded(const EmbeddedSpec& spec) {
+  job::JoinOptions o;
+  o.identity.rank = spec.rank;
+  o.identity.world_size = spec.world_size;
+  o.identity.local_rank = spec.rank;
+  o.identity.store_url = spec.store_url;
+  o.identity.job_id = spec.job_id;
+  o.identity.secret_file = spec.secret_file;
+  o.identity.source = "python";
+  o.flight_dir = spec.flight_dir;
+  o.rendezvous_timeout = spec.rendezvous_timeout;
+  o.comm.timeout = spec.timeout;
+  o.comm.deterministic = spec.deterministic;
+  o.store_factory = spec.store_factory;
+  if (spec.rank < 0 || spec.rank >= spec.world_size) {
+    return InvalidArgumentError("rank " + std::to_string(spec.rank) + " is outside world size " +
+                                std::to_string(spec.world_size));
+  }
+  return client::MakeEmbedded(o);
+}
+
+StatusOr<std::unique_ptr<Comm>> JoinFromEnvironment() { return Comm::FromEnvironment(); }
+
+StatusOr<std::unique_ptr<Comm>> JoinDaemon(const std::string& socket_path, Duration timeout) {
+  return Comm::ConnectDaemon(socket_path, DeadlineAfter(timeout));
+}
+
+std::string StatusText(const Status& status) { return status.ToString(); }
+
+const char* CodeName(StatusCode code) { return StatusCodeName(code); }
+
+Deadline DeadlineAfter(Duration d) { return Deadline::After(*SteadyClock::Get(), d); }
+
+bool Expired(Deadline deadline) { return deadline.Expired(*SteadyClock::Get()); }
+
+Duration Remaining(Deadline deadline) { return deadline.Remaining(*SteadyClock::Get()); }
+
+std::string FormatTime(Duration d) { return FormatDuration(d); }
+
+StatusError::StatusError(const Status& status, const std::string& context)
+    : std::runtime_error(context.empty() ? status.ToString() : context + ": " + status.ToString()),
+      status_(status) {}
+
+StatusError::~StatusError() = default;
+
+}  // namespace gyre::python

@@ -1,0 +1,112 @@
+// The core shared by gyre's Python module and its torch.distributed backend: a Comm whose
+// calls all run, in the order they were made, on one worker thread, so that a Python
+// caller can wait in short slices (checking for Ctrl-C between them) with the GIL released.
+// Built as one shared library so both extension modules use a single copy of gyre.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/include/gyre/gyre.h"
+#include "core/store/store.h"
+
+namespace gyre::python {
+
+// The completion of one submitted call. Thread-safe.
+class PendingCall {
+ public:
+  // True once the call finished; false when `deadline` passed first (the call goes on).
+  bool WaitUntil(Deadline deadline);
+  bool Done() const;
+  // The call's Status. REQUIRES: Done().
+  Status status() const;
+  // Runs `fn` once the call completes: at once on this thread when it already has, else
+  // on the runner's worker thread. `fn` must not block for long.
+  void OnDone(std::function<void(const Status&)> fn);
+
+  // Called by the runner.
+  void Complete(Status status);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  std::vector<std::function<void(const Status&)>> callbacks_;
+};
+
+class CallRunner {
+ public:
+  explicit CallRunner(std::unique_ptr<Comm> comm);
+  // Finishes the calls already submitted (each is bounded by gyre's deadlines), then stops.
+  ~CallRunner();
+  CallRunner(const CallRunner&) = delete;
+  CallRunner& operator=(const CallRunner&) = delete;
+
+  Comm& comm() { return *comm_; }
+
+  // Queues `call`; it runs after every call submitted before it.
+  std::shared_ptr<PendingCall> Submit(std::function<Status(Comm&)> call);
+
+ private:
+  struct Item {
+    std::function<Status(Comm&)> call;
+    std::shared_ptr<PendingCall> pending;
+  };
+  void Loop();
+
+  std::unique_ptr<Comm> comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// How to join a job in-process.
+struct EmbeddedSpec {
+  int rank = -1;
+  int world_size = 0;
+  std::string store_url;  // used when store_factory is empty
+  std::string job_id = "gyre";
+  std::string secret_file;
+  std::string flight_dir;
+  Duration timeout = Seconds(30);  // progress timeout
+  Duration rendezvous_timeout = Seconds(60);
+  bool deterministic = false;
+  std::function<StatusOr<std::unique_ptr<store::Store>>()> store_factory;
+};
+
+// The ways to make a Comm, gathered here so the extension modules link only this library.
+StatusOr<std::unique_ptr<Comm>> JoinEmbedded(const EmbeddedSpec& spec);
+StatusOr<std::unique_ptr<Comm>> JoinFromEnvironment();
+StatusOr<std::unique_ptr<Comm>> JoinDaemon(const std::string& socket_path, Duration timeout);
+
+// "Aborted: rank 3 stalled ..." with the code's name, as shown to Python.
+std::string StatusText(const Status& status);
+const char* CodeName(StatusCode code);
+Deadline DeadlineAfter(Duration d);
+bool Expired(Deadline deadline);
+Duration Remaining(Deadline deadline);
+std::string FormatTime(Duration d);
+
+// A failed gyre Status carried as a C++ exception (torch's Work and futures hold
+// exceptions); gyre's Python module turns it into gyre.GyreError.
+class StatusError : public std::runtime_error {
+ public:
+  explicit StatusError(const Status& status, const std::string& context = "");
+  ~StatusError() override;
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+}  // namespace gyre::python

@@ -1,0 +1,60 @@
+"""gyre as a torch.distributed backend.
+
+    import torch.distributed as dist
+    import gyre.distributed                       # registers the "gyre" backend
+    dist.init_process_group("gyre", init_method="file:///tmp/rdv", rank=r, world_size=n)
+
+Rendezvous goes through the store torch hands over (file://, tcp://, env://), or through
+gyre's own job when the program runs under gyrerun. The timeout given to
+init_process_group becomes gyre's progress timeout: a stalled or dead rank raises, on every
+rank, gyre's verdict naming it. configure() sets deterministic reduction and the algorithm
+for the process groups created afterwards.
+"""
+import datetime
+import os
+
+import torch.distributed as dist
+
+from gyre._gyre import GyreError  # noqa: F401  (registers the exception translator)
+from gyre import _gyre_torch
+
+ProcessGroupGyre = _gyre_torch.ProcessGroupGyre
+
+_settings = {
+    "deterministic": os.environ.get("GYRE_DETERMINISTIC", "") not in ("", "0"),
+    "algorithm": os.environ.get("GYRE_ALGORITHM", ""),
+    "use_gyre_environment": True,
+}
+_groups = [0]
+
+
+def configure(deterministic=None, algorithm=None, use_gyre_environment=None):
+    """Options for the gyre process groups created from now on."""
+    if deterministic is not None:
+        _settings["deterministic"] = bool(deterministic)
+    if algorithm is not None:
+        _settings["algorithm"] = algorithm
+    if use_gyre_environment is not None:
+        _settings["use_gyre_environment"] = bool(use_gyre_environment)
+
+
+def _progress_timeout(timeout):
+    # torch's default (30 min) says nothing; under gyrerun the launcher's --timeout applies.
+    env_ms = os.environ.get("GYRE_TIMEOUT_MS")
+    if env_ms and timeout == dist.default_pg_timeout:
+        return datetime.timedelta(milliseconds=int(env_ms))
+    return timeout
+
+
+def _create(store, rank, size, timeout):
+    _groups[0] += 1
+    return ProcessGroupGyre(
+        store, rank, size, _progress_timeout(timeout),
+        deterministic=_settings["deterministic"],
+        algorithm=_settings["algorithm"],
+        job_id="torch-%d" % _groups[0],
+        use_gyre_environment=_settings["use_gyre_environment"])
+
+
+if not hasattr(dist.Backend, "GYRE"):
+    dist.Backend.register_backend("gyre", _create)

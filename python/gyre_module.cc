@@ -1,0 +1,598 @@
+// gyre's Python module (`gyre._gyre`, re-exported by the `gyre` package): a Comm that runs
+// every collective on objects with the buffer protocol (numpy arrays, bytearray, memoryview),
+// blocking or asynchronous. Waits release the GIL and wake every 100 ms to let Ctrl-C through;
+// failures raise gyre.GyreError carrying gyre's whole verdict and the status code's name.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/call_runner.h"
+
+namespace py = pybind11;
+
+namespace gyre::python {
+namespace {
+
+PyObject* g_gyre_error = nullptr;
+constexpr auto kWaitSlice = std::chrono::milliseconds(100);
+
+void RaiseStatus(const Status& s, const char* message) {
+  py::object type = py::reinterpret_borrow<py::object>(g_gyre_error);
+  py::object exc = type(py::str(message));
+  exc.attr("code") = py::str(CodeName(s.code()));
+  exc.attr("message") = py::str(s.message());
+  PyErr_SetObject(g_gyre_error, exc.ptr());
+}
+
+[[noreturn]] void ThrowIfError(const Status& s, const std::string& what) {
+  throw StatusError(s, "gyre " + what + " failed");
+}
+
+// One contiguous buffer with gyre's element type.
+struct View {
+  std::shared_ptr<py::buffer_info> info;
+  DataType dtype = DataType::kUint8;
+  int64_t count = 0;
+  void* data() const { return info ? info->ptr : nullptr; }
+};
+
+// What a queued call captures: raw pointers only, because the buffers are released (which
+// needs the GIL) on the Python side, never on gyre's worker thread.
+struct Buf {
+  void* data = nullptr;
+  DataType dtype = DataType::kUint8;
+  int64_t count = 0;
+};
+Buf RawOf(const View& v) { return Buf{v.data(), v.dtype, v.count}; }
+
+DataType DtypeOf(const py::buffer_info& info) {
+  std::string f = info.format;
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
+  if (f.size() != 1) throw py::value_error("gyre: unsupported buffer format '" + info.format + "'");
+  const char c = f[0];
+  const auto size = info.itemsize;
+  if (c == 'f' && size == 4) return DataType::kFloat32;
+  if (c == 'd' && size == 8) return DataType::kFloat64;
+  if (c == 'e' && size == 2) return DataType::kFloat16;
+  if (c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q' || c == 'n') {
+    if (size == 1) return DataType::kInt8;
+    if (size == 4) return DataType::kInt32;
+    if (size == 8) return DataType::kInt64;
+  }
+  if (c == 'B' || c == 'c' || c == 'H' || c == 'I' || c == 'L' || c == 'Q' || c == 'N' ||
+      c == '?') {
+    if (size == 1) return DataType::kUint8;
+    if (size == 4) return DataType::kUint32;
+    if (size == 8) return DataType::kUint64;
+  }
+  throw py::value_error("gyre: unsupported element type '" + info.format + "' of " +
+                        std::to_string(size) + " bytes");
+}
+
+View ViewOf(const py::handle& obj, bool writable, const char* name) {
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    throw py::type_error(std::string("gyre: ") + name +
+                         " must support the buffer protocol (numpy array, bytearray, ...)");
+  }
+  View v;
+  v.info =
+      std::make_shared<py::buffer_info>(py::reinterpret_borrow<py::buffer>(obj).request(writable));
+  v.dtype = DtypeOf(*v.info);
+  int64_t expected_stride = v.info->itemsize;
+  for (int i = static_cast<int>(v.info->ndim) - 1; i >= 0; --i) {
+    if (v.info->shape[i] != 1 && v.info->strides[i] != expected_stride) {
+      throw py::value_error(std::string("gyre: ") + name + " must be C-contiguous");
+    }
+    expected_stride *= v.info->shape[i];
+  }
+  v.count = v.info->size;
+  return v;
+}
+
+ReduceOp OpOf(const py::object& op) {
+  if (py::isinstance<py::str>(op)) {
+    const std::string name = op.cast<std::string>();
+    static const std::pair<const char*, ReduceOp> kNames[] = {
+        {"sum", ReduceOp::kSum},   {"prod", ReduceOp::kProd}, {"product", ReduceOp::kProd},
+        {"min", ReduceOp::kMin},   {"max", ReduceOp::kMax},   {"avg", ReduceOp::kAvg},
+        {"band", ReduceOp::kBand}, {"bor", ReduceOp::kBor},   {"bxor", ReduceOp::kBxor}};
+    for (const auto& [n, v] : kNames) {
+      if (name == n) return v;
+    }
+    throw py::value_error("gyre: unknown reduce op '" + name +
+                          "' (sum, prod, min, max, avg, band, bor, bxor)");
+  }
+  return op.cast<ReduceOp>();
+}
+
+struct CallArgs {
+  std::string algorithm;
+  std::optional<bool> deterministic;
+  std::optional<double> timeout;  // seconds
+  Options ToOptions() const {
+    Options o;
+    o.algorithm = algorithm;
+    if (deterministic) o.deterministic = *deterministic ? 1 : 0;
+    if (timeout) o.timeout = Seconds(*timeout);
+    return o;
+  }
+};
+
+// What an in-flight call needs kept alive: its buffers and the object to hand back.
+struct Held {
+  std::shared_ptr<PendingCall> pending;
+  std::vector<View> views;
+  py::object result;
+  std::string what;
+};
+
+// Waits with the GIL released, in slices, so that a pending signal raises in Python.
+// Returns false when `timeout` (seconds) passed first.
+bool WaitInterruptibly(PendingCall& pending, std::optional<double> timeout) {
+  const Deadline limit = timeout ? DeadlineAfter(Seconds(*timeout)) : Deadline::Infinite();
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      if (pending.WaitUntil(DeadlineAfter(kWaitSlice).Min(limit))) return true;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (Expired(limit)) return false;
+  }
+}
+
+class PyComm;
+
+class PyWork {
+ public:
+  PyWork(std::shared_ptr<Held> held, py::object comm) : held_(std::move(held)), comm_(comm) {}
+  ~PyWork();
+  bool Done() const { return held_->pending->Done(); }
+  py::object Wait(std::optional<double> timeout) {
+    if (!WaitInterruptibly(*held_->pending, timeout)) {
+      PyErr_SetString(PyExc_TimeoutError, ("gyre " + held_->what + " still running after " +
+                                           FormatTime(Seconds(*timeout)))
+                                              .c_str());
+      throw py::error_already_set();
+    }
+    Status s = held_->pending->status();
+    if (!s.ok()) ThrowIfError(s, held_->what);
+    return held_->result;
+  }
+
+ private:
+  std::shared_ptr<Held> held_;
+  py::object comm_;
+};
+
+class PyComm {
+ public:
+  explicit PyComm(std::unique_ptr<Comm> comm)
+      : runner_(std::make_unique<CallRunner>(std::move(comm))) {}
+  ~PyComm() {
+    // Every queued call is bounded by gyre's deadlines; the worker needs no GIL.
+    {
+      py::gil_scoped_release release;
+      runner_.reset();
+    }
+    abandoned_.clear();
+  }
+
+  int rank() { return runner_->comm().rank(); }
+  int size() { return runner_->comm().size(); }
+  std::string mode() { return runner_->comm().mode(); }
+
+  py::dict Last() {
+    CallInfo info = runner_->comm().last();
+    py::dict d;
+    d["algorithm"] = info.algorithm;
+    d["seq"] = info.seq;
+    d["elapsed"] = std::chrono::duration<double>(info.elapsed).count();
+    d["bytes_sent"] = info.bytes_sent;
+    d["msgs_sent"] = info.msgs_sent;
+    d["bytes_recv"] = info.bytes_recv;
+    d["msgs_recv"] = info.msgs_recv;
+    return d;
+  }
+
+  // Keeps a call's buffers alive after its waiter went away (Ctrl-C, dropped Work).
+  void Abandon(std::shared_ptr<Held> held) {
+    Prune();
+    abandoned_.push_back(std::move(held));
+  }
+
+  py::object Run(py::object self, std::shared_ptr<Held> held, std::function<Status(Comm&)> call,
+                 bool async_op) {
+    Prune();
+    held->pending = runner_->Submit(std::move(call));
+    if (async_op) return py::cast(std::make_unique<PyWork>(std::move(held), self));
+    bool done = false;
+    try {
+      done = WaitInterruptibly(*held->pending, std::nullopt);
+    } catch (...) {
+      Abandon(held);
+      throw;
+    }
+    (void)done;
+    Status s = held->pending->status();
+    if (!s.ok()) ThrowIfError(s, held->what);
+    return held->result;
+  }
+
+ private:
+  void Prune() {
+    std::vector<std::shared_ptr<Held>> alive;
+    for (auto& h : abandoned_) {
+      if (!h->pending->Done()) alive.push_back(std::move(h));
+    }
+    abandoned_.swap(alive);
+  }
+
+  std::unique_ptr<CallRunner> runner_;
+  std::vector<std::shared_ptr<Held>> abandoned_;
+};
+
+PyWork::~PyWork() {
+  if (!held_->pending->Done()) comm_.cast<PyComm&>().Abandon(held_);
+}
+
+void CheckSameType(const View& a, const View& b) {
+  if (a.dtype != b.dtype) {
+    throw py::value_error("gyre: input and output element types differ");
+  }
+}
+
+void CheckCount(const View& v, int64_t expected, const char* name) {
+  if (v.count != expected) {
+    throw py::value_error(std::string("gyre: ") + name + " holds " + std::to_string(v.count) +
+                          " elements, expected " + std::to_string(expected));
+  }
+}
+
+// The output view: `out` when given, else `data` itself (in place).
+View OutOrInPlace(const py::object& data, const py::object& out, const View& in,
+                  std::shared_ptr<Held>& held) {
+  if (out.is_none()) {
+    held->result = data;
+    return in;
+  }
+  View o = ViewOf(out, true, "out");
+  held->result = out;
+  return o;
+}
+
+std::shared_ptr<Held> NewHeld(const char* what) {
+  auto h = std::make_shared<Held>();
+  h->what = what;
+  h->result = py::none();
+  return h;
+}
+
+py::object Allreduce(py::object self, py::object data, py::object out, py::object op, bool async_op,
+                     const CallArgs& a) {
+  auto held = NewHeld("allreduce");
+  View in = ViewOf(data, out.is_none(), "data");
+  View o = OutOrInPlace(data, out, in, held);
+  CheckSameType(in, o);
+  CheckCount(o, in.count, "out");
+  held->views = {in, o};
+  const ReduceOp rop = OpOf(op);
+  Options opts = a.ToOptions();
+  return self.cast<PyComm&>().Run(
+      self, held,
+      [in = RawOf(in), o = RawOf(o), rop, opts](Comm& c) {
+        return c.Allreduce(in.data, o.data, in.count, in.dtype, rop, opts);
+      },
+      async_op);
+}
+
+py::object Broadcast(py::object self, py::object data, int root, py::object out, bool async_op,
+                     const CallArgs& a) {
+  auto held = NewHeld("broadcast");
+  View in = ViewOf(data, out.is_none(), "data");
+  View o = OutOrInPlace(data, out, in, held);
+  CheckSameType(in, o);
+  CheckCount(o, in.count, "out");
+  held->views = {in, o};
+  Options opts = a.ToOptions();
+  return self.cast<PyComm&>().Run(
+      self, held,
+      [in = RawOf(in), o = RawOf(o), root, opts](Comm& c) {
+        return c.Broadcast(in.data, o.data, in.count, in.dtype, root, opts);
+      },
+      async_op);
+}
+
+py::object Reduce(py::object self, py::object data, int root, py::object out, py::object op,
+                  bool async_op, const CallArgs& a) {
+  auto held = NewHeld("reduce");
+  View in = ViewOf(data, out.is_none(), "data");
+  View o = OutOrInPlace(data, out, in, held);
+  CheckSameType(in, o);
+  CheckCount(o, in.count, "out");
+  held->views = {in, o};
+  const ReduceOp rop = OpOf(op);
+  Options opts = a.ToOptions();
+  return self.cast<PyComm&>().Run(
+      self, held,
+      [in = RawOf(in), o = RawOf(o), rop, root, opts](Comm& c) {
+        return c.Reduce(in.data, o.data, in.count, in.dtype, rop, root, opts);
+      },
+      async_op);
+}
+
+// Calls whose output is `size` times the input (allgather, gather) or the reverse
+// (reduce_scatter, scatter) or the same size (alltoall).
+enum class Shape { kGrow, kShrink, kSame };
+
+py::object Sized(py::object self, const char* what, py::object data, py::object out, Shape shape,
+                 bool out_needed, bool in_needed, bool async_op,
+                 std::function<Status(Comm&, const Buf&, const Buf&, int64_t)> run) {
+  PyComm& pc = self.cast<PyComm&>();
+  const int p = pc.size();
+  auto held = NewHeld(what);
+  View in, o;
+  const bool have_in = !data.is_none();
+  const bool have_out = !out.is_none();
+  if (in_needed && !have_in)
+    throw py::value_error(std::string("gyre ") + what + ": data is required");
+  if (out_needed && !have_out)
+    throw py::value_error(std::string("gyre ") + what + ": out is required");
+  if (have_in) in = ViewOf(data, false, "data");
+  if (have_out) o = ViewOf(out, true, "out");
+  if (have_in && have_out) CheckSameType(in, o);
+  int64_t count = 0;
+  switch (shape) {
+    case Shape::kGrow:
+      count = in.count;
+      if (have_out) CheckCount(o, count * p, "out");
+      break;
+    case Shape::kShrink:
+      count = o.count;
+      if (have_in) CheckCount(in, count * p, "data");
+      break;
+    case Shape::kSame:
+      if (in.count % p != 0) {
+        throw py::value_error(std::string("gyre ") + what + ": data holds " +
+                              std::to_string(in.count) + " elements, not a multiple of " +
+                              std::to_string(p));
+      }
+      CheckCount(o, in.count, "out");
+      count = in.count / p;
+      break;
+  }
+  if (have_in) held->views.push_back(in);
+  if (have_out) held->views.push_back(o);
+  held->result = out;
+  if (!have_in) in.dtype = o.dtype;
+  if (!have_out) o.dtype = in.dtype;
+  return pc.Run(
+      self, held,
+      [in = RawOf(in), o = RawOf(o), count, run](Comm& c) { return run(c, in, o, count); },
+      async_op);
+}
+
+py::object Allgather(py::object self, py::object data, py::object out, bool async_op,
+                     const CallArgs& a) {
+  Options opts = a.ToOptions();
+  return Sized(self, "allgather", data, out, Shape::kGrow, true, true, async_op,
+               [opts](Comm& c, const Buf& in, const Buf& o, int64_t n) {
+                 return c.Allgather(in.data, o.data, n, in.dtype, opts);
+               });
+}
+
+py::object ReduceScatter(py::object self, py::object data, py::object out, py::object op,
+                         bool async_op, const CallArgs& a) {
+  Options opts = a.ToOptions();
+  const ReduceOp rop = OpOf(op);
+  return Sized(self, "reduce_scatter", data, out, Shape::kShrink, true, true, async_op,
+               [opts, rop](Comm& c, const Buf& in, const Buf& o, int64_t n) {
+                 return c.ReduceScatter(in.data, o.data, n, in.dtype, rop, opts);
+               });
+}
+
+py::object Alltoall(py::object self, py::object data, py::object out, bool async_op,
+                    const CallArgs& a) {
+  Options opts = a.ToOptions();
+  return Sized(self, "alltoall", data, out, Shape::kSame, true, true, async_op,
+               [opts](Comm& c, const Buf& in, const Buf& o, int64_t n) {
+                 return c.Alltoall(in.data, o.data, n, in.dtype, opts);
+               });
+}
+
+py::object Gather(py::object self, py::object data, py::object out, int root, bool async_op,
+                  const CallArgs& a) {
+  Options opts = a.ToOptions();
+  const bool is_root = self.cast<PyComm&>().rank() == root;
+  return Sized(self, "gather", data, out, Shape::kGrow, is_root, true, async_op,
+               [opts, root](Comm& c, const Buf& in, const Buf& o, int64_t n) {
+                 return c.Gather(in.data, o.data, n, in.dtype, root, opts);
+               });
+}
+
+py::object Scatter(py::object self, py::object data, py::object out, int root, bool async_op,
+                   const CallArgs& a) {
+  Options opts = a.ToOptions();
+  const bool is_root = self.cast<PyComm&>().rank() == root;
+  return Sized(self, "scatter", data, out, Shape::kShrink, true, is_root, async_op,
+               [opts, root](Comm& c, const Buf& in, const Buf& o, int64_t n) {
+                 return c.Scatter(in.data, o.data, n, o.dtype, root, opts);
+               });
+}
+
+py::object Barrier(py::object self, bool async_op, const CallArgs& a) {
+  auto held = NewHeld("barrier");
+  Options opts = a.ToOptions();
+  return self.cast<PyComm&>().Run(
+      self, held, [opts](Comm& c) { return c.Barrier(opts); }, async_op);
+}
+
+std::unique_ptr<PyComm> Made(StatusOr<std::unique_ptr<Comm>> comm, const char* what) {
+  if (!comm.ok()) ThrowIfError(comm.status(), what);
+  return std::make_unique<PyComm>(std::move(*comm));
+}
+
+}  // namespace
+}  // namespace gyre::python
+
+PYBIND11_MODULE(_gyre, m) {
+  using namespace gyre;
+  using namespace gyre::python;
+  m.doc() = "gyre collectives on buffer-protocol objects";
+
+  g_gyre_error = PyErr_NewExceptionWithDoc("gyre.GyreError",
+                                           "A gyre call failed; .code is the status code's name.",
+                                           PyExc_RuntimeError, nullptr);
+  m.attr("GyreError") = py::handle(g_gyre_error);
+  // Global, so that gyre's statuses raised inside torch's bindings become GyreError too.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      RaiseStatus(e.status(), e.what());
+    }
+  });
+
+  py::enum_<ReduceOp>(m, "ReduceOp")
+      .value("SUM", ReduceOp::kSum)
+      .value("PRODUCT", ReduceOp::kProd)
+      .value("MIN", ReduceOp::kMin)
+      .value("MAX", ReduceOp::kMax)
+      .value("AVG", ReduceOp::kAvg)
+      .value("BAND", ReduceOp::kBand)
+      .value("BOR", ReduceOp::kBor)
+      .value("BXOR", ReduceOp::kBxor);
+
+  py::class_<PyWork>(m, "Work", "A pending asynchronous call.")
+      .def("done", &PyWork::Done)
+      .def("wait", &PyWork::Wait, py::arg("timeout") = py::none(),
+           "Waits (Ctrl-C interrupts); returns the call's output, raises GyreError on "
+           "failure and TimeoutError when `timeout` seconds pass first.");
+
+#define GYRE_OPTS                                                        \
+  py::kw_only(), py::arg("async_op") = false, py::arg("algorithm") = "", \
+                 py::arg("deterministic") = py::none(), py::arg("timeout") = py::none()
+
+  py::class_<PyComm>(m, "Comm")
+      .def_static(
+          "embedded",
+          [](int rank, int world_size, const std::string& store, const std::string& job_id,
+             double timeout, double rendezvous_timeout, bool deterministic,
+             const std::string& secret_file) {
+            EmbeddedSpec spec;
+            spec.rank = rank;
+            spec.world_size = world_size;
+            spec.store_url = store;
+            spec.job_id = job_id;
+            spec.timeout = Seconds(timeout);
+            spec.rendezvous_timeout = Seconds(rendezvous_timeout);
+            spec.deterministic = deterministic;
+            spec.secret_file = secret_file;
+            StatusOr<std::unique_ptr<Comm>> c = Status();
+            {
+              py::gil_scoped_release release;
+              c = JoinEmbedded(spec);
+            }
+            return Made(std::move(c), "join");
+          },
+          py::arg("rank"), py::arg("world_size"), py::arg("store"), py::arg("job_id") = "gyre",
+          py::arg("timeout") = 30.0, py::arg("rendezvous_timeout") = 60.0,
+          py::arg("deterministic") = false, py::arg("secret_file") = "",
+          "Joins the job in-process through the store at `store` (file:///dir or "
+          "tcp://host:port); `timeout` is the progress timeout in seconds.")
+      .def_static(
+          "from_environment",
+          []() {
+            StatusOr<std::unique_ptr<Comm>> c = Status();
+            {
+              py::gil_scoped_release release;
+              c = JoinFromEnvironment();
+            }
+            return Made(std::move(c), "join");
+          },
+          "The daemon (GYRE_SOCKET) or an embedded Comm (GYRE_MODE=embedded), as gyrerun sets.")
+      .def_static(
+          "connect_daemon",
+          [](const std::string& path, double timeout) {
+            StatusOr<std::unique_ptr<Comm>> c = Status();
+            {
+              py::gil_scoped_release release;
+              c = JoinDaemon(path, Seconds(timeout));
+            }
+            return Made(std::move(c), "connect");
+          },
+          py::arg("socket_path"), py::arg("timeout") = 30.0)
+      .def_property_readonly("rank", &PyComm::rank)
+      .def_property_readonly("size", &PyComm::size)
+      .def_property_readonly("mode", &PyComm::mode)
+      .def("last", &PyComm::Last, "What the last finished call did.")
+      .def(
+          "allreduce",
+          [](py::object self, py::object data, py::object out, py::object op, bool async_op,
+             std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out") = py::none(), py::arg("op") = "sum", GYRE_OPTS)
+      .def(
+          "broadcast",
+          [](py::object self, py::object data, int root, py::object out, bool async_op,
+             std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), GYRE_OPTS)
+      .def(
+          "reduce",
+          [](py::object self, py::object data, int root, py::object out, py::object op,
+             bool async_op, std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("op") = "sum",
+          GYRE_OPTS)
+      .def(
+          "allgather",
+          [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
+             std::optional<bool> det, std::optional<double> t) {
+            return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out"), GYRE_OPTS)
+      .def(
+          "reduce_scatter",
+          [](py::object self, py::object data, py::object out, py::object op, bool async_op,
+             std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out"), py::arg("op") = "sum", GYRE_OPTS)
+      .def(
+          "alltoall",
+          [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
+             std::optional<bool> det, std::optional<double> t) {
+            return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out"), GYRE_OPTS)
+      .def(
+          "gather",
+          [](py::object self, py::object data, py::object out, int root, bool async_op,
+             std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out") = py::none(), py::arg("root") = 0, GYRE_OPTS)
+      .def(
+          "scatter",
+          [](py::object self, py::object data, py::object out, int root, bool async_op,
+             std::string alg, std::optional<bool> det, std::optional<double> t) {
+            return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
+          },
+          py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
+      .def(
+          "barrier",
+          [](py::object self, bool async_op, std::string alg, std::optional<bool> det,
+             std::optional<double> t) {
+            return Barrier(self, async_op, CallArgs{alg, det, t});
+          },
+          GYRE_OPTS);
+#undef GYRE_OPTS
+}

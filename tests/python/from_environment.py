@@ -1,0 +1,20 @@
+"""Run by gyrerun (test python_module_gyrerun): the plain module joins the job the launcher
+set up (through the rank's daemon, or embedded) and runs a few collectives."""
+import os
+
+import numpy as np
+
+import gyre
+
+comm = gyre.Comm.from_environment()
+rank, size = comm.rank, comm.size
+assert rank == int(os.environ["GYRE_RANK"]) and size == int(os.environ["GYRE_WORLD_SIZE"])
+x = np.full(1000, rank + 1, np.int64)
+comm.allreduce(x)
+assert (x == size * (size + 1) // 2).all(), x[:4]
+parts = comm.allgather(np.array([rank], np.int32), np.zeros(size, np.int32))
+assert parts.tolist() == list(range(size)), parts
+w = comm.broadcast(np.full(4, rank, np.float32), root=size - 1, async_op=True)
+assert w.wait(timeout=30).tolist() == [size - 1] * 4
+comm.barrier()
+print("from_environment ok: rank %d of %d, mode %s" % (rank, size, comm.mode), flush=True)

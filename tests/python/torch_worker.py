@@ -1,0 +1,250 @@
+"""One rank of torch_test.py: argv = rank size dir scenario. Every collective runs through
+the gyre backend (the default group) and through gloo (a second group over the same ranks)
+on the same inputs; integer results must be equal."""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import gyre
+import gyre.distributed
+
+rank, size, folder, scenario = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+timeout = datetime.timedelta(seconds=float(os.environ.get("GYRE_TEST_TIMEOUT", "30")))
+dist.init_process_group("gyre", init_method="file://" + folder + "/init", rank=rank,
+                        world_size=size, timeout=timeout)
+assert dist.get_backend() == "gyre"
+gloo = dist.new_group(backend="gloo") if scenario == "collectives" else None
+R = dist.ReduceOp
+
+
+def data(n, dtype, seed=0):
+    return ((torch.arange(n) * 7 + rank * 3 + seed) % 11 + 1).to(dtype)
+
+
+def same(name, a, b):
+    if not torch.equal(a, b):
+        raise AssertionError("%s on rank %d: gyre %s, gloo %s" % (name, rank, a, b))
+
+
+def both(name, fn):
+    """Runs fn(group) for gyre (None: the default group) and gloo; compares the results."""
+    got, want = fn(None), fn(gloo)
+    if isinstance(got, (list, tuple)):
+        for g, w in zip(got, want):
+            same(name, g, w)
+    else:
+        same(name, got, want)
+
+
+def unsupported(fn, text="gyre does not support"):
+    try:
+        fn()
+    except RuntimeError as e:
+        assert text in str(e), str(e)
+        return
+    raise AssertionError("accepted: expected %r" % text)
+
+
+def collectives():
+    n = 12
+    for dtype in (torch.int64, torch.int32, torch.float32, torch.float64):
+        ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX]
+        if not dtype.is_floating_point:
+            ops += [R.BAND, R.BOR, R.BXOR]
+        for op in ops:
+            def allreduce(g, op=op):
+                t = data(n, dtype)
+                dist.all_reduce(t, op=op, group=g)
+                return t
+            both("all_reduce %s %s" % (op, dtype), allreduce)
+
+        # gloo reduces a strided view as if it were dense, so its reference is a dense copy.
+        def strided(g):
+            m = data(3 * n, dtype).view(n, 3)
+            if g is None:
+                dist.all_reduce(m[:, 1])  # not contiguous
+            else:
+                col = m[:, 1].contiguous()
+                dist.all_reduce(col, group=g)
+                m[:, 1] = col
+            return m
+        both("all_reduce non-contiguous", strided)
+
+        def broadcast(g):
+            t = data(n, dtype)
+            dist.broadcast(t, src=size - 1, group=g)
+            return t
+        both("broadcast", broadcast)
+
+        def reduce(g):
+            t = data(n, dtype)
+            dist.reduce(t, dst=0, op=R.MAX, group=g)
+            return t if rank == 0 else torch.zeros(0)
+        both("reduce", reduce)
+
+        def all_gather(g):
+            out = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+            dist.all_gather(out, data(n, dtype), group=g)
+            return out
+        both("all_gather", all_gather)
+
+        def all_gather_base(g):
+            out = torch.zeros(n * size, dtype=dtype)
+            if g is None:
+                dist._all_gather_base(out, data(n, dtype))
+            else:
+                pieces = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+                dist.all_gather(pieces, data(n, dtype), group=g)
+                out = torch.cat(pieces)
+            return out
+        both("_all_gather_base", all_gather_base)
+
+        # gloo has no reduce_scatter: its reference is a gloo all_reduce, then this rank's part.
+        def reduce_scatter(g):
+            inputs = [data(n, dtype, seed=q) for q in range(size)]
+            if g is None:
+                out = torch.zeros(n, dtype=dtype)
+                dist.reduce_scatter(out, inputs)
+                return out
+            full = torch.cat(inputs)
+            dist.all_reduce(full, group=g)
+            return full[rank * n:(rank + 1) * n].clone()
+        both("reduce_scatter", reduce_scatter)
+
+        def reduce_scatter_base(g):
+            full = torch.cat([data(n, dtype, seed=q) for q in range(size)])
+            if g is None:
+                out = torch.zeros(n, dtype=dtype)
+                dist._reduce_scatter_base(out, full)
+                return out
+            dist.all_reduce(full, group=g)
+            return full[rank * n:(rank + 1) * n].clone()
+        both("_reduce_scatter_base", reduce_scatter_base)
+
+        def all_to_all_single(g):
+            inp = torch.cat([torch.full((2, 3), rank * 100 + q).to(dtype) for q in range(size)])
+            out = torch.zeros_like(inp)
+            dist.all_to_all_single(out, inp, group=g)
+            return out
+        both("all_to_all_single", all_to_all_single)
+
+        def all_to_all(g):
+            inp = [torch.full((n,), rank * 100 + q).to(dtype) for q in range(size)]
+            out = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+            if g is None:
+                dist.all_to_all(out, inp)
+                return out
+            flat_out = torch.zeros(n * size, dtype=dtype)
+            dist.all_to_all_single(flat_out, torch.cat(inp), group=g)
+            return list(flat_out.split(n))
+        both("all_to_all", all_to_all)
+
+        def gather(g):
+            out = [torch.zeros(n, dtype=dtype) for _ in range(size)] if rank == 0 else None
+            dist.gather(data(n, dtype), out, dst=0, group=g)
+            return out if rank == 0 else [torch.zeros(0)]
+        both("gather", gather)
+
+        def scatter(g):
+            src = [data(n, dtype, seed=q) for q in range(size)] if rank == 0 else None
+            out = torch.zeros(n, dtype=dtype)
+            dist.scatter(out, src, src=0, group=g)
+            return out
+        both("scatter", scatter)
+
+    # AVG (gloo has none): the sum divided by the world size.
+    t = data(n, torch.float64)
+    dist.all_reduce(t, op=R.AVG)
+    ref = data(n, torch.float64)
+    dist.all_reduce(ref, group=gloo)
+    assert torch.allclose(t, ref / size), (t, ref / size)
+    # PREMUL_SUM: factor times the sum.
+    if hasattr(dist, "_make_nccl_premul_sum"):
+        t = data(n, torch.float64)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        assert torch.allclose(t, ref * 0.5), (t, ref * 0.5)
+    # bool tensors reduce as logical or / and.
+    flags = torch.tensor([rank == 0, True, False])
+    dist.all_reduce(flags)
+    assert flags.tolist() == [True, True, False], flags
+    dist.barrier()
+
+    # Asynchronous handles: Work.wait, is_completed, and the Future DDP uses.
+    works, tensors = [], []
+    for k in range(4):
+        tensors.append(torch.full((1000,), k + rank, dtype=torch.int64))
+        works.append(dist.all_reduce(tensors[-1], async_op=True))
+    fut = works[3].get_future()
+    for k in range(3):
+        works[k].wait()
+        same("async", tensors[k], torch.full((1000,), k * size + size * (size - 1) // 2))
+    result = fut.wait()
+    same("future", result[0], torch.full((1000,), 3 * size + size * (size - 1) // 2))
+    assert all(w.is_completed() for w in works)
+    dist.barrier(async_op=True).wait()
+
+    # What gyre cannot do says so.
+    if size > 1:
+        inp, out = torch.zeros(size + 1), torch.zeros(size + 1)
+        splits = [2] + [1] * (size - 1)
+        unsupported(lambda: dist.all_to_all_single(out, inp, splits, splits))
+    unsupported(lambda: dist.send(torch.zeros(1), (rank + 1) % size), "send/recv")
+    dist.destroy_process_group(gloo)
+    print("collectives ok", flush=True)
+
+
+def mismatch():
+    t = torch.ones(4 if rank == 0 else 5)
+    try:
+        dist.all_reduce(t)
+    except gyre.GyreError as e:
+        print("GyreError code=%s msg=%s" % (e.code, str(e).replace("\n", " ")), flush=True)
+        return
+    raise AssertionError("mismatched all_reduce succeeded")
+
+
+def stall():
+    dist.all_reduce(torch.ones(8))
+    print("ready", flush=True)
+    if rank == size - 1:
+        time.sleep(120)  # the harness SIGSTOPs this rank here
+    time.sleep(0.5)
+    start = time.monotonic()
+    work = dist.all_reduce(torch.ones(1 << 16), async_op=True)
+    try:
+        work.wait()
+    except gyre.GyreError as e:
+        # The Future carries the same verdict.
+        try:
+            work.get_future().wait()
+            raise AssertionError("future completed without the error")
+        except RuntimeError as f:
+            assert "stalled" in str(f), str(f)
+        print("GyreError after=%.1f code=%s msg=%s"
+              % (time.monotonic() - start, e.code, str(e).replace("\n", " ")), flush=True)
+        return
+    raise AssertionError("all_reduce with a stalled rank succeeded")
+
+
+def interrupt():
+    if rank == 1:
+        time.sleep(60)  # never joins the call; the harness kills this rank
+        return
+    print("waiting", flush=True)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(16))
+    except KeyboardInterrupt:
+        print("interrupted after=%.2f" % (time.monotonic() - start), flush=True)
+        os._exit(0)
+    raise AssertionError("all_reduce returned")
+
+
+{"collectives": collectives, "mismatch": mismatch, "stall": stall,
+ "interrupt": interrupt}[scenario]()
+sys.stdout.flush()
+os._exit(0)
