@@ -7,6 +7,10 @@ Algorithm SelectAlgorithm(const CollectiveSpec& spec, const SelectionThresholds&
   const int p = spec.world_size;
   switch (spec.collective) {
     case Collective::kAllreduce:
+      if (spec.local_size > 1 && spec.local_size < p && p % spec.local_size == 0 &&
+          bytes >= t.hierarchical_min_bytes && spec.count >= p) {
+        return Algorithm::kHierarchical;
+      }
       if (bytes < t.allreduce_small_bytes || spec.count < p) return Algorithm::kRecursiveDoubling;
       if (bytes < t.allreduce_large_bytes) return Algorithm::kRabenseifner;
       return Algorithm::kRing;

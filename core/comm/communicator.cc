@@ -85,7 +85,10 @@ StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOp
   if (spec.deterministic) {
     spec.algorithm = Algorithm::kCanonical;
   } else if (spec.algorithm == Algorithm::kAuto) {
-    spec.algorithm = algo::SelectAlgorithm(spec, options_.thresholds);
+    CollectiveSpec shaped = spec;
+    if (shaped.local_size == 0) shaped.local_size = options_.local_size;
+    spec.algorithm = algo::SelectAlgorithm(shaped, options_.thresholds);
+    if (spec.algorithm == Algorithm::kHierarchical) spec.local_size = shaped.local_size;
   }
   return spec;
 }
@@ -99,7 +102,9 @@ StatusOr<std::shared_ptr<const algo::RankSchedule>> Communicator::GetSchedule(
                static_cast<int>(spec.op),
                spec.root,
                spec.segment_elems,
-               spec.deterministic};
+               spec.deterministic,
+               spec.grid_rows,
+               spec.local_size};
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::shared_ptr<const algo::RankSchedule> mine;

@@ -39,6 +39,9 @@ struct CommOptions {
   // Verify each schedule (all ranks, symbolically) the first time it is built.
   bool verify_schedules = true;
   algo::SelectionThresholds thresholds;
+  // Ranks per host when the job spans hosts in equal host-major blocks (0: one host, or an
+  // irregular layout). Automatic choice then uses hierarchical allreduce for large messages.
+  int local_size = 0;
   // Append one JSON line per operation to this file (empty: off).
   std::string trace_jsonl;
 };
@@ -103,6 +106,9 @@ class Communicator {
   // failed operation's result and returns the Status the caller sees.
   using FailureHandler = std::function<Status(const OpResult& failed)>;
   void SetFailureHandler(FailureHandler handler) { failure_handler_ = std::move(handler); }
+  // The job's shape, learnt at rendezvous (CommOptions::local_size). Call before any
+  // collective.
+  void SetLocalSize(int ranks_per_host) { options_.local_size = ranks_per_host; }
 
   OpMonitor* monitor() { return &monitor_; }
   FlightRecorder* recorder() { return &recorder_; }
@@ -127,7 +133,8 @@ class Communicator {
   Executor executor_;
   OpResult last_;
   OpCounters total_;
-  using CacheKey = std::tuple<int, int, int64_t, int, int, int, int64_t, bool>;
+  // Everything a schedule depends on.
+  using CacheKey = std::tuple<int, int, int64_t, int, int, int, int64_t, bool, int, int>;
   std::map<CacheKey, std::shared_ptr<const algo::RankSchedule>> cache_;
 };
 

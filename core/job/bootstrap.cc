@@ -130,6 +130,8 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   }
   joined.peers = dir->peers;
   joined.directory = dir;
+  // Across hosts, automatic choice may go hierarchical: it needs the ranks per host.
+  if (SpansHosts(joined.peers)) joined.comm->SetLocalSize(RanksPerHost(joined.peers));
   GYRE_RETURN_IF_ERROR(tcp->SetPeers(addresses).WithContext(who));
   joined.comm->recorder()->Record(
       "join", 0, who + " joined as " + joined.address + ", control " + joined.control->address());

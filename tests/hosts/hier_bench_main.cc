@@ -17,7 +17,7 @@
 #include "core/job/identity.h"
 
 DEFINE_string(sizes, "1M,16M,64M", "allreduce sizes in bytes (K, M suffixes)");
-DEFINE_string(algos, "ring,hierarchical", "algorithms to compare");
+DEFINE_string(algos, "ring,hierarchical", "algorithms to compare ('auto': automatic choice)");
 DEFINE_int32(iters, 5, "timed iterations per cell");
 DEFINE_int32(warmup, 1, "untimed iterations per cell");
 DEFINE_double(timeout, 60, "progress timeout in seconds");
@@ -79,12 +79,20 @@ int main(int argc, char** argv) {
     const int64_t count = bytes / 4;
     std::vector<float> in(count, static_cast<float>(rank + 1)), out(count);
     for (const std::string& name : Split(FLAGS_algos)) {
-      auto algorithm = algo::ParseAlgorithm(name);
-      if (!algorithm.ok()) return Fail(algorithm.status());
       algo::CollectiveSpec spec =
           algo::MakeSpec(algo::Collective::kAllreduce, count, DataType::kFloat32);
-      spec.algorithm = *algorithm;
-      if (*algorithm == algo::Algorithm::kHierarchical) spec.local_size = local_size;
+      std::string label = name;
+      if (name == "auto") {
+        // What automatic choice makes of this shape and size (it learnt the shape itself).
+        auto resolved = comm.Resolve(spec, {});
+        if (!resolved.ok()) return Fail(resolved.status());
+        label = "auto:" + std::string(algo::AlgorithmName(resolved->algorithm));
+      } else {
+        auto algorithm = algo::ParseAlgorithm(name);
+        if (!algorithm.ok()) return Fail(algorithm.status());
+        spec.algorithm = *algorithm;
+        if (*algorithm == algo::Algorithm::kHierarchical) spec.local_size = local_size;
+      }
       for (int i = 0; i < FLAGS_warmup; ++i) {
         Status s = comm.Run(spec, in.data(), out.data());
         if (!s.ok()) return Fail(s);
@@ -110,7 +118,7 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         const double algbw = bytes / secs / 1e9;
         std::printf("%-10lld %-13s %12.2f %10.3f %10.3f\n", static_cast<long long>(bytes),
-                    name.c_str(), secs * 1e3, algbw, algbw * 2.0 * (p - 1) / p);
+                    label.c_str(), secs * 1e3, algbw, algbw * 2.0 * (p - 1) / p);
         std::fflush(stdout);
       }
     }

@@ -230,11 +230,16 @@ case_hierarchical() {
   up 1gbit
   # 2 hosts x 4 ranks; hierarchical allreduce takes its node size from the rendezvous.
   ip netns exec host0 "$bin/gyrerun" --hosts host0:4,host1:4 --rsh 'ip netns exec' \
-    --mode embedded -- "$bin/gyre-hier-bench" --sizes 4K,1M,4M --iters 1 \
+    --mode embedded -- "$bin/gyre-hier-bench" --sizes 4K,1M,4M --iters 1 --algos ring,hierarchical,auto \
     >"$work/hier.out" 2>"$work/hier.err" || fail "gyre-hier-bench exited $?"
   grep -q '^\[host0 rank 0\] # 8 ranks, 4 per host (hierarchical uses it)' "$work/hier.out" ||
     fail "the node size was not learnt from the hosts"
   [ "$(grep -c 'hierarchical' "$work/hier.out")" -ge 4 ] || fail "hierarchical cells missing"
+  # Automatic choice goes hierarchical across hosts from 1 MiB, flat below.
+  grep -qE '^\[host0 rank 0\] 4096 +auto:recursive_doubling' "$work/hier.out" ||
+    fail "auto at 4 KiB is not recursive doubling: $(cat "$work/hier.out")"
+  grep -qE '^\[host0 rank 0\] 1048576 +auto:hierarchical' "$work/hier.out" ||
+    fail "auto at 1 MiB across hosts is not hierarchical: $(cat "$work/hier.out")"
   grep -q '^\[host0 rank 0\] hier-bench: all results checked' "$work/hier.out" ||
     fail "results were not all checked"
 }
