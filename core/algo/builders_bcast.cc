@@ -1,10 +1,11 @@
-// Broadcast schedules: binomial tree, pipelined chain, and scatter + ring allgather
-// (docs/algorithms_data.md, "broadcast"). Ranks are numbered relative to the root, so every
-// builder treats the root as relative rank 0.
+// Broadcast schedules: binomial tree, pipelined chain, scatter + ring allgather, and
+// hierarchical (docs/algorithms_data.md, "broadcast"). Ranks are numbered relative to the root, so
+// every builder treats the root as relative rank 0.
 #include <string>
 #include <vector>
 
 #include "core/algo/builders_internal.h"
+#include "core/algo/builders_topo.h"
 
 namespace gyre::algo::internal {
 namespace {
@@ -13,6 +14,8 @@ constexpr uint32_t kPhaseTree = 1;
 constexpr uint32_t kPhaseChain = 2;
 constexpr uint32_t kPhaseScatter = 3;
 constexpr uint32_t kPhaseAllgather = 4;
+constexpr uint32_t kPhaseInterNode = 5;
+constexpr uint32_t kPhaseIntraNode = 6;
 
 int Absolute(const CollectiveSpec& spec, int v) { return Mod(v + spec.root, spec.world_size); }
 
@@ -100,6 +103,49 @@ Status ScatterAllgather(const CollectiveSpec& spec, RankBuilder* b) {
   return Status::Ok();
 }
 
+// Across nodes of G ranks (rank r on node r / G): a binomial tree over the nodes among the
+// ranks that share the root's local index (one inter-node copy per node, on the root's
+// rail), then a binomial tree inside every node from that rank. The data crosses the slow
+// inter-node links N-1 times in all instead of up to p-1, over log N instead of log p hops.
+Status Hierarchical(const CollectiveSpec& spec, RankBuilder* b) {
+  const GridShape grid = HierarchicalGrid(spec);
+  const int g = grid.cols;
+  const int nodes = grid.rows;
+  const int node = b->rank() / g;
+  const int local = b->rank() % g;
+  const int root_node = spec.root / g;
+  const int root_local = spec.root % g;
+  const int vn = Mod(node - root_node, nodes);  // node-relative
+  const int vl = Mod(local - root_local, g);    // local-relative
+  auto node_rank = [&](int rel_node) { return Mod(rel_node + root_node, nodes) * g + root_local; };
+  auto local_rank = [&](int rel_local) { return node * g + Mod(rel_local + root_local, g); };
+  const Region out = OutputRegion(0, spec.count);
+  const bool is_root = b->rank() == spec.root;
+  if (is_root) b->Copy(out, InputRegion(0, spec.count));
+  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const uint32_t seg = static_cast<uint32_t>(i);
+    Region src = segs[i];
+    if (is_root) src.buffer = BufferId::kInput;
+    if (vl == 0) {  // on the root's rail: the inter-node tree
+      if (vn != 0) {
+        const int parent = BinomialParent(vn);
+        b->Recv(node_rank(parent), MakeTag(kPhaseInterNode, EdgeRound(parent, vn), seg), segs[i]);
+      }
+      for (int c : BinomialChildren(nodes, vn)) {
+        b->Send(node_rank(c), MakeTag(kPhaseInterNode, EdgeRound(vn, c), seg), src);
+      }
+    } else {
+      const int parent = BinomialParent(vl);
+      b->Recv(local_rank(parent), MakeTag(kPhaseIntraNode, EdgeRound(parent, vl), seg), segs[i]);
+    }
+    for (int c : BinomialChildren(g, vl)) {
+      b->Send(local_rank(c), MakeTag(kPhaseIntraNode, EdgeRound(vl, c), seg), src);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status BuildBroadcast(const CollectiveSpec& spec, RankBuilder* b) {
@@ -111,6 +157,8 @@ Status BuildBroadcast(const CollectiveSpec& spec, RankBuilder* b) {
       return Chain(spec, b);
     case Algorithm::kScatterAllgather:
       return ScatterAllgather(spec, b);
+    case Algorithm::kHierarchical:
+      return Hierarchical(spec, b);
     default:
       break;
   }

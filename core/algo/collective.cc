@@ -67,7 +67,8 @@ std::vector<Algorithm> AlgorithmsFor(Collective c) {
               Algorithm::kRabenseifner, Algorithm::kDirect, Algorithm::kTwoD,
               Algorithm::kHierarchical};
     case Collective::kBroadcast:
-      return {Algorithm::kBinomial, Algorithm::kChain, Algorithm::kScatterAllgather};
+      return {Algorithm::kBinomial, Algorithm::kChain, Algorithm::kScatterAllgather,
+              Algorithm::kHierarchical};
     case Collective::kReduce:
       return {Algorithm::kBinomial, Algorithm::kRingGather};
     case Collective::kAllgather:

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/algo/builders_internal.h"
+#include "core/algo/builders_topo.h"
 #include "core/algo/formulas.h"
 
 namespace gyre::algo::internal {
@@ -78,6 +79,24 @@ StatusOr<ClosedForm> BroadcastTheory(const CollectiveSpec& spec, int rank) {
       // alpha + (n/p) beta, none of them delayed by a busy port, so the phases add up.
       f.alpha_terms = static_cast<double>(depth + p - 1);
       f.beta_elems = 2.0 * static_cast<double>(p - 1) * static_cast<double>(n) / p;
+      return f;
+    }
+    case Algorithm::kHierarchical: {
+      const GridShape grid = HierarchicalGrid(spec);
+      const int64_t g = grid.cols;
+      const int64_t nodes = grid.rows;
+      const int64_t vn = Mod(rank / g - spec.root / g, nodes);
+      const int64_t vl = Mod(rank % g - spec.root % g, g);
+      const int64_t children =
+          BinomialChildCount(g, vl) + (vl == 0 ? BinomialChildCount(nodes, vn) : 0);
+      const int64_t parents = rank == spec.root ? 0 : 1;
+      f.traffic = {children * segments, parents * segments, children * n, parents * n};
+      // The two trees one after the other (not exact: segments overlap the phases).
+      const auto depth_of = [](int64_t q) {
+        return q <= 1 ? 0 : (IsPowerOfTwo(q) ? Log2Ceil(q) : Log2Ceil(q) - 1);
+      };
+      f.alpha_terms = static_cast<double>(depth_of(nodes) + depth_of(g));
+      f.beta_elems = static_cast<double>((Log2Ceil(nodes) + Log2Ceil(g)) * n);
       return f;
     }
     default:

@@ -15,6 +15,13 @@ Algorithm SelectAlgorithm(const CollectiveSpec& spec, const SelectionThresholds&
       if (bytes < t.allreduce_large_bytes) return Algorithm::kRabenseifner;
       return Algorithm::kRing;
     case Collective::kBroadcast:
+      // Across hosts below the bandwidth-bound sizes: every host gets exactly one copy over
+      // the inter-host links whatever the root, where a flat binomial tree numbered from an
+      // arbitrary root crosses hosts on most of its edges.
+      if (spec.local_size > 1 && spec.local_size < p && p % spec.local_size == 0 &&
+          bytes < t.broadcast_large_bytes) {
+        return Algorithm::kHierarchical;
+      }
       return bytes >= t.broadcast_large_bytes && spec.count >= p ? Algorithm::kScatterAllgather
                                                                  : Algorithm::kBinomial;
     case Collective::kReduce:

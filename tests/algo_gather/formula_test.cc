@@ -42,6 +42,9 @@ bool TrafficIsExact(const CollectiveSpec& s) {
   if (s.collective == Collective::kAllgather) {
     return s.algorithm == Algorithm::kRing || s.algorithm == Algorithm::kRecursiveDoubling;
   }
+  if (s.collective == Collective::kBroadcast && s.algorithm == Algorithm::kHierarchical) {
+    return true;
+  }
   return s.collective == Collective::kBroadcast && s.algorithm == Algorithm::kScatterAllgather &&
          s.count % s.world_size == 0;
 }

@@ -34,5 +34,15 @@ TEST(SelectTest, LargeAllreduceAcrossHostsIsHierarchical) {
   EXPECT_EQ(SelectAlgorithm(Allreduce(8, 256 << 10, 4), t), Algorithm::kHierarchical);
 }
 
+TEST(SelectTest, BroadcastAcrossHostsIsHierarchicalBelowTheBandwidthSizes) {
+  CollectiveSpec s = MakeSpec(Collective::kBroadcast, 1024, DataType::kFloat32, ReduceOp::kSum, 5);
+  s.world_size = 8;
+  EXPECT_EQ(SelectAlgorithm(s), Algorithm::kBinomial);
+  s.local_size = 4;
+  EXPECT_EQ(SelectAlgorithm(s), Algorithm::kHierarchical);
+  s.count = 4 << 20;
+  EXPECT_EQ(SelectAlgorithm(s), Algorithm::kScatterAllgather);
+}
+
 }  // namespace
 }  // namespace gyre::algo
