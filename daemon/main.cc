@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -127,6 +128,13 @@ int main(int argc, char** argv) {
   auto id = job::ResolveIdentity(o, job::ProcessEnvironment());
   if (!id.ok()) return Fail("", id.status());
   const std::string prefix = "[rank " + std::to_string(id->rank) + "] ";
+  // A flight recorder that cannot be written would be found out only when it is needed most,
+  // after a failure: check the folder now.
+  if (!FLAGS_flight_dir.empty() && ::access(FLAGS_flight_dir.c_str(), W_OK | X_OK) != 0) {
+    return Fail(prefix,
+                gyre::InvalidArgumentError("--flight_dir " + FLAGS_flight_dir +
+                                           " is not a writable folder: " + std::strerror(errno)));
+  }
   LOG(INFO) << prefix << "rank " << id->rank << " of " << id->world_size << ", job " << id->job_id
             << ", store " << id->store_url << " (identity from " << id->source << ")";
 
