@@ -1,82 +1,10 @@
 #include "core/auth/fd_handshake.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <cstring>
 
+#include "core/ipc/ipc.h"
+
 namespace gyre::auth {
-namespace {
-
-std::string ErrnoText(int err) {
-  char buf[256];
-  return strerror_r(err, buf, sizeof(buf));
-}
-
-// Waits for `events` on `fd` until `deadline`.
-Status WaitFd(int fd, short events, Deadline deadline, const std::string& what,
-              const TimePoint& start) {
-  const Clock& clock = *SteadyClock::Get();
-  while (true) {
-    Duration left = deadline.Remaining(clock);
-    if (left <= Duration::zero()) {
-      return DeadlineExceededError(what + ": handshake not complete after " +
-                                   FormatDuration(clock.Now() - start));
-    }
-    int ms =
-        left == Duration::max()
-            ? 1000
-            : static_cast<int>(std::min<int64_t>(
-                  1000, std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1));
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, ms);
-    if (rc > 0) return Status::Ok();
-    if (rc < 0 && errno != EINTR) return UnavailableError(what + ": poll: " + ErrnoText(errno));
-  }
-}
-
-Status WriteAll(int fd, const char* data, size_t n, Deadline deadline, const std::string& what) {
-  const TimePoint start = SteadyClock::Get()->Now();
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::send(fd, data + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      done += static_cast<size_t>(w);
-      continue;
-    }
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what, start));
-      continue;
-    }
-    if (w < 0 && errno == EINTR) continue;
-    return UnavailableError(what + ": connection lost (" + ErrnoText(errno) + ")");
-  }
-  return Status::Ok();
-}
-
-Status ReadAll(int fd, char* data, size_t n, Deadline deadline, const std::string& what) {
-  const TimePoint start = SteadyClock::Get()->Now();
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::recv(fd, data + done, n - done, MSG_DONTWAIT);
-    if (r > 0) {
-      done += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) return UnavailableError(what + ": connection closed by the other side");
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what, start));
-      continue;
-    }
-    if (errno == EINTR) continue;
-    return UnavailableError(what + ": connection lost (" + ErrnoText(errno) + ")");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status WriteHandshakeMessage(int fd, const std::string& message, Deadline deadline,
                              const std::string& what) {
@@ -88,13 +16,13 @@ Status WriteHandshakeMessage(int fd, const std::string& message, Deadline deadli
   const uint32_t n = static_cast<uint32_t>(message.size());
   for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   frame += message;
-  return WriteAll(fd, frame.data(), frame.size(), deadline, what);
+  return ipc::WriteAll(fd, frame.data(), frame.size(), deadline, what);
 }
 
 Status ReadHandshakeMessage(int fd, std::string* message, Deadline deadline,
                             const std::string& what) {
   unsigned char len[4];
-  GYRE_RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<char*>(len), 4, deadline, what));
+  GYRE_RETURN_IF_ERROR(ipc::ReadAll(fd, len, 4, deadline, what));
   const uint32_t n =
       len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
   if (n > kMaxHandshakeMessageBytes) {
@@ -102,7 +30,7 @@ Status ReadHandshakeMessage(int fd, std::string* message, Deadline deadline,
                                 " exceeds the cap of " + std::to_string(kMaxHandshakeMessageBytes));
   }
   message->assign(n, '\0');
-  return ReadAll(fd, message->data(), n, deadline, what);
+  return ipc::ReadAll(fd, message->data(), n, deadline, what);
 }
 
 Status ConnectOnFd(int fd, Channel channel, const Credentials& self, int acceptor_rank,

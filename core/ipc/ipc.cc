@@ -18,10 +18,14 @@ namespace gyre::ipc {
 namespace {
 
 // Waits until `fd` is ready for `events` or the deadline passes.
-Status WaitFd(int fd, short events, Deadline deadline, const std::string& what) {
+Status WaitFd(int fd, short events, Deadline deadline, const std::string& what, TimePoint start) {
+  const Clock& clock = *SteadyClock::Get();
   while (true) {
-    Duration left = deadline.Remaining(*SteadyClock::Get());
-    if (left <= Duration::zero()) return DeadlineExceededError(what + ": timed out");
+    Duration left = deadline.Remaining(clock);
+    if (left <= Duration::zero()) {
+      return DeadlineExceededError(what + ": timed out after " +
+                                   FormatDuration(clock.Now() - start));
+    }
     int ms =
         left == Duration::max()
             ? 1000
@@ -34,7 +38,11 @@ Status WaitFd(int fd, short events, Deadline deadline, const std::string& what) 
   }
 }
 
-Status WriteAll(int fd, const char* data, size_t n, Deadline deadline, const std::string& what) {
+}  // namespace
+
+Status WriteAll(int fd, const void* buf, size_t n, Deadline deadline, const std::string& what) {
+  const char* data = static_cast<const char*>(buf);
+  const TimePoint start = SteadyClock::Get()->Now();
   size_t done = 0;
   while (done < n) {
     ssize_t w = ::send(fd, data + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -43,7 +51,7 @@ Status WriteAll(int fd, const char* data, size_t n, Deadline deadline, const std
       continue;
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what));
+      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what, start));
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
@@ -52,7 +60,9 @@ Status WriteAll(int fd, const char* data, size_t n, Deadline deadline, const std
   return Status::Ok();
 }
 
-Status ReadAll(int fd, char* data, size_t n, Deadline deadline, const std::string& what) {
+Status ReadAll(int fd, void* buf, size_t n, Deadline deadline, const std::string& what) {
+  char* data = static_cast<char*>(buf);
+  const TimePoint start = SteadyClock::Get()->Now();
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::recv(fd, data + done, n - done, MSG_DONTWAIT);
@@ -62,7 +72,7 @@ Status ReadAll(int fd, char* data, size_t n, Deadline deadline, const std::strin
     }
     if (r == 0) return UnavailableError(what + ": connection closed by the other side");
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what));
+      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, what, start));
       continue;
     }
     if (errno == EINTR) continue;
@@ -70,8 +80,6 @@ Status ReadAll(int fd, char* data, size_t n, Deadline deadline, const std::strin
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
                     const std::string& what) {
@@ -191,7 +199,7 @@ StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline) {
     return UnavailableError("connect to " + address + " failed: " + e);
   }
   if (rc != 0) {
-    Status w = WaitFd(fd, POLLOUT, deadline, "connect to " + address);
+    Status w = WaitFd(fd, POLLOUT, deadline, "connect to " + address, SteadyClock::Get()->Now());
     if (!w.ok()) {
       ::close(fd);
       return w;

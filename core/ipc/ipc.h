@@ -22,6 +22,11 @@ Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline d
 Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
                    const std::string& what);
 
+// Writes / reads exactly n bytes on a non-blocking-capable socket by `deadline`:
+// DeadlineExceeded ("<what>: timed out after X"), or Unavailable when the peer is gone.
+Status WriteAll(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);
+Status ReadAll(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
+
 // Connects to the Unix socket at `path`, retrying while it does not exist yet.
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline);
 // Creates a listening Unix socket at `path` with owner-only permissions (0600).
@@ -31,7 +36,7 @@ StatusOr<int> ListenUnix(const std::string& path);
 // `bound` with "host:port".
 StatusOr<int> ListenTcp(const std::string& host, int port, std::string* bound);
 // Connects to "host:port" within the deadline (no retry: a refused connection means nobody
-// listens). Unavailable with "refused" in the message when the port is closed.
+// listens). Unavailable with strerror's text ("Connection refused" when the port is closed).
 StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline);
 
 }  // namespace gyre::ipc
