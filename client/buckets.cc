@@ -1,0 +1,100 @@
+#include "client/include/gyre/buckets.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gyre {
+
+struct Bucketer::Bucket {
+  struct Entry {
+    void* data;
+    int64_t offset;  // in elements, within `staging`
+    int64_t count;
+  };
+  // Left uninitialised (only the pages a bucket fills are touched); null for a tensor
+  // reduced in place on its own.
+  std::unique_ptr<unsigned char[]> staging;
+  std::vector<Entry> entries;
+  int64_t used = 0;  // elements
+  std::shared_ptr<Work> work;
+};
+
+Bucketer::Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes,
+                   const Options& options)
+    : comm_(comm),
+      dtype_(dtype),
+      op_(op),
+      bucket_elems_(std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(DataTypeSize(dtype)))),
+      options_(options) {}
+
+Bucketer::~Bucketer() {
+  // bounded: each in-flight call is bounded by gyre's own deadlines.
+  for (auto& b : in_flight_) b->work->Wait().IgnoreError();
+}
+
+Status Bucketer::Add(void* data, int64_t count) {
+  if (count < 0 || (count > 0 && data == nullptr)) {
+    return InvalidArgumentError("Bucketer::Add: " + std::to_string(count) +
+                                " elements at a null pointer");
+  }
+  if (count == 0) return Status::Ok();
+  ++tensors_;
+  const size_t esize = DataTypeSize(dtype_);
+  if (count >= bucket_elems_) {
+    // Large enough to be its own bucket: reduce it where it lies. The order of calls is the
+    // order of Add on every rank, so the open bucket is started first.
+    if (open_ != nullptr && open_->used > 0) GYRE_RETURN_IF_ERROR(Launch());
+    auto b = std::make_unique<Bucket>();
+    b->entries.push_back({data, 0, count});
+    b->used = count;
+    b->work = comm_->AllreduceAsync(data, data, count, dtype_, op_, options_);
+    ++calls_;
+    in_flight_.push_back(std::move(b));
+    return Status::Ok();
+  }
+  if (open_ != nullptr && open_->used + count > bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
+  if (open_ == nullptr) {
+    open_ = std::make_unique<Bucket>();
+    open_->staging.reset(new unsigned char[static_cast<size_t>(bucket_elems_) * esize]);
+  }
+  std::memcpy(open_->staging.get() + open_->used * esize, data, count * esize);
+  open_->entries.push_back({data, open_->used, count});
+  open_->used += count;
+  if (open_->used == bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
+  return Status::Ok();
+}
+
+Status Bucketer::Launch() {
+  std::unique_ptr<Bucket> b = std::move(open_);
+  if (b == nullptr || b->used == 0) return Status::Ok();
+  b->work =
+      comm_->AllreduceAsync(b->staging.get(), b->staging.get(), b->used, dtype_, op_, options_);
+  ++calls_;
+  in_flight_.push_back(std::move(b));
+  return Status::Ok();
+}
+
+Status Bucketer::Flush(Deadline deadline) {
+  Status first = Launch();
+  const size_t esize = DataTypeSize(dtype_);
+  for (auto& b : in_flight_) {
+    // bounded: the caller's deadline, and each call is bounded by gyre's own deadlines.
+    Status s = b->work->Wait(deadline);
+    if (!s.ok()) {
+      if (first.ok()) first = s;
+      continue;
+    }
+    if (b->staging == nullptr) continue;  // reduced in place
+    for (const auto& e : b->entries) {
+      std::memcpy(e.data, b->staging.get() + e.offset * esize, e.count * esize);
+    }
+  }
+  if (first.ok() || first.code() != StatusCode::kDeadlineExceeded ||
+      std::all_of(in_flight_.begin(), in_flight_.end(),
+                  [](const auto& b) { return b->work->Done(); })) {
+    in_flight_.clear();
+  }
+  return first;
+}
+
+}  // namespace gyre

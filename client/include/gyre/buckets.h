@@ -1,0 +1,60 @@
+// Gradient fusion: many small allreduces packed into a few large ones. A training step
+// produces hundreds of small gradient tensors; one allreduce each pays the per-call latency
+// hundreds of times. A Bucketer copies tensors into a bucket (25 MiB by default) as they are
+// added, starts an asynchronous allreduce of the bucket the moment it is full — so it runs
+// while the program computes the next gradients — and Flush() reduces what is left and
+// copies every result back into its tensor. Every rank must add the same tensors in the same
+// order (as in data-parallel training); the results are those of one allreduce per tensor.
+//
+//   gyre::Bucketer b(comm, gyre::DataType::kFloat32, gyre::ReduceOp::kAvg);
+//   for (auto& layer : layers_backwards) { layer.Backward(); b.Add(layer.grad, layer.n); }
+//   gyre::Status s = b.Flush();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "client/include/gyre/gyre.h"
+
+namespace gyre {
+
+class Bucketer {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+  // `comm` must outlive the Bucketer. Every tensor is `dtype` and reduced with `op`.
+  Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes = kDefaultBucketBytes,
+           const Options& options = {});
+  ~Bucketer();  // waits for buckets still in flight (their tensors are not written back)
+
+  // Queues `count` elements at `data` to be reduced in place. `data` must stay valid and
+  // untouched until Flush() returns. A tensor at least as large as a bucket is reduced on
+  // its own, without a copy.
+  Status Add(void* data, int64_t count);
+  // Starts the partial bucket, waits for every bucket, and writes each result back into its
+  // tensor. The first failure is returned (with gyre's verdict) and the Bucketer is empty
+  // again; only when `deadline` passes first do the unfinished buckets stay, for another
+  // Flush.
+  Status Flush(Deadline deadline = Deadline::Infinite());
+
+  // Allreduce calls made so far, and tensors added (for measuring the fusion).
+  int64_t calls() const { return calls_; }
+  int64_t tensors() const { return tensors_; }
+
+ private:
+  struct Bucket;
+  Status Launch();
+
+  Comm* comm_;
+  DataType dtype_;
+  ReduceOp op_;
+  int64_t bucket_elems_;
+  Options options_;
+  std::unique_ptr<Bucket> open_;
+  std::vector<std::unique_ptr<Bucket>> in_flight_;
+  int64_t calls_ = 0;
+  int64_t tensors_ = 0;
+};
+
+}  // namespace gyre

@@ -1,0 +1,152 @@
+// The Bucketer's packing, against a fake Comm that "reduces" by doubling (a sum over two
+// identical ranks) and records every call: tensors are packed in order, a full bucket starts
+// at once, a large tensor goes alone and in place, results land back in their tensors, and a
+// failed call's error comes out of Flush.
+#include "client/include/gyre/buckets.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace gyre {
+namespace {
+
+class DoneWork : public Work {
+ public:
+  explicit DoneWork(Status s) : s_(std::move(s)) {}
+  Status Wait(Deadline) override { return s_; }
+  bool Done() const override { return true; }
+
+ private:
+  Status s_;
+};
+
+class FakeComm : public Comm {
+ public:
+  std::vector<int64_t> counts;  // each allreduce call's count
+  int fail_call = -1;           // this call (0-based) fails
+
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string mode() const override { return "fake"; }
+  std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count, DataType, ReduceOp,
+                                       const Options&) override {
+    const int call = static_cast<int>(counts.size());
+    counts.push_back(count);
+    if (call == fail_call) {
+      return std::make_shared<DoneWork>(UnavailableError("rank 1 dead (fake)"));
+    }
+    const float* src = static_cast<const float*>(in);
+    float* dst = static_cast<float*>(out);
+    for (int64_t i = 0; i < count; ++i) dst[i] = 2 * src[i];
+    return std::make_shared<DoneWork>(Status::Ok());
+  }
+  // Not used by the Bucketer.
+  Status Allreduce(const void*, void*, int64_t, DataType, ReduceOp, const Options&) override {
+    return Unused();
+  }
+  Status Broadcast(const void*, void*, int64_t, DataType, int, const Options&) override {
+    return Unused();
+  }
+  Status Reduce(const void*, void*, int64_t, DataType, ReduceOp, int, const Options&) override {
+    return Unused();
+  }
+  Status Allgather(const void*, void*, int64_t, DataType, const Options&) override {
+    return Unused();
+  }
+  Status ReduceScatter(const void*, void*, int64_t, DataType, ReduceOp, const Options&) override {
+    return Unused();
+  }
+  Status Alltoall(const void*, void*, int64_t, DataType, const Options&) override {
+    return Unused();
+  }
+  Status Gather(const void*, void*, int64_t, DataType, int, const Options&) override {
+    return Unused();
+  }
+  Status Scatter(const void*, void*, int64_t, DataType, int, const Options&) override {
+    return Unused();
+  }
+  Status Barrier(const Options&) override { return Unused(); }
+  std::shared_ptr<Work> BroadcastAsync(const void*, void*, int64_t, DataType, int,
+                                       const Options&) override {
+    return std::make_shared<DoneWork>(Unused());
+  }
+  std::shared_ptr<Work> AllgatherAsync(const void*, void*, int64_t, DataType,
+                                       const Options&) override {
+    return std::make_shared<DoneWork>(Unused());
+  }
+  std::shared_ptr<Work> ReduceScatterAsync(const void*, void*, int64_t, DataType, ReduceOp,
+                                           const Options&) override {
+    return std::make_shared<DoneWork>(Unused());
+  }
+  CallInfo last() const override { return {}; }
+
+ private:
+  static Status Unused() { return InternalError("not used by the Bucketer"); }
+};
+
+std::vector<float> Tensor(int64_t n, float first) {
+  std::vector<float> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+TEST(BucketerTest, PacksInOrderAndWritesEveryResultBack) {
+  FakeComm comm;
+  // Buckets of 10 floats: 4 + 4 fit, the next 4 starts a new bucket; 10 is alone, in place.
+  Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, 10 * sizeof(float));
+  std::vector<std::vector<float>> t = {Tensor(4, 0), Tensor(4, 100), Tensor(4, 200),
+                                       Tensor(10, 300), Tensor(3, 400)};
+  const std::vector<std::vector<float>> before = t;
+  for (auto& x : t) ASSERT_TRUE(b.Add(x.data(), static_cast<int64_t>(x.size())).ok());
+  // Nothing is written back before Flush, except the in-place one.
+  EXPECT_EQ(t[0], before[0]);
+  ASSERT_TRUE(b.Flush().ok());
+  EXPECT_EQ(comm.counts, (std::vector<int64_t>{8, 4, 10, 3}));
+  EXPECT_EQ(b.calls(), 4);
+  EXPECT_EQ(b.tensors(), 5);
+  for (size_t i = 0; i < t.size(); ++i) {
+    for (size_t k = 0; k < t[i].size(); ++k) EXPECT_EQ(t[i][k], 2 * before[i][k]) << i << "," << k;
+  }
+}
+
+TEST(BucketerTest, ExactlyFullBucketStartsAtOnce) {
+  FakeComm comm;
+  Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, 8 * sizeof(float));
+  auto x = Tensor(4, 1), y = Tensor(4, 5);
+  ASSERT_TRUE(b.Add(x.data(), 4).ok());
+  EXPECT_TRUE(comm.counts.empty());
+  ASSERT_TRUE(b.Add(y.data(), 4).ok());
+  EXPECT_EQ(comm.counts, (std::vector<int64_t>{8}));  // started before Flush
+  ASSERT_TRUE(b.Flush().ok());
+  EXPECT_EQ(x[3], 8.0f);
+  EXPECT_EQ(y[0], 10.0f);
+}
+
+TEST(BucketerTest, AFailedBucketIsFlushsErrorAndTheRestStillLand) {
+  FakeComm comm;
+  comm.fail_call = 0;
+  Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, 4 * sizeof(float));
+  auto x = Tensor(4, 1), y = Tensor(2, 7);
+  ASSERT_TRUE(b.Add(x.data(), 4).ok());
+  ASSERT_TRUE(b.Add(y.data(), 2).ok());
+  Status s = b.Flush();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("rank 1 dead"), std::string::npos);
+  EXPECT_EQ(x[0], 1.0f);        // its bucket failed: untouched
+  EXPECT_EQ(y[1], 16.0f);       // the next bucket's result landed
+  EXPECT_TRUE(b.Flush().ok());  // empty again
+}
+
+TEST(BucketerTest, BadTensorsAreInvalidArgument) {
+  FakeComm comm;
+  Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(b.Add(nullptr, 4).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.Add(nullptr, -1).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(b.Add(nullptr, 0).ok());
+  EXPECT_TRUE(b.Flush().ok());
+  EXPECT_TRUE(comm.counts.empty());
+}
+
+}  // namespace
+}  // namespace gyre
