@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "bench/explain.h"
 #include "client/include/gyre/gyre.h"
 #include "core/algo/collective.h"
 
@@ -47,6 +49,15 @@ DEFINE_string(impl_name, "", "the impl field; default gyre or gyre-daemon by the
 DEFINE_string(mode, "", "embedded or daemon; empty: as gyrerun set the environment");
 DEFINE_bool(list_algorithms, false, "print the algorithms of --op, one a line, and exit");
 DEFINE_double(cell_seconds, 0.25, "target time of the timed iterations of one cell");
+DEFINE_bool(explain, false,
+            "after each size, print the cost model's estimate of every algorithm beside the "
+            "measured medians (use with --algo all) and what auto ran");
+DEFINE_bool(calibrate, false,
+            "measure the model's alpha, beta and reduce rate on this job first (else the "
+            "--model_* values)");
+DEFINE_double(model_alpha_us, 20, "--explain: latency per message, microseconds");
+DEFINE_double(model_gbps, 3, "--explain: bandwidth per link, GB/s");
+DEFINE_double(model_reduce_gbps, 6, "--explain: reduction rate, GB/s");
 
 namespace gyre::bench {
 namespace {
@@ -271,6 +282,19 @@ int Main() {
 
   GyreCollectives coll(comm);
   const size_t esize = DataTypeSize(dtype);
+  algo::CostParams model;
+  model.alpha_s = FLAGS_model_alpha_us * 1e-6;
+  model.beta_s_per_byte = 1e-9 / FLAGS_model_gbps;
+  model.gamma_s_per_byte = 1e-9 / FLAGS_model_reduce_gbps;
+  if (FLAGS_calibrate) {
+    auto measured = Calibrate(comm);
+    if (!measured.ok()) return Fail(measured.status().WithContext("--calibrate"), rank);
+    model = *measured;
+  }
+  if (FLAGS_explain && rank == 0) {
+    std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout, "# explain model: %s%s\n",
+                 DescribeParams(model).c_str(), FLAGS_calibrate ? " (measured)" : "");
+  }
   const std::vector<int64_t> sizes = op == Op::kBarrier ? std::vector<int64_t>{0} : *sizes_or;
   int64_t total_wrong = 0;
   for (int64_t size : sizes) {
@@ -281,6 +305,8 @@ int Main() {
     if (!out_or.ok()) return Fail(out_or.status(), rank);
     unsigned char* in = in_or->get();
     unsigned char* out = FLAGS_inplace ? in : out_or->get();
+    std::map<std::string, double> measured_us;
+    std::string auto_ran;
     for (const std::string& name : *algos_or) {
       Options options;
       options.algorithm = name == "auto" ? "" : name;
@@ -322,6 +348,16 @@ int Main() {
                          : "none";
       Summarise(timing->seconds, BusFactor(op, p), &result);
       reporter.Emit(result);
+      measured_us[name] = result.median_us;
+      if (name == "auto") auto_ran = Join(ran);
+    }
+    if (FLAGS_explain && rank == 0) {
+      algo::CollectiveSpec spec =
+          algo::MakeSpec(CollectiveOf(op), shape.count, dtype, redop, FLAGS_root);
+      spec.world_size = p;
+      const std::string text = Explain(spec, model, measured_us, auto_ran);
+      std::fputs(text.c_str(), FLAGS_format == "jsonl" ? stderr : stdout);
+      std::fflush(nullptr);
     }
   }
   reporter.Footer(total_wrong);
