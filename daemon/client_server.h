@@ -1,6 +1,7 @@
 // The daemon's client endpoint: a Unix socket (owner-only) on which local programs call
-// collectives. Each connection gets a thread; requests are length-prefixed protobufs
-// (proto/client.proto) and payloads live in a shared-memory file the client maps and names.
+// collectives. Each connection gets a thread (and one heartbeat thread for its lifetime);
+// requests are length-prefixed protobufs (proto/client.proto) and payloads live in a
+// shared-memory file the client maps and names.
 // Calls from all connections run one at a time on the rank's Communicator. Every connection
 // first proves the job's secret (core/auth/handshake.h) before a single request is read.
 #pragma once

@@ -234,6 +234,15 @@ void OpRun::Poll() {
 }
 
 void OpRun::WaitForCompletion(TimePoint until) {
+  if (driver_ != nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(queue_->mu);
+      if (!queue_->items.empty()) return;
+    }
+    if (until <= transport_->clock().Now()) return;
+    driver_->Drive(until);
+    return;
+  }
   std::unique_lock<std::mutex> lock(queue_->mu);
   if (!queue_->items.empty()) return;
   const Duration wait = until - transport_->clock().Now();
@@ -241,7 +250,10 @@ void OpRun::WaitForCompletion(TimePoint until) {
   queue_->cv.wait_for(lock, wait, [&] { return !queue_->items.empty(); });
 }
 
-void OpRun::Interrupt(Status reason) { queue_->Push(-1, std::move(reason)); }
+void OpRun::Interrupt(Status reason) {
+  queue_->Push(-1, std::move(reason));
+  if (driver_ != nullptr) driver_->Wake();
+}
 
 void OpRun::Fail(Status reason) {
   if (!failure_.ok()) return;
@@ -301,6 +313,27 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
     return s;
   };
   GYRE_RETURN_IF_ERROR(finish(run.Prepare()));
+  // Holding the lease for the whole operation (not per wait) keeps the transport's own
+  // thread out of the way between messages, so it need not be woken and parked each time.
+  struct DriverLease {
+    DrivenTransport* driver = nullptr;
+    ~DriverLease() {
+      if (driver != nullptr) driver->ReleaseDriver();
+    }
+  } lease;
+  if (auto* driven = dynamic_cast<DrivenTransport*>(transport)) {
+    size_t largest = 0;
+    for (const algo::Step& st : schedule.steps) {
+      if (st.kind == algo::StepKind::kSend || st.kind == algo::StepKind::kRecv) {
+        const int64_t count = st.kind == algo::StepKind::kRecv ? st.dst.count : st.src.count;
+        largest = std::max(largest, static_cast<size_t>(count) * DataTypeSize(spec.dtype));
+      }
+    }
+    if (driven->AcquireDriver(largest)) {
+      lease.driver = driven;
+      run.SetDriver(driven);
+    }
+  }
   const TimePoint start = clock.Now();
   OpMonitor* monitor = options.monitor;
   if (monitor != nullptr) {

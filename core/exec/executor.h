@@ -4,7 +4,9 @@
 // and the operation deadline, and finishes each operation exactly once with a Status.
 //
 // Threading: Run() blocks its caller; transport callbacks only enqueue completions, so all
-// schedule state is touched by the calling thread alone. OpRun exposes the same machine
+// schedule state is touched by the calling thread alone. Over a DrivenTransport
+// (core/transport/driven.h) the calling thread also moves the bytes while it waits, so a
+// message costs no thread switch. OpRun exposes the same machine
 // step by step for drivers that own the clock (the network simulator).
 #pragma once
 
@@ -16,6 +18,7 @@
 #include "core/algo/schedule.h"
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
+#include "core/transport/driven.h"
 #include "core/transport/transport.h"
 
 namespace gyre {
@@ -83,8 +86,12 @@ class OpRun {
   void Start();
   // Applies the completions that arrived and issues newly ready steps.
   void Poll();
-  // Blocks until a completion is queued or `until` passes.
+  // Blocks until a completion is queued or `until` passes; with a driver, moves the
+  // transport's bytes on this thread meanwhile.
   void WaitForCompletion(TimePoint until);
+  // `driver` (optional, must outlive the run) is a transport whose lease the driving thread
+  // holds. Call before Start.
+  void SetDriver(DrivenTransport* driver) { driver_ = driver; }
   // Fails the operation with `reason` (the first failure wins) and cancels its messages.
   void Fail(Status reason);
   // Any thread: makes the driving thread fail the operation with `reason` at its next Poll
@@ -120,6 +127,7 @@ class OpRun {
   OpBuffers buffers_;
   unsigned char* scratch_;
   Transport* transport_;
+  DrivenTransport* driver_ = nullptr;
   bool phantom_;
   size_t esize_;
   ReduceFn reduce_fn_ = nullptr;

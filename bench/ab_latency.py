@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Before/after comparison of two gyre builds, interleaved, in BENCH.md's method.
+
+Every (round, p, mode, build) is a fresh gyrerun job of gyre-bench; within a round the builds
+alternate, and each round starts with the other build, so drift hits both alike. Prints, per
+(mode, p, size), each build's median of the per-round medians and the median over rounds of
+the per-round ratio B / A. With --mpi it runs Open MPI's allreduce (gyre-bench-mpi, forced
+onto TCP as compare.sh does) in the same rotation and adds the ratio B / Open MPI.
+
+  bench/ab_latency.py --a /tmp/base/bin --b build/bin --rounds 5 --ranks 2,4 \\
+      --modes embedded,daemon --sizes 4,1K,64K,1M --jsonl out.jsonl
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run_job(cmd, timeout):
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                           text=True)
+    except subprocess.TimeoutExpired:
+        return False, "timed out after %ss" % timeout
+    return r.returncode == 0, r.stdout
+
+
+def read_jsonl(path):
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--a", required=True, help="bin/ folder of the build before")
+    ap.add_argument("--b", required=True, help="bin/ folder of the build after")
+    ap.add_argument("--a_name", default="before")
+    ap.add_argument("--b_name", default="after")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--modes", default="embedded,daemon")
+    ap.add_argument("--sizes", default="4,1K,64K,1M")
+    ap.add_argument("--op", default="allreduce")
+    ap.add_argument("--algo", default="auto")
+    ap.add_argument("--mpi", action="store_true", help="also run Open MPI (embedded rows only)")
+    ap.add_argument("--no_pin", action="store_true")
+    ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--jsonl", help="append every measured row here")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="gyre-ab-")
+    ranks = [int(x) for x in args.ranks.split(",")]
+    modes = args.modes.split(",")
+    builds = [(args.a_name, args.a), (args.b_name, args.b)]
+    pin = [] if args.no_pin else ["--pin"]
+    mpirun = shutil.which("mpirun")
+    rows = []
+    for rnd in range(args.rounds):
+        for p in ranks:
+            for mode in modes:
+                order = builds if rnd % 2 == 0 else builds[::-1]
+                jobs = [(name, bindir) for name, bindir in order]
+                if args.mpi and mode == "embedded" and mpirun:
+                    jobs.insert(1, ("openmpi", None))
+                for name, bindir in jobs:
+                    out = os.path.join(work, "r%d-p%d-%s-%s.jsonl" % (rnd, p, mode, name))
+                    if bindir is None:
+                        mpi_bench = os.path.join(args.b, "gyre-bench-mpi")
+                        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to",
+                               "none", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+                               "--mca", "btl_tcp_if_include", "lo", "--mca",
+                               "oob_tcp_if_include", "lo", "-np", str(p), mpi_bench,
+                               "--algo_label", "default", "--op", args.op, "--sizes",
+                               args.sizes, "--jsonl", out] + pin
+                    else:
+                        cmd = [os.path.join(bindir, "gyrerun"), "-n", str(p), "--mode", mode,
+                               "--job_timeout", str(args.timeout - 5), "--",
+                               os.path.join(bindir, "gyre-bench"), "--op", args.op, "--algo",
+                               args.algo, "--sizes", args.sizes, "--jsonl", out] + pin
+                    ok, text = run_job(cmd, args.timeout)
+                    if not ok:
+                        print("job failed: %s\n%s" % (" ".join(cmd), text[-2000:]),
+                              file=sys.stderr)
+                        continue
+                    for row in read_jsonl(out):
+                        row["build"] = name
+                        row["mode"] = mode
+                        row["round"] = rnd
+                        rows.append(row)
+        print("round %d of %d done" % (rnd + 1, args.rounds), file=sys.stderr)
+    if args.jsonl:
+        with open(args.jsonl, "a") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+    def cell(build, mode, p, size):
+        return {r["round"]: r for r in rows if r["build"] == build and r["mode"] == mode and
+                r["ranks"] == p and r["bytes"] == size}
+
+    sizes = sorted({r["bytes"] for r in rows})
+    a, b = args.a_name, args.b_name
+    print("| mode | p | size | %s median | %s median | %s / %s | %s algo | Open MPI | %s / "
+          "Open MPI |" % (a, b, b, a, b, b))
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode in modes:
+        for p in ranks:
+            for size in sizes:
+                ca, cb = cell(a, mode, p, size), cell(b, mode, p, size)
+                cm = cell("openmpi", "embedded", p, size) if mode == "embedded" else {}
+                if not ca or not cb:
+                    continue
+                ma = statistics.median(r["median_us"] for r in ca.values())
+                mb = statistics.median(r["median_us"] for r in cb.values())
+                ratios = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca if k in cb]
+                algo = ",".join(sorted({r["algo"] for r in cb.values()}))
+                mpi, mpi_ratio = "", ""
+                if cm:
+                    mpi = "%.1f us" % statistics.median(r["median_us"] for r in cm.values())
+                    mr = [cb[k]["median_us"] / cm[k]["median_us"] for k in cm if k in cb]
+                    if mr:
+                        mpi_ratio = "%.2f" % statistics.median(mr)
+                label = "%d B" % size if size < 1024 else (
+                    "%d KiB" % (size // 1024) if size < 1 << 20 else "%d MiB" % (size >> 20))
+                print("| %s | %d | %s | %.1f us | %.1f us | %.2f [%.2f-%.2f] | %s | %s | %s |" %
+                      (mode, p, label, ma, mb, statistics.median(ratios), min(ratios),
+                       max(ratios), algo, mpi, mpi_ratio))
+
+
+if __name__ == "__main__":
+    main()

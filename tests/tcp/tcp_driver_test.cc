@@ -1,0 +1,143 @@
+// The TCP transport's driver lease (core/transport/driven.h): the waiting thread moves the
+// bytes, connections go back to the io thread when nobody drives, the lease is exclusive,
+// Wake and CancelOperation end a Drive, and a peer that leaves is still named.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/transport/tcp/tcp_transport.h"
+#include "tests/tcp/tcp_test_util.h"
+#include "tests/tcp/tcp_world.h"
+
+namespace gyre {
+namespace {
+
+std::vector<std::unique_ptr<TcpTransport>> World(int n) {
+  TcpTransportOptions options;
+  options.job_id = "tcp-driver-test";
+  auto world = MakeTcpTransports(n, options);
+  EXPECT_TRUE(world.ok()) << world.status();
+  return world.ok() ? std::move(world).value() : std::vector<std::unique_ptr<TcpTransport>>();
+}
+
+// Drives `t` until `waiter` has its status or `timeout` passes.
+Status DriveUntilDone(TcpTransport* t, DoneWaiter& waiter, Duration timeout = Seconds(10)) {
+  const Clock& clock = *SteadyClock::Get();
+  const Deadline deadline = Deadline::After(clock, timeout);
+  while (!waiter.Ready() && !deadline.Expired(clock)) {
+    t->Drive(std::min(deadline.when(), clock.Now() + Millis(100)));
+  }
+  return waiter.Wait(Millis(1));
+}
+
+// One message from rank 0 to rank 1 under (seq, tag), received with rank 1 driving.
+void DrivenExchange(std::vector<std::unique_ptr<TcpTransport>>& w, uint64_t seq, size_t bytes) {
+  std::vector<uint8_t> data = Pattern(bytes, static_cast<uint32_t>(seq));
+  std::vector<uint8_t> got(bytes);
+  ASSERT_TRUE(w[1]->AcquireDriver(bytes));
+  DoneWaiter recv;
+  w[1]->Recv(0, Header(seq, 7), got.data(), got.size(), recv.Callback());
+  DoneWaiter send;
+  w[0]->Send(1, Header(seq, 7), data.data(), data.size(), send.Callback());
+  EXPECT_TRUE(DriveUntilDone(w[1].get(), recv).ok());
+  w[1]->ReleaseDriver();
+  EXPECT_TRUE(send.Wait().ok());
+  EXPECT_EQ(got, data);
+}
+
+TEST(TcpDriverTest, DriverReceivesSmallAndMediumMessages) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  for (uint64_t seq = 1; seq <= 20; ++seq) DrivenExchange(w, seq, seq % 2 ? 4 : 300000);
+  EXPECT_EQ(w[1]->BytesReceivedFrom(0), 10u * 4 + 10u * 300000);
+}
+
+TEST(TcpDriverTest, ReceiveWithoutALeaseAfterDrivenOnesIsServedByTheIoThread) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  for (uint64_t seq = 1; seq <= 3; ++seq) DrivenExchange(w, seq, 64);  // parks the connection
+  std::vector<uint8_t> data = Pattern(1000, 9);
+  std::vector<uint8_t> got(data.size());
+  DoneWaiter recv;
+  w[1]->Recv(0, Header(9, 1), got.data(), got.size(), recv.Callback());
+  DoneWaiter send;
+  w[0]->Send(1, Header(9, 1), data.data(), data.size(), send.Callback());
+  EXPECT_TRUE(recv.Wait(Seconds(10)).ok());  // nobody drives: the io thread must read it
+  EXPECT_EQ(got, data);
+  DrivenExchange(w, 10, 64);  // and the driver can take it back
+}
+
+TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_FALSE(w[0]->AcquireDriver(size_t{8} << 20));
+  ASSERT_TRUE(w[0]->AcquireDriver(1024));
+  bool other = true;
+  std::thread([&] { other = w[0]->AcquireDriver(1024); }).join();
+  EXPECT_FALSE(other);
+  w[0]->ReleaseDriver();
+  std::thread([&] {
+    other = w[0]->AcquireDriver(1024);
+    if (other) w[0]->ReleaseDriver();
+  }).join();
+  EXPECT_TRUE(other);
+}
+
+TEST(TcpDriverTest, WakeEndsADriveEarly) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  ASSERT_TRUE(w[1]->AcquireDriver(64));
+  const Clock& clock = *SteadyClock::Get();
+  std::thread waker([&] {
+    std::this_thread::sleep_for(Millis(50));
+    w[1]->Wake();
+  });
+  const TimePoint start = clock.Now();
+  w[1]->Drive(start + Seconds(20));
+  const Duration took = clock.Now() - start;
+  waker.join();
+  w[1]->ReleaseDriver();
+  EXPECT_LT(took, Seconds(5)) << FormatDuration(took);
+}
+
+TEST(TcpDriverTest, CancelDuringALeaseCompletesTheReceive) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  DrivenExchange(w, 1, 64);
+  ASSERT_TRUE(w[1]->AcquireDriver(64));
+  std::vector<uint8_t> got(64);
+  DoneWaiter recv;
+  w[1]->Recv(0, Header(2, 1), got.data(), got.size(), recv.Callback());
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(Millis(20));
+    w[1]->CancelOperation(2, AbortedError("test cancels seq 2"));
+  });
+  Status s = DriveUntilDone(w[1].get(), recv, Seconds(10));
+  canceller.join();
+  w[1]->ReleaseDriver();
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+  EXPECT_NE(s.message().find("test cancels seq 2"), std::string::npos) << s;
+}
+
+TEST(TcpDriverTest, PeerThatLeavesIsNamedToTheDriver) {
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  const std::string address = w[0]->address();
+  DrivenExchange(w, 1, 64);
+  w[0]->Shutdown();
+  ASSERT_TRUE(w[1]->AcquireDriver(64));
+  std::vector<uint8_t> got(64);
+  DoneWaiter recv;
+  w[1]->Recv(0, Header(2, 1), got.data(), got.size(), recv.Callback());
+  Status s = DriveUntilDone(w[1].get(), recv, Seconds(10));
+  w[1]->ReleaseDriver();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(address), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace gyre
