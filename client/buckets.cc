@@ -77,9 +77,17 @@ Status Bucketer::Launch() {
 Status Bucketer::Flush(Deadline deadline) {
   Status first = Launch();
   const size_t esize = DataTypeSize(dtype_);
+  std::vector<std::unique_ptr<Bucket>> unfinished;
   for (auto& b : in_flight_) {
     // bounded: the caller's deadline, and each call is bounded by gyre's own deadlines.
     Status s = b->work->Wait(deadline);
+    if (!b->work->Done()) {
+      // The caller's deadline passed first: the call still writes into this bucket's
+      // staging, so it stays (and keeps its memory) for another Flush.
+      if (first.ok()) first = s;
+      unfinished.push_back(std::move(b));
+      continue;
+    }
     if (!s.ok()) {
       if (first.ok()) first = s;
       continue;
@@ -89,11 +97,8 @@ Status Bucketer::Flush(Deadline deadline) {
       std::memcpy(e.data, b->staging.get() + e.offset * esize, e.count * esize);
     }
   }
-  if (first.ok() || first.code() != StatusCode::kDeadlineExceeded ||
-      std::all_of(in_flight_.begin(), in_flight_.end(),
-                  [](const auto& b) { return b->work->Done(); })) {
-    in_flight_.clear();
-  }
+  // Written back or failed: done with. Only the unfinished stay.
+  in_flight_ = std::move(unfinished);
   return first;
 }
 

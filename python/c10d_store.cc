@@ -40,13 +40,16 @@ Status C10dStore::WaitKeys(const std::vector<std::string>& keys, Deadline deadli
   try {
     // c10d's wait takes a duration; gyre's deadline becomes what is left of it.
     const Duration left = deadline.infinite() ? Seconds(24 * 3600) : Remaining(deadline);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left);
+    // Rounded up, so c10d never gives up before gyre's deadline has passed.
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(left);
     if (ms.count() <= 0) ms = std::chrono::milliseconds(1);
     store_->wait(keys, ms);
     return Status();
   } catch (const std::exception& e) {
     const Duration waited = DeadlineAfter(Duration::zero()).when() - start;
-    if (Expired(deadline)) {
+    // c10d timing out at (within a rounding of) gyre's deadline is that deadline: say so, so
+    // that the rendezvous can name the ranks still missing.
+    if (Expired(deadline) || (!deadline.infinite() && Remaining(deadline) <= Millis(5))) {
       return Status(StatusCode::kDeadlineExceeded, "torch store: keys " + Joined(keys) +
                                                        " still missing after " +
                                                        FormatTime(waited) + ": " + e.what());

@@ -81,9 +81,35 @@ void CallRunner::Loop() {
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
-    item.pending->Complete(item.call(*comm_));
+    Status status = item.call(*comm_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    item.pending->Complete(std::move(status));
   }
+}
+
+void CallRunner::Release(std::unique_ptr<CallRunner> runner) {
+  if (runner == nullptr) return;
+  std::deque<Item> dropped;
+  {
+    std::lock_guard<std::mutex> lock(runner->mu_);
+    // Idle, or only queued calls: the destructor below runs them, each bounded by gyre's
+    // deadlines.
+    if (!runner->running_) return;
+    runner->stopping_ = true;
+    dropped.swap(runner->queue_);
+  }
+  for (Item& item : dropped) {
+    item.pending->Complete(
+        AbortedError("not run: its Comm was destroyed while an earlier call was still running"));
+  }
+  runner->cv_.notify_all();
+  runner->worker_.detach();
+  (void)runner.release();  // the detached worker still uses it
 }
 
 StatusOr<std::unique_ptr<Comm>> JoinEmbedded(const EmbeddedSpec& spec) {

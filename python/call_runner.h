@@ -47,6 +47,11 @@ class CallRunner {
   explicit CallRunner(std::unique_ptr<Comm> comm);
   // Finishes the calls already submitted (each is bounded by gyre's deadlines), then stops.
   ~CallRunner();
+  // For an owner going away without waiting (Ctrl-C, interpreter exit): when a call is still
+  // running, the calls queued behind it fail as Aborted, and the runner is left to finish
+  // the running one by its own deadline on a detached thread (its memory is then not
+  // reclaimed: the process is usually exiting). An idle runner is simply destroyed.
+  static void Release(std::unique_ptr<CallRunner> runner);
   CallRunner(const CallRunner&) = delete;
   CallRunner& operator=(const CallRunner&) = delete;
 
@@ -66,6 +71,7 @@ class CallRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
+  bool running_ = false;  // a call is executing on the worker
   bool stopping_ = false;
   std::thread worker_;
 };

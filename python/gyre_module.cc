@@ -65,7 +65,7 @@ DataType DtypeOf(const py::buffer_info& info) {
     if (size == 8) return DataType::kInt64;
   }
   if (c == 'B' || c == 'c' || c == 'H' || c == 'I' || c == 'L' || c == 'Q' || c == 'N' ||
-      c == '?') {
+      (c == '?' && size == 1)) {
     if (size == 1) return DataType::kUint8;
     if (size == 4) return DataType::kUint32;
     if (size == 8) return DataType::kUint64;
@@ -108,6 +108,31 @@ ReduceOp OpOf(const py::object& op) {
                           "' (sum, prod, min, max, avg, band, bor, bxor)");
   }
   return op.cast<ReduceOp>();
+}
+
+// numpy's bool is one byte holding 0 or 1: it is reduced as logic (or, and), not as numbers,
+// so that the result is still a valid bool.
+ReduceOp OpFor(const py::object& op, const py::handle& data) {
+  const ReduceOp r = OpOf(op);
+  if (!PyObject_CheckBuffer(data.ptr())) return r;
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(data).request();
+  std::string f = info.format;
+  if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
+  if (f != "?") return r;
+  switch (r) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMax:
+    case ReduceOp::kBor:
+      return ReduceOp::kBor;
+    case ReduceOp::kProd:
+    case ReduceOp::kMin:
+    case ReduceOp::kBand:
+      return ReduceOp::kBand;
+    case ReduceOp::kAvg:
+      throw py::value_error("gyre: avg of a bool array is not defined");
+    default:
+      return r;
+  }
 }
 
 struct CallArgs {
@@ -177,7 +202,8 @@ class PyComm {
     // Every queued call is bounded by gyre's deadlines; the worker needs no GIL.
     {
       py::gil_scoped_release release;
-      runner_.reset();
+      // A call still running (a wait interrupted by Ctrl-C) is not waited out here.
+      CallRunner::Release(std::move(runner_));
     }
     abandoned_.clear();
   }
@@ -280,7 +306,7 @@ py::object Allreduce(py::object self, py::object data, py::object out, py::objec
   CheckSameType(in, o);
   CheckCount(o, in.count, "out");
   held->views = {in, o};
-  const ReduceOp rop = OpOf(op);
+  const ReduceOp rop = OpFor(op, data);
   Options opts = a.ToOptions();
   return self.cast<PyComm&>().Run(
       self, held,
@@ -315,7 +341,7 @@ py::object Reduce(py::object self, py::object data, int root, py::object out, py
   CheckSameType(in, o);
   CheckCount(o, in.count, "out");
   held->views = {in, o};
-  const ReduceOp rop = OpOf(op);
+  const ReduceOp rop = OpFor(op, data);
   Options opts = a.ToOptions();
   return self.cast<PyComm&>().Run(
       self, held,
@@ -388,7 +414,7 @@ py::object Allgather(py::object self, py::object data, py::object out, bool asyn
 py::object ReduceScatter(py::object self, py::object data, py::object out, py::object op,
                          bool async_op, const CallArgs& a) {
   Options opts = a.ToOptions();
-  const ReduceOp rop = OpOf(op);
+  const ReduceOp rop = OpFor(op, data);
   return Sized(self, "reduce_scatter", data, out, Shape::kShrink, true, true, async_op,
                [opts, rop](Comm& c, const Buf& in, const Buf& o, int64_t n) {
                  return c.ReduceScatter(in.data, o.data, n, in.dtype, rop, opts);

@@ -2,6 +2,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -246,7 +247,9 @@ GyreProcessGroup::GyreProcessGroup(const BackendSpec& spec)
     e.world_size = spec.size;
     e.job_id = spec.job_id;
     e.timeout = spec.timeout;
-    e.rendezvous_timeout = spec.timeout;
+    // Ranks arrive seconds apart (importing torch alone takes seconds on a loaded machine):
+    // a short progress timeout must not make the rendezvous fail.
+    e.rendezvous_timeout = std::max<Duration>(spec.timeout, Seconds(60));
     e.deterministic = spec.deterministic;
     if (const char* dir = std::getenv("GYRE_FLIGHT_DIR")) e.flight_dir = dir;
     c10::intrusive_ptr<c10d::Store> store = spec.store;
@@ -262,7 +265,16 @@ GyreProcessGroup::GyreProcessGroup(const BackendSpec& spec)
   runner_ = std::make_unique<CallRunner>(std::move(*comm));
 }
 
-GyreProcessGroup::~GyreProcessGroup() { runner_.reset(); }
+GyreProcessGroup::~GyreProcessGroup() {
+  // Python may drop the last reference with the GIL held, while the worker runs a future's
+  // callback that needs it: release it, and do not wait out a call still running.
+  if (PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    CallRunner::Release(std::move(runner_));
+  } else {
+    CallRunner::Release(std::move(runner_));
+  }
+}
 
 std::string GyreProcessGroup::mode() const {
   return runner_->comm().mode() + (from_environment_ ? " (gyre environment)" : " (torch store)");

@@ -25,7 +25,6 @@ _settings = {
     "algorithm": os.environ.get("GYRE_ALGORITHM", ""),
     "use_gyre_environment": True,
 }
-_groups = [0]
 
 
 def configure(deterministic=None, algorithm=None, use_gyre_environment=None):
@@ -47,12 +46,14 @@ def _progress_timeout(timeout):
 
 
 def _create(store, rank, size, timeout):
-    _groups[0] += 1
     return ProcessGroupGyre(
         store, rank, size, _progress_timeout(timeout),
         deterministic=_settings["deterministic"],
         algorithm=_settings["algorithm"],
-        job_id="torch-%d" % _groups[0],
+        # The same on every rank whatever groups it belongs to: torch does not call the
+        # backend on ranks outside a new group, so a per-process counter would drift. The
+        # PrefixStore torch hands over already keeps groups apart.
+        job_id="torch",
         use_gyre_environment=_settings["use_gyre_environment"])
 
 

@@ -7,6 +7,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=${GYRE_BIN_DIR:?GYRE_BIN_DIR must name the folder holding gyrerun}
 netns="$here/netns.sh"
 case_name=${1:?usage: hosts_test.sh CASE}
+# The test hosts' names and addresses are fixed, so one case at a time on this machine,
+# whichever build folder's ctest runs it.
+exec 9>/tmp/gyre-netns.lock
+flock -w 900 9 || { echo "could not take /tmp/gyre-netns.lock within 900 s" >&2; exit 1; }
 work=$(mktemp -d /tmp/gyre-hosts-XXXXXX)
 hosts_up=0
 T=3      # progress timeout for the fault cases

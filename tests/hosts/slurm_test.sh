@@ -18,6 +18,10 @@ for c in slurmctld slurmd srun sbatch munged nsenter unshare; do
   command -v $c >/dev/null || skip "no $c (run tests/hosts/install-slurm.sh)"
 done
 "$netns" check || skip "network namespaces are not available"
+# The test hosts' names and addresses are fixed, so one case at a time on this machine,
+# whichever build folder's ctest runs it.
+exec 9>/tmp/gyre-netns.lock
+flock -w 900 9 || { echo "could not take /tmp/gyre-netns.lock within 900 s" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/gyre-slurm-XXXXXX)
 chmod 755 "$work"

@@ -36,6 +36,7 @@ class Bucketer {
   // tensor. The first failure is returned (with gyre's verdict) and the Bucketer is empty
   // again; only when `deadline` passes first do the unfinished buckets stay, for another
   // Flush.
+  // bounded: every bucket's call is bounded by gyre's own deadlines.
   Status Flush(Deadline deadline = Deadline::Infinite());
 
   // Allreduce calls made so far, and tensors added (for measuring the fusion).
