@@ -2,7 +2,6 @@
 // payload goes through a shared-memory file that this process creates and maps, and the
 // daemon maps too, so no tensor byte crosses the socket.
 #include <fcntl.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "client/comm_impl.h"
 #include "core/auth/fd_handshake.h"
@@ -33,28 +31,6 @@ size_t Align(size_t v) { return (v + 63) & ~size_t{63}; }
 // How long a call waits for the daemon's answer without sleeping; small collectives answer
 // within it, and a longer one costs this much CPU once.
 constexpr Duration kAnswerSpin = std::chrono::microseconds(50);
-
-// Waits, polling and yielding the CPU, up to `spin` for a whole length-prefixed message to be
-// readable on `fd`, so the read that follows neither sleeps in the kernel nor wakes between
-// the prefix and the body. Sleeping costs a wake-up that on a busy core waits for the
-// scheduler: tens of microseconds per call. Returns early on anything but a partial message.
-void SpinForMessage(int fd, Duration spin) {
-  const Clock& clock = *SteadyClock::Get();
-  const TimePoint until = clock.Now() + spin;
-  while (true) {
-    unsigned char len[4];
-    const ssize_t got = ::recv(fd, len, sizeof(len), MSG_PEEK | MSG_DONTWAIT);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return;  // EOF, error
-    if (got == 4) {
-      const uint32_t n =
-          len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
-      int ready = 0;
-      if (::ioctl(fd, FIONREAD, &ready) != 0 || static_cast<uint32_t>(ready) >= n + 4) return;
-    }
-    if (clock.Now() >= until) return;
-    std::this_thread::yield();
-  }
-}
 
 class DaemonComm final : public CommBase {
  public:
@@ -152,7 +128,7 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(
         ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
     while (true) {
-      SpinForMessage(fd_, kAnswerSpin);
+      ipc::SpinForMessage(fd_, kAnswerSpin);
       Status s =
           ipc::ReadMessage(fd_, resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what);
       if (s.code() == StatusCode::kDeadlineExceeded) {

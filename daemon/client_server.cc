@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,27 +39,6 @@ struct Mapping {
 // How long a connection waits for the client's next request without sleeping: a program
 // calling collectives in a loop sends it within this.
 constexpr Duration kRequestSpin = std::chrono::microseconds(50);
-// Waits, polling and yielding the CPU, up to `spin` for a whole length-prefixed message to be
-// readable on `fd`, so the read that follows neither sleeps in the kernel nor wakes between
-// the prefix and the body. Sleeping costs a wake-up that on a busy core waits for the
-// scheduler: tens of microseconds per call. Returns early on anything but a partial message.
-void SpinForMessage(int fd, Duration spin) {
-  const Clock& clock = *SteadyClock::Get();
-  const TimePoint until = clock.Now() + spin;
-  while (true) {
-    unsigned char len[4];
-    const ssize_t got = ::recv(fd, len, sizeof(len), MSG_PEEK | MSG_DONTWAIT);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return;  // EOF, error
-    if (got == 4) {
-      const uint32_t n =
-          len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
-      int ready = 0;
-      if (::ioctl(fd, FIONREAD, &ready) != 0 || static_cast<uint32_t>(ready) >= n + 4) return;
-    }
-    if (clock.Now() >= until) return;
-    std::this_thread::yield();
-  }
-}
 
 // While a collective runs, a heartbeat (id 0) every second tells the client this daemon is
 // alive, so a client never waits on a stopped or frozen daemon unbounded. One thread per
@@ -211,7 +189,7 @@ void ClientServer::HandleConnection(int fd) {
   Heartbeat beat(fd, &write_mu_, what);
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
-    SpinForMessage(fd, kRequestSpin);
+    ipc::SpinForMessage(fd, kRequestSpin);
     // Idle clients are allowed (a program may compute for hours between calls); the read
     // wakes every second to notice a shutdown.
     // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts the

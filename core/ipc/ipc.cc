@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -81,25 +83,46 @@ Status ReadAll(int fd, void* buf, size_t n, Deadline deadline, const std::string
   return Status::Ok();
 }
 
+void SpinForMessage(int fd, Duration spin) {
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+  const Clock& clock = *SteadyClock::Get();
+  const TimePoint until = clock.Now() + spin;
+  while (true) {
+    unsigned char len[4];
+    const ssize_t got = ::recv(fd, len, sizeof(len), MSG_PEEK | MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return;  // EOF, error
+    if (got == 4) {
+      const uint32_t n =
+          len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
+      int ready = 0;
+      if (::ioctl(fd, FIONREAD, &ready) != 0 || static_cast<uint32_t>(ready) >= n + 4) return;
+    }
+    if (clock.Now() >= until) return;
+  }
+}
+
 Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
                     const std::string& what) {
-  std::string body;
-  if (!msg.SerializeToString(&body)) return InternalError(what + ": cannot serialize");
-  if (body.size() > kMaxMessageBytes) {
-    return InvalidArgumentError(what + ": message of " + std::to_string(body.size()) +
+  // The length prefix and the message go out in one send: the reader wakes once.
+  const size_t size = msg.ByteSizeLong();
+  if (size > kMaxMessageBytes) {
+    return InvalidArgumentError(what + ": message of " + std::to_string(size) +
                                 " bytes exceeds the cap of " + std::to_string(kMaxMessageBytes));
   }
-  char len[4];
-  const uint32_t n = static_cast<uint32_t>(body.size());
-  for (int i = 0; i < 4; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  GYRE_RETURN_IF_ERROR(WriteAll(fd, len, 4, deadline, what));
-  return WriteAll(fd, body.data(), body.size(), deadline, what);
+  std::string frame(4 + size, '\0');
+  const uint32_t n = static_cast<uint32_t>(size);
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  if (!msg.SerializeToArray(frame.data() + 4, static_cast<int>(size))) {
+    return InternalError(what + ": cannot serialize");
+  }
+  return WriteAll(fd, frame.data(), frame.size(), deadline, what);
 }
 
 Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
                    const std::string& what) {
   unsigned char len[4];
-  GYRE_RETURN_IF_ERROR(ReadAll(fd, reinterpret_cast<char*>(len), 4, deadline, what));
+  GYRE_RETURN_IF_ERROR(ReadAll(fd, len, 4, deadline, what));
   const uint32_t n =
       len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
   if (n > kMaxMessageBytes) {

@@ -27,6 +27,14 @@ Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline
 Status WriteAll(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);
 Status ReadAll(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
 
+// Waits without sleeping, for up to `spin`, until a whole length-prefixed message is readable
+// on `fd` (or EOF or an error), so the read that follows neither sleeps in the kernel nor
+// wakes between the prefix and the body; a wake-up on a busy core waits for the scheduler.
+// It never yields the CPU (a yield hands a CPU hog on this core a whole time slice, ms), and
+// does nothing when this thread may run on one CPU only: whoever it waits for then needs
+// that very CPU.
+void SpinForMessage(int fd, Duration spin);
+
 // Connects to the Unix socket at `path`, retrying while it does not exist yet.
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline);
 // Creates a listening Unix socket at `path` with owner-only permissions (0600).

@@ -368,8 +368,8 @@ class TcpTransport::Impl {
   std::thread::id driver_thread_;
   int wake_fd_ = -1;  // an eventfd a Drive polls, so other threads can end its wait
   std::vector<pollfd> poll_fds_;
-  const bool yield_in_spin_ = static_cast<unsigned>(options_.world_size) >
-                              std::thread::hardware_concurrency();
+  const bool oversubscribed_ = static_cast<unsigned>(options_.world_size) >
+                               std::thread::hardware_concurrency();
   std::vector<std::shared_ptr<InConn>> poll_in_;
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
@@ -664,9 +664,12 @@ void TcpTransport::Impl::Drive(TimePoint until) {
   CHECK(OnDriverThread()) << "Drive on a thread that does not hold the lease";
   // Polls without sleeping for up to driver_spin first (see its comment), then blocks; but
   // only while what it waits for is small, as a long transfer gains nothing from it.
-  const TimePoint spin_until = options_.driver_spin > Duration::zero() && WaitingForLittle()
-                                   ? std::min(until, clock_->Now() + options_.driver_spin)
-                                   : TimePoint{};
+  // With more ranks than cores the rank this one waits for may need this very core: sleep at
+  // once. (Yielding between polls instead hands any CPU hog on the core a whole time slice.)
+  const TimePoint spin_until =
+      options_.driver_spin > Duration::zero() && !oversubscribed_ && WaitingForLittle()
+          ? std::min(until, clock_->Now() + options_.driver_spin)
+          : TimePoint{};
   while (!shutdown_) {
     poll_in_.clear();
     for (const RecvPeer& p : recv_peers_) {
@@ -685,8 +688,6 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     if (now >= until) break;
     if (now < spin_until) {
       lock.unlock();
-      // With more ranks than cores, the rank this one waits for may need this core.
-      if (yield_in_spin_) std::this_thread::yield();
       lock.lock();
       continue;
     }

@@ -54,9 +54,10 @@ struct TcpTransportOptions {
   // How long a driver (core/transport/driven.h) polls its sockets before it sleeps in the
   // kernel, while every message it waits for is small (at most 256 KiB). Sleeping costs a
   // wake-up that, on a busy core, waits for the scheduler. With more ranks than cores it
-  // yields the CPU between polls, so a rank sharing this core runs meanwhile. Measured on 2
-  // cores: medians of small allreduces 3-7x lower at p=2 and about 2x at p=4 and 8 than
-  // sleeping at once. Zero sleeps at once.
+  // sleeps at once: the rank it waits for may need this core, and yielding between polls
+  // hands a CPU hog on the core a whole time slice (a 4 B allreduce took 3.8 ms that way).
+  // Measured on 2 cores: medians of small allreduces 3-7x lower at p=2 than sleeping at
+  // once. Zero sleeps at once.
   Duration driver_spin = std::chrono::microseconds(50);
 };
 
