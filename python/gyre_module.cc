@@ -298,57 +298,49 @@ std::shared_ptr<Held> NewHeld(const char* what) {
   return h;
 }
 
-py::object Allreduce(py::object self, py::object data, py::object out, py::object op, bool async_op,
-                     const CallArgs& a) {
-  auto held = NewHeld("allreduce");
+// Calls whose output has the input's shape (allreduce, broadcast, reduce); in place when
+// `out` is None. `call(comm, in, out)` runs on the worker.
+py::object SameShape(py::object self, const char* name, py::object data, py::object out,
+                     bool async_op, std::function<Status(Comm&, const Buf&, const Buf&)> call) {
+  auto held = NewHeld(name);
   View in = ViewOf(data, out.is_none(), "data");
   View o = OutOrInPlace(data, out, in, held);
   CheckSameType(in, o);
   CheckCount(o, in.count, "out");
   held->views = {in, o};
-  const ReduceOp rop = OpFor(op, data);
-  Options opts = a.ToOptions();
   return self.cast<PyComm&>().Run(
       self, held,
-      [in = RawOf(in), o = RawOf(o), rop, opts](Comm& c) {
-        return c.Allreduce(in.data, o.data, in.count, in.dtype, rop, opts);
-      },
+      [in = RawOf(in), o = RawOf(o), call = std::move(call)](Comm& c) { return call(c, in, o); },
       async_op);
+}
+
+py::object Allreduce(py::object self, py::object data, py::object out, py::object op, bool async_op,
+                     const CallArgs& a) {
+  const ReduceOp rop = OpFor(op, data);
+  Options opts = a.ToOptions();
+  return SameShape(self, "allreduce", data, out, async_op,
+                   [rop, opts](Comm& c, const Buf& in, const Buf& o) {
+                     return c.Allreduce(in.data, o.data, in.count, in.dtype, rop, opts);
+                   });
 }
 
 py::object Broadcast(py::object self, py::object data, int root, py::object out, bool async_op,
                      const CallArgs& a) {
-  auto held = NewHeld("broadcast");
-  View in = ViewOf(data, out.is_none(), "data");
-  View o = OutOrInPlace(data, out, in, held);
-  CheckSameType(in, o);
-  CheckCount(o, in.count, "out");
-  held->views = {in, o};
   Options opts = a.ToOptions();
-  return self.cast<PyComm&>().Run(
-      self, held,
-      [in = RawOf(in), o = RawOf(o), root, opts](Comm& c) {
-        return c.Broadcast(in.data, o.data, in.count, in.dtype, root, opts);
-      },
-      async_op);
+  return SameShape(self, "broadcast", data, out, async_op,
+                   [root, opts](Comm& c, const Buf& in, const Buf& o) {
+                     return c.Broadcast(in.data, o.data, in.count, in.dtype, root, opts);
+                   });
 }
 
 py::object Reduce(py::object self, py::object data, int root, py::object out, py::object op,
                   bool async_op, const CallArgs& a) {
-  auto held = NewHeld("reduce");
-  View in = ViewOf(data, out.is_none(), "data");
-  View o = OutOrInPlace(data, out, in, held);
-  CheckSameType(in, o);
-  CheckCount(o, in.count, "out");
-  held->views = {in, o};
   const ReduceOp rop = OpFor(op, data);
   Options opts = a.ToOptions();
-  return self.cast<PyComm&>().Run(
-      self, held,
-      [in = RawOf(in), o = RawOf(o), rop, root, opts](Comm& c) {
-        return c.Reduce(in.data, o.data, in.count, in.dtype, rop, root, opts);
-      },
-      async_op);
+  return SameShape(self, "reduce", data, out, async_op,
+                   [rop, root, opts](Comm& c, const Buf& in, const Buf& o) {
+                     return c.Reduce(in.data, o.data, in.count, in.dtype, rop, root, opts);
+                   });
 }
 
 // Calls whose output is `size` times the input (allgather, gather) or the reverse
