@@ -65,17 +65,6 @@ struct Group {
   int RankAt(int q) const { return first + stride * Mod(q, size); }
 };
 
-std::vector<int> SendPieces(RankBuilder* b, int peer, Region src, int64_t segment, uint32_t phase,
-                            uint32_t round) {
-  std::vector<int> steps;
-  if (src.count <= 0) return steps;
-  const std::vector<Region> segs = SplitSegments(src, segment);
-  for (size_t g = 0; g < segs.size(); ++g) {
-    steps.push_back(b->Send(peer, MakeTag(phase, round, static_cast<uint32_t>(g)), segs[g]));
-  }
-  return steps;
-}
-
 // Per chunk, the steps that read it (to order later writes of aliased memory after them).
 using ChunkReaders = std::vector<std::vector<int>>;
 
@@ -109,7 +98,7 @@ void GroupReduceScatter(RankBuilder* b, const Group& g, const Chunked& src, cons
     const int recv_chunk = Mod(g.pos - 2 - s, m);
     const int64_t send_count = src.Chunk(send_chunk).count;
     const Region send_src = s == 0 ? src.Chunk(send_chunk) : slots[(s - 1) % 2].Sub(0, send_count);
-    for (int step : SendPieces(b, next, send_src, segment, phase, round)) {
+    for (int step : SendSegments(b, next, send_src, segment, phase, round)) {
       if (s == 0) note(send_chunk, step);
     }
     const Region mine = src.Chunk(recv_chunk);
@@ -146,7 +135,7 @@ void GroupAllgather(RankBuilder* b, const Group& g, const Chunked& buf, int64_t 
   const int prev = g.RankAt(g.pos - 1);
   for (int s = 0; s < m - 1; ++s) {
     const uint32_t round = static_cast<uint32_t>(s);
-    SendPieces(b, next, buf.Chunk(Mod(g.pos - s, m)), segment, phase, round);
+    SendSegments(b, next, buf.Chunk(Mod(g.pos - s, m)), segment, phase, round);
     const int chunk = Mod(g.pos - 1 - s, m);
     const Region recv = buf.Chunk(chunk);
     if (recv.count <= 0) continue;
