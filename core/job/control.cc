@@ -129,7 +129,8 @@ void ControlServer::Handle(int fd) {
 Reach ClassifyConnectFailure(const Status& s) {
   const std::string& m = s.message();
   auto has = [&m](const char* what) { return m.find(what) != std::string::npos; };
-  if (has("refused")) return Reach::kRefused;
+  // Refused, or reset by a listener that is being torn down: nothing will answer.
+  if (has("refused") || has("reset")) return Reach::kRefused;
   // A connect that times out never reached a listening kernel; EINVAL is what a blackhole
   // route gives, EHOSTUNREACH / ENETUNREACH a missing one.
   if (s.code() == StatusCode::kDeadlineExceeded || has("unreachable") || has("Invalid argument") ||
@@ -161,12 +162,12 @@ QueryResult QueryControl(const std::string& address, int target_rank,
     r.reach = Reach::kAnswered;
   } else {
     r.error = s.message();
+    // Connected, then the connection broke (closed, reset, broken pipe: every such failure
+    // is Unavailable): the process is exiting or gone, as when the connect is refused.
     r.reach = s.code() == StatusCode::kDeadlineExceeded                        ? Reach::kSilent
               : s.message().find("refused the handshake") != std::string::npos ? Reach::kError
-              : s.message().find("reset") != std::string::npos ||
-                      s.message().find("closed") != std::string::npos
-                  ? Reach::kRefused
-                  : Reach::kError;
+              : s.code() == StatusCode::kUnavailable                           ? Reach::kRefused
+                                                                               : Reach::kError;
   }
   return r;
 }

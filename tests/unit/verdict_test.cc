@@ -139,6 +139,8 @@ TEST(VerdictTest, ConnectFailuresReadAsTheirCause) {
             Reach::kUnreachable);
   EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Network is unreachable")),
             Reach::kUnreachable);
+  EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Connection reset by peer")),
+            Reach::kRefused);
   EXPECT_EQ(ClassifyConnectFailure(UnavailableError("connect to a:1: Too many open files")),
             Reach::kError);
 }
