@@ -113,6 +113,44 @@ std::shared_ptr<Work> CommBase::ReduceScatterAsync(const void* in, void* out, in
   return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
+namespace {
+
+class FinishedWorkImpl final : public Work {
+ public:
+  explicit FinishedWorkImpl(Status s) : status_(std::move(s)) {}
+  Status Wait(Deadline) override { return status_; }
+  bool Done() const override { return true; }
+
+ private:
+  Status status_;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> FinishedWork(Status status) {
+  return std::make_shared<FinishedWorkImpl>(std::move(status));
+}
+
+Status CommBase::Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
+                      const Options& o) {
+  return SendAsync(buf, count, dtype, peer, tag, o)->Wait();
+}
+
+Status CommBase::Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
+                      const Options& o) {
+  return RecvAsync(buf, count, dtype, peer, tag, o)->Wait();
+}
+
+std::shared_ptr<Work> CommBase::SendAsync(const void* buf, int64_t count, DataType dtype, int peer,
+                                          int tag, const Options& o) {
+  return StartMessage(true, const_cast<void*>(buf), count, dtype, peer, tag, o);
+}
+
+std::shared_ptr<Work> CommBase::RecvAsync(void* buf, int64_t count, DataType dtype, int peer,
+                                          int tag, const Options& o) {
+  return StartMessage(false, buf, count, dtype, peer, tag, o);
+}
+
 CallInfo CommBase::last() const {
   std::lock_guard<std::mutex> lock(last_mu_);
   return last_;

@@ -88,12 +88,8 @@ class DaemonComm final : public CommBase {
     c->set_reduce_op(static_cast<int>(spec.op));
     c->set_root(spec.root);
     c->set_deterministic(co.deterministic);
-    c->set_timeout_ms(std::chrono::duration_cast<std::chrono::milliseconds>(co.timeout).count());
-    if (!co.deadline.infinite()) {
-      c->set_deadline_ms(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  co.deadline.Remaining(*SteadyClock::Get()))
-                                                  .count()));
-    }
+    c->set_timeout_ms(TimeoutMs(co));
+    c->set_deadline_ms(DeadlineMs(co));
     c->set_input_offset(0);
     c->set_output_offset(out_offset);
     c->set_has_input(in_bytes > 0);
@@ -103,6 +99,33 @@ class DaemonComm final : public CommBase {
     // answers; the only way for this wait to end otherwise is the daemon dying, which
     // closes the socket.
     GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
+    Status st = Answered(resp);
+    if (st.ok() && out_bytes > 0) {
+      std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
+    }
+    return st;
+  }
+
+  // Through the daemon a message runs in call order, like a collective.
+  std::shared_ptr<Work> StartMessage(bool send, void* buf, int64_t count, DataType dtype, int peer,
+                                     int tag, const Options& o) override {
+    return Queued([=] { return CallMessage(send, buf, count, dtype, peer, tag, o); });
+  }
+
+ private:
+  static int64_t TimeoutMs(const CallOptions& co) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(co.timeout).count();
+  }
+  // 0: no total deadline; else what is left of it, at least 1 ms.
+  static int64_t DeadlineMs(const CallOptions& co) {
+    if (co.deadline.infinite()) return 0;
+    return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    co.deadline.Remaining(*SteadyClock::Get()))
+                                    .count());
+  }
+
+  // Records what the daemon says the call did; returns the call's Status.
+  Status Answered(const proto::ClientResponse& resp) {
     CallInfo info;
     info.algorithm = algo::AlgorithmName(static_cast<algo::Algorithm>(resp.algorithm()));
     info.seq = resp.seq();
@@ -112,14 +135,43 @@ class DaemonComm final : public CommBase {
     info.bytes_recv = resp.bytes_recv();
     info.msgs_recv = resp.msgs_recv();
     SetLast(info);
-    Status st = FromProto(resp.status());
-    if (st.ok() && out_bytes > 0) {
-      std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
+    return FromProto(resp.status());
+  }
+
+  Status CallMessage(bool send, void* buf, int64_t count, DataType dtype, int peer, int tag,
+                     const Options& o) {
+    GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
+    const std::string what = std::string(send ? "send to rank " : "recv from rank ") +
+                             std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
+    if (!IsValidDataType(static_cast<int>(dtype))) {
+      return InvalidArgumentError(what + ": unknown dtype");
     }
+    if (count < 0) return InvalidArgumentError(what + ": the count is negative");
+    const size_t bytes = static_cast<size_t>(count) * DataTypeSize(dtype);
+    if (bytes > 0 && buf == nullptr) {
+      return InvalidArgumentError(what + ": the buffer is null but must hold " +
+                                  std::to_string(count) + " elements");
+    }
+    GYRE_RETURN_IF_ERROR(EnsureMapped(bytes));
+    if (send && bytes > 0) std::memcpy(map_, buf, bytes);
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    proto::PointToPointCall* m = req.mutable_message();
+    m->set_send(send);
+    m->set_peer(peer);
+    m->set_tag(tag);
+    m->set_count(count);
+    m->set_dtype(static_cast<int>(dtype));
+    m->set_timeout_ms(TimeoutMs(co));
+    m->set_deadline_ms(DeadlineMs(co));
+    m->set_offset(0);
+    proto::ClientResponse resp;
+    GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
+    Status st = Answered(resp);
+    if (st.ok() && !send && bytes > 0) std::memcpy(buf, map_, bytes);
     return st;
   }
 
- private:
   // A collective: the daemon bounds the operation by its own deadlines and, while it runs,
   // sends a heartbeat every second. Silence for kDaemonSilence means the daemon is stopped or
   // frozen, and the call fails rather than waiting on it.

@@ -6,6 +6,46 @@
 namespace gyre::client {
 namespace {
 
+// A message posted on the communicator; waiting enforces its progress timeout.
+class MessageWork final : public Work {
+ public:
+  MessageWork(Communicator* comm, std::shared_ptr<PendingMessage> m, CallOptions co,
+              std::function<void(const CallInfo&)> record)
+      : comm_(comm), m_(std::move(m)), co_(co), record_(std::move(record)) {}
+  // Abandoned while posted: withdraw it, so the transport lets go of the caller's buffer.
+  ~MessageWork() override {
+    if (!Done()) {
+      comm_->transport()->CancelOperation(
+          m_->seq, AbortedError(m_->name + ": its Work was destroyed before it finished"));
+    }
+  }
+  Status Wait(Deadline deadline) override {
+    Status s = comm_->WaitMessage(*m_, co_, deadline);
+    if (Done() && record_) {
+      CallInfo info;
+      info.algorithm = "direct";
+      info.seq = m_->seq;
+      info.elapsed = comm_->transport()->clock().Now() - m_->posted;
+      const int64_t moved = s.ok() ? m_->bytes : 0;
+      (m_->send ? info.bytes_sent : info.bytes_recv) = moved;
+      (m_->send ? info.msgs_sent : info.msgs_recv) = s.ok() ? 1 : 0;
+      record_(info);
+      record_ = nullptr;
+    }
+    return s;
+  }
+  bool Done() const override {
+    std::lock_guard<std::mutex> lock(m_->mu);
+    return m_->done;
+  }
+
+ private:
+  Communicator* comm_;
+  std::shared_ptr<PendingMessage> m_;
+  CallOptions co_;
+  std::function<void(const CallInfo&)> record_;  // once, when the message is done
+};
+
 class EmbeddedComm final : public CommBase {
  public:
   explicit EmbeddedComm(job::Joined joined) : joined_(std::move(joined)) {}
@@ -28,6 +68,18 @@ class EmbeddedComm final : public CommBase {
     info.msgs_recv = r.counters.msgs_recv();
     SetLast(info);
     return s;
+  }
+
+  std::shared_ptr<Work> StartMessage(bool send, void* buf, int64_t count, DataType dtype, int peer,
+                                     int tag, const Options& o) override {
+    auto co = ToCallOptions(o);
+    if (!co.ok()) return FinishedWork(co.status());
+    Communicator& c = *joined_.comm;
+    auto m =
+        send ? c.PostSend(buf, count, dtype, peer, tag) : c.PostRecv(buf, count, dtype, peer, tag);
+    if (!m.ok()) return FinishedWork(m.status());
+    return std::make_shared<MessageWork>(&c, std::move(*m), *co,
+                                         [this](const CallInfo& info) { SetLast(info); });
   }
 
  private:

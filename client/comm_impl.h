@@ -42,9 +42,24 @@ class CommBase : public Comm {
                                        const Options& o) override;
   std::shared_ptr<Work> ReduceScatterAsync(const void* in, void* out, int64_t count, DataType dtype,
                                            ReduceOp op, const Options& o) override;
+  Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
+              const Options& o) override;
+  Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
+              const Options& o) override;
+  std::shared_ptr<Work> SendAsync(const void* buf, int64_t count, DataType dtype, int peer, int tag,
+                                  const Options& o) override;
+  std::shared_ptr<Work> RecvAsync(void* buf, int64_t count, DataType dtype, int peer, int tag,
+                                  const Options& o) override;
   CallInfo last() const override;
 
  protected:
+  // One send (`send`) or receive, started now or queued; the Work completes with it.
+  virtual std::shared_ptr<Work> StartMessage(bool send, void* buf, int64_t count, DataType dtype,
+                                             int peer, int tag, const Options& o) = 0;
+  // Runs `call` in call order on the queue's thread.
+  std::shared_ptr<Work> Queued(std::function<Status()> call) {
+    return queue_.Submit(std::move(call));
+  }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
   void SetLast(const CallInfo& info);
@@ -56,6 +71,9 @@ class CommBase : public Comm {
   CallInfo last_;
   CallQueue queue_;
 };
+
+// A Work that is already done with `status` (a call refused before it started).
+std::shared_ptr<Work> FinishedWork(Status status);
 
 StatusOr<std::unique_ptr<Comm>> MakeEmbedded();
 // Joins with options the caller chose (identity, store, timeouts): for bindings that bring

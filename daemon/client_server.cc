@@ -20,7 +20,19 @@
 #include "proto/client.pb.h"
 
 namespace gyre::daemon {
+
 namespace {
+
+// What the call that just ran did, for the client's CallInfo.
+void Report(const OpResult& r, proto::ClientResponse* resp) {
+  resp->set_algorithm(static_cast<int>(r.spec.algorithm));
+  resp->set_seq(r.seq);
+  resp->set_elapsed_ns(r.elapsed.count());
+  resp->set_bytes_sent(r.counters.bytes_sent());
+  resp->set_msgs_sent(r.counters.msgs_sent());
+  resp->set_bytes_recv(r.counters.bytes_recv());
+  resp->set_msgs_recv(r.counters.msgs_recv());
+}
 
 void ToProto(const Status& s, proto::StatusProto* p) {
   p->set_code(static_cast<int>(s.code()));
@@ -292,14 +304,39 @@ void ClientServer::HandleConnection(int fd) {
         beat.CallStarted();
         result = comm_->Run(spec, in, out, opts);
         beat.CallEnded();
-        const OpResult& r = comm_->last();
-        resp.set_algorithm(static_cast<int>(r.spec.algorithm));
-        resp.set_seq(r.seq);
-        resp.set_elapsed_ns(r.elapsed.count());
-        resp.set_bytes_sent(r.counters.bytes_sent());
-        resp.set_msgs_sent(r.counters.msgs_sent());
-        resp.set_bytes_recv(r.counters.bytes_recv());
-        resp.set_msgs_recv(r.counters.msgs_recv());
+        Report(comm_->last(), &resp);
+        ++calls_;
+        if (!result.ok()) LOG(ERROR) << prefix_ << result.ToString();
+      }
+    } else if (req.has_message()) {
+      const proto::PointToPointCall& m = req.message();
+      CallOptions opts;
+      if (m.timeout_ms() > 0) opts.timeout = Millis(m.timeout_ms());
+      if (m.deadline_ms() > 0) {
+        opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(m.deadline_ms()));
+      }
+      const DataType dtype = static_cast<DataType>(m.dtype());
+      void* buf = nullptr;
+      if (!IsValidDataType(m.dtype())) {
+        result = InvalidArgumentError("unknown dtype value " + std::to_string(m.dtype()) +
+                                      " in a send/recv request");
+      } else if (m.count() < 0 ||
+                 static_cast<uint64_t>(m.count()) > map.bytes / DataTypeSize(dtype) ||
+                 (m.count() > 0 && (map.data == nullptr || m.offset() > map.bytes ||
+                                    static_cast<uint64_t>(m.count()) * DataTypeSize(dtype) >
+                                        map.bytes - m.offset()))) {
+        result = InvalidArgumentError("send/recv of " + std::to_string(m.count()) +
+                                      " elements at offset " + std::to_string(m.offset()) +
+                                      " does not fit the mapped shared memory of " +
+                                      std::to_string(map.bytes) + " bytes");
+      } else {
+        if (m.count() > 0) buf = static_cast<unsigned char*>(map.data) + m.offset();
+        std::lock_guard<std::mutex> lock(call_mu_);
+        beat.CallStarted();
+        result = m.send() ? comm_->Send(buf, m.count(), dtype, m.peer(), m.tag(), opts)
+                          : comm_->Recv(buf, m.count(), dtype, m.peer(), m.tag(), opts);
+        beat.CallEnded();
+        Report(comm_->last(), &resp);
         ++calls_;
         if (!result.ok()) LOG(ERROR) << prefix_ << result.ToString();
       }

@@ -58,7 +58,9 @@ CallRunner::~CallRunner() {
     stopping_ = true;
   }
   cv_.notify_all();
+  messages_cv_.notify_all();
   worker_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 std::shared_ptr<PendingCall> CallRunner::Submit(std::function<Status(Comm&)> call) {
@@ -69,6 +71,53 @@ std::shared_ptr<PendingCall> CallRunner::Submit(std::function<Status(Comm&)> cal
   }
   cv_.notify_one();
   return pending;
+}
+
+std::shared_ptr<PendingCall> CallRunner::StartMessage(
+    const std::function<std::shared_ptr<Work>(Comm&)>& start) {
+  auto pending = std::make_shared<PendingCall>();
+  std::shared_ptr<Work> work = start(*comm_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(Message{std::move(work), pending});
+    if (!watcher_.joinable()) watcher_ = std::thread([this] { WatchMessages(); });
+  }
+  messages_cv_.notify_one();
+  return pending;
+}
+
+void CallRunner::WatchMessages() {
+  const Clock& clock = *SteadyClock::Get();
+  for (;;) {
+    std::vector<Message> open;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // bounded: the destructor sets stopping_ and wakes this thread; StartMessage wakes it.
+      messages_cv_.wait(lock, [&] { return stopping_ || !messages_.empty(); });
+      if (messages_.empty()) return;
+      open.assign(messages_.begin(), messages_.end());
+    }
+    // The oldest is waited on briefly, the others only polled; every wait also enforces
+    // that message's progress timeout.
+    // (Their Status is read again below, once they are done.)
+    (void)open.front().work->Wait(Deadline::After(clock, Millis(2)));
+    for (size_t i = 1; i < open.size(); ++i) {
+      (void)open[i].work->Wait(Deadline::After(clock, Duration{}));
+    }
+    std::vector<Message> finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = messages_.begin(); it != messages_.end();) {
+        if (it->work->Done()) {
+          finished.push_back(std::move(*it));
+          it = messages_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Message& m : finished) m.pending->Complete(m.work->Wait());
+  }
 }
 
 void CallRunner::Loop() {
@@ -99,7 +148,7 @@ void CallRunner::Release(std::unique_ptr<CallRunner> runner) {
     std::lock_guard<std::mutex> lock(runner->mu_);
     // Idle, or only queued calls: the destructor below runs them, each bounded by gyre's
     // deadlines.
-    if (!runner->running_) return;
+    if (!runner->running_ && runner->messages_.empty()) return;
     runner->stopping_ = true;
     dropped.swap(runner->queue_);
   }
@@ -108,7 +157,9 @@ void CallRunner::Release(std::unique_ptr<CallRunner> runner) {
         AbortedError("not run: its Comm was destroyed while an earlier call was still running"));
   }
   runner->cv_.notify_all();
+  runner->messages_cv_.notify_all();
   runner->worker_.detach();
+  if (runner->watcher_.joinable()) runner->watcher_.detach();
   (void)runner.release();  // the detached worker still uses it
 }
 

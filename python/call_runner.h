@@ -59,13 +59,24 @@ class CallRunner {
 
   // Queues `call`; it runs after every call submitted before it.
   std::shared_ptr<PendingCall> Submit(std::function<Status(Comm&)> call);
+  // Starts a send or receive now, on the caller's thread (`start` only posts it: Comm's
+  // SendAsync / RecvAsync), beside the queued calls, so a receive posted before the send it
+  // matches does not hold up this rank's sends. The result completes with the message.
+  std::shared_ptr<PendingCall> StartMessage(
+      const std::function<std::shared_ptr<Work>(Comm&)>& start);
 
  private:
   struct Item {
     std::function<Status(Comm&)> call;
     std::shared_ptr<PendingCall> pending;
   };
+  struct Message {
+    std::shared_ptr<Work> work;
+    std::shared_ptr<PendingCall> pending;
+  };
   void Loop();
+  // Completes started messages as they finish; each is bounded by its progress timeout.
+  void WatchMessages();
 
   std::unique_ptr<Comm> comm_;
   std::mutex mu_;
@@ -74,6 +85,9 @@ class CallRunner {
   bool running_ = false;  // a call is executing on the worker
   bool stopping_ = false;
   std::thread worker_;
+  std::deque<Message> messages_;  // started, not yet completed (under mu_)
+  std::condition_variable messages_cv_;
+  std::thread watcher_;  // started with the first message
 };
 
 // How to join a job in-process.

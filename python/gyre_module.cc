@@ -235,6 +235,19 @@ class PyComm {
                  bool async_op) {
     Prune();
     held->pending = runner_->Submit(std::move(call));
+    return Finish(self, std::move(held), async_op);
+  }
+
+  // A send or receive: posted now, beside the queued collectives (CallRunner::StartMessage).
+  py::object RunMessage(py::object self, std::shared_ptr<Held> held,
+                        const std::function<std::shared_ptr<Work>(Comm&)>& start, bool async_op) {
+    Prune();
+    held->pending = runner_->StartMessage(start);
+    return Finish(self, std::move(held), async_op);
+  }
+
+ private:
+  py::object Finish(py::object self, std::shared_ptr<Held> held, bool async_op) {
     if (async_op) return py::cast(std::make_unique<PyWork>(std::move(held), self));
     bool done = false;
     try {
@@ -249,7 +262,6 @@ class PyComm {
     return held->result;
   }
 
- private:
   void Prune() {
     std::vector<std::shared_ptr<Held>> alive;
     for (auto& h : abandoned_) {
@@ -391,6 +403,39 @@ py::object Sized(py::object self, const char* what, py::object data, py::object 
   return pc.Run(
       self, held,
       [in = RawOf(in), o = RawOf(o), count, run](Comm& c) { return run(c, in, o, count); },
+      async_op);
+}
+
+// send: `data` to rank `dst`; recv: into `out` from rank `src` (returned). As MPI's: the
+// receive names the sender's count and dtype, and messages of one tag arrive in order.
+py::object Send(py::object self, py::object data, int dst, int tag, bool async_op,
+                const CallArgs& a) {
+  auto held = NewHeld("send");
+  View in = ViewOf(data, false, "data");
+  held->views = {in};
+  Options opts = a.ToOptions();
+  const Buf b = RawOf(in);
+  return self.cast<PyComm&>().RunMessage(
+      self, held,
+      [b, dst, tag, opts](Comm& c) {
+        return c.SendAsync(b.data, b.count, b.dtype, dst, tag, opts);
+      },
+      async_op);
+}
+
+py::object Recv(py::object self, py::object out, int src, int tag, bool async_op,
+                const CallArgs& a) {
+  auto held = NewHeld("recv");
+  View o = ViewOf(out, true, "out");
+  held->views = {o};
+  held->result = out;
+  Options opts = a.ToOptions();
+  const Buf b = RawOf(o);
+  return self.cast<PyComm&>().RunMessage(
+      self, held,
+      [b, src, tag, opts](Comm& c) {
+        return c.RecvAsync(b.data, b.count, b.dtype, src, tag, opts);
+      },
       async_op);
 }
 
@@ -605,6 +650,22 @@ PYBIND11_MODULE(_gyre, m) {
             return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
+      .def(
+          "send",
+          [](py::object self, py::object data, int dst, int tag, bool async_op,
+             std::optional<double> t) {
+            return Send(self, data, dst, tag, async_op, CallArgs{"", std::nullopt, t});
+          },
+          py::arg("data"), py::arg("dst"), py::arg("tag") = 0, py::kw_only(),
+          py::arg("async_op") = false, py::arg("timeout") = py::none())
+      .def(
+          "recv",
+          [](py::object self, py::object out, int src, int tag, bool async_op,
+             std::optional<double> t) {
+            return Recv(self, out, src, tag, async_op, CallArgs{"", std::nullopt, t});
+          },
+          py::arg("out"), py::arg("src"), py::arg("tag") = 0, py::kw_only(),
+          py::arg("async_op") = false, py::arg("timeout") = py::none())
       .def(
           "barrier",
           [](py::object self, bool async_op, std::string alg, std::optional<bool> det,

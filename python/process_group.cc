@@ -541,19 +541,49 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::barrier(const c10d::BarrierOpti
   return Enqueue(c10d::OpType::BARRIER, "barrier", {}, [o](Comm& c) { return c.Barrier(o); });
 }
 
+c10::intrusive_ptr<c10d::Work> GyreProcessGroup::StartMessage(bool send, const at::Tensor& tensor,
+                                                              const at::Tensor& buffer, int peer,
+                                                              int tag) {
+  const DataType dt = GyreType(tensor);
+  const char* what = send ? "send" : "recv";
+  auto work =
+      c10::make_intrusive<GyreWork>(getRank(), send ? c10d::OpType::SEND : c10d::OpType::RECV, what,
+                                    std::vector<at::Tensor>{tensor});
+  const gyre::Options o = options_;
+  auto pending = runner_->StartMessage([&](Comm& c) {
+    return send ? c.SendAsync(buffer.data_ptr(), buffer.numel(), dt, peer, tag, o)
+                : c.RecvAsync(buffer.data_ptr(), buffer.numel(), dt, peer, tag, o);
+  });
+  // The callback keeps `buffer` alive until the message is done with it.
+  pending->OnDone([work, send, tensor, buffer](const Status& s) {
+    Status st = s;
+    if (st.ok() && !send)
+      st = Guarded([&] {
+        CopyBack(tensor, buffer);
+        return Status::Ok();
+      });
+    work->Finish(st);
+  });
+  return work;
+}
+
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::send(std::vector<at::Tensor>& tensors, int dst,
                                                       int tag) {
-  TORCH_CHECK(false, "gyre does not support send/recv (it runs collectives only)");
+  at::Tensor t = Single(tensors, "send");
+  return StartMessage(true, t, Dense(t), dst, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::recv(std::vector<at::Tensor>& tensors, int src,
                                                       int tag) {
-  TORCH_CHECK(false, "gyre does not support send/recv (it runs collectives only)");
+  at::Tensor t = Single(tensors, "recv");
+  return StartMessage(false, t, Dense(t), src, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                int tag) {
-  TORCH_CHECK(false, "gyre does not support send/recv (it runs collectives only)");
+  TORCH_CHECK(false,
+              "gyre does not support recv from any source: every receive names its sender, so "
+              "a missing message names the rank it waited for");
 }
 
 }  // namespace gyre::python

@@ -84,6 +84,11 @@ class GyreProcessGroup final : public TorchBackendBase {
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* what,
                                          std::vector<at::Tensor> outputs,
                                          std::function<Status(Comm&)> call);
+  // Posts a send (`send`) or receive of `buffer` at once, beside the queued collectives
+  // (CallRunner::StartMessage); for a receive into a strided tensor, `buffer` is a dense
+  // copy whose contents land in `tensor` when the message completes.
+  c10::intrusive_ptr<c10d::Work> StartMessage(bool send, const at::Tensor& tensor,
+                                              const at::Tensor& buffer, int peer, int tag);
 
   gyre::Options options_;
   std::unique_ptr<CallRunner> runner_;

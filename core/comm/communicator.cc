@@ -12,6 +12,11 @@ using algo::Collective;
 using algo::CollectiveSpec;
 
 std::string FormatOpDesc(const OpDesc& d) {
+  if (d.collective == kPointToPointDesc) {
+    return "send/recv(count=" + std::to_string(d.count) + ", " +
+           (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?") +
+           ", from rank " + std::to_string(d.root) + ")";
+  }
   std::string s = std::string(algo::CollectiveName(static_cast<Collective>(d.collective))) +
                   "(count=" + std::to_string(d.count) + ", " +
                   (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?");
@@ -196,6 +201,174 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
     std::fputs(line.c_str(), trace_);
     std::fflush(trace_);
   }
+  return st;
+}
+
+uint64_t PointToPointSeq(int sender, int receiver, int tag, uint64_t n) {
+  return (uint64_t{1} << 63) | (static_cast<uint64_t>(sender & 0xfff) << 51) |
+         (static_cast<uint64_t>(receiver & 0xfff) << 39) |
+         (static_cast<uint64_t>(tag & 0xffff) << 23) | (n & ((uint64_t{1} << 23) - 1));
+}
+
+bool IsPointToPointSeq(uint64_t seq) { return (seq >> 63) != 0; }
+
+Status Communicator::Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
+                          const CallOptions& opts) {
+  GYRE_ASSIGN_OR_RETURN(auto m, PostSend(buf, count, dtype, peer, tag));
+  return WaitMessage(*m, opts);
+}
+
+Status Communicator::Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
+                          const CallOptions& opts) {
+  GYRE_ASSIGN_OR_RETURN(auto m, PostRecv(buf, count, dtype, peer, tag));
+  return WaitMessage(*m, opts);
+}
+
+StatusOr<std::shared_ptr<PendingMessage>> Communicator::PostSend(const void* buf, int64_t count,
+                                                                 DataType dtype, int peer,
+                                                                 int tag) {
+  return Post(true, const_cast<void*>(buf), count, dtype, peer, tag);
+}
+
+StatusOr<std::shared_ptr<PendingMessage>> Communicator::PostRecv(void* buf, int64_t count,
+                                                                 DataType dtype, int peer,
+                                                                 int tag) {
+  return Post(false, buf, count, dtype, peer, tag);
+}
+
+StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* buf, int64_t count,
+                                                             DataType dtype, int peer, int tag) {
+  const int p = size();
+  const bool dtype_ok = IsValidDataType(static_cast<int>(dtype));
+  std::string name = std::string(send ? "send to rank " : "recv from rank ") +
+                     std::to_string(peer) + " (tag " + std::to_string(tag) + ", " +
+                     std::to_string(count) + " x " + (dtype_ok ? DataTypeName(dtype) : "?") +
+                     ") on rank " + std::to_string(rank());
+  auto invalid = [&](const std::string& why) { return InvalidArgumentError(name + ": " + why); };
+  if (p > kMaxPointToPointRanks) {
+    return invalid("send/recv supports jobs of up to " + std::to_string(kMaxPointToPointRanks) +
+                   " ranks; this one has " + std::to_string(p));
+  }
+  if (peer < 0 || peer >= p) {
+    return invalid("rank " + std::to_string(peer) + " is not in this job (world size " +
+                   std::to_string(p) + ")");
+  }
+  if (peer == rank()) return invalid("a rank cannot send to or receive from itself");
+  if (tag < 0 || tag > kMaxPointToPointTag) {
+    return invalid("the tag must be in 0.." + std::to_string(kMaxPointToPointTag));
+  }
+  if (!dtype_ok) return invalid("unknown dtype");
+  if (count < 0) return invalid("the count is negative");
+  if (count > 0 && buf == nullptr) {
+    return invalid("the buffer is null but must hold " + std::to_string(count) + " elements");
+  }
+  auto m = std::make_shared<PendingMessage>();
+  m->send = send;
+  m->peer = peer;
+  m->tag = tag;
+  m->bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+  m->posted = m->last_progress = transport_->clock().Now();
+  m->bytes_mark = transport_->BytesReceivedFrom(peer);
+  MessageHeader header;
+  header.desc.collective = kPointToPointDesc;
+  header.desc.dtype = static_cast<uint8_t>(dtype);
+  header.desc.root = send ? rank() : peer;
+  header.desc.count = count;
+  {
+    // Posting under the lock keeps the order of the message numbers that of the transport.
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    uint64_t& n = (send ? p2p_sent_ : p2p_received_)[{peer, tag}];
+    header.seq = PointToPointSeq(header.desc.root, send ? peer : rank(), tag, n);
+    m->seq = header.seq;
+    m->name = name + " #" + std::to_string(n);
+    ++n;
+    recorder_.Record(send ? "send_post" : "recv_post", m->seq, m->name);
+    std::weak_ptr<PendingMessage> weak = m;
+    auto done = [weak](Status s) {
+      if (auto msg = weak.lock()) {
+        std::lock_guard<std::mutex> l(msg->mu);
+        if (msg->done) return;
+        msg->done = true;
+        msg->status = std::move(s);
+        msg->cv.notify_all();
+      }
+    };
+    if (send) {
+      transport_->Send(peer, header, buf, static_cast<size_t>(m->bytes), std::move(done));
+    } else {
+      transport_->Recv(peer, header, buf, static_cast<size_t>(m->bytes), std::move(done));
+    }
+  }
+  return m;
+}
+
+Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Deadline return_by) {
+  const Clock& clock = transport_->clock();
+  const Duration timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
+  Status st;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    while (!m.done) {
+      const TimePoint now = clock.Now();
+      // Bytes still streaming in from the peer are progress, as in a collective.
+      const uint64_t got = transport_->BytesReceivedFrom(m.peer);
+      if (got != m.bytes_mark) {
+        m.bytes_mark = got;
+        m.last_progress = now;
+      }
+      const bool stalled = now - m.last_progress >= timeout;
+      if (stalled || opts.deadline.Expired(clock)) {
+        std::string why =
+            m.name + ": " +
+            (stalled ? "no progress for " + FormatDuration(timeout) + " (the progress timeout)"
+                     : std::string("the operation deadline passed")) +
+            ": waiting for " + transport_->DescribePeer(m.peer) + ", " + FormatBytes(m.bytes) +
+            " under tag " + std::to_string(m.tag) +
+            (m.send ? "; its transport did not take the bytes"
+                    : "; no matching message came from it (same tag, same order)");
+        lock.unlock();
+        // The transport completes the message with this reason and lets go of its buffer.
+        transport_->CancelOperation(m.seq, DeadlineExceededError(why));
+        lock.lock();
+        if (!m.done) {
+          m.done = true;
+          m.status = DeadlineExceededError(why);
+        }
+        break;
+      }
+      if (return_by.Expired(clock)) {
+        return DeadlineExceededError(m.name + ": not finished by the caller's deadline");
+      }
+      TimePoint until = std::min(m.last_progress + timeout, now + Millis(50));
+      if (!opts.deadline.infinite()) until = std::min(until, opts.deadline.when());
+      if (!return_by.infinite()) until = std::min(until, return_by.when());
+      m.cv.wait_for(lock, std::max<Duration>(until - now, Duration::zero()));
+    }
+    st = m.status;
+    if (m.accounted) return st;
+    m.accounted = true;
+  }
+  if (!st.ok() && st.message().find(m.name) == std::string::npos) st = st.WithContext(m.name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    OpCounters counters;
+    counters.peers.assign(size(), PeerCounters{});
+    if (st.ok()) {
+      PeerCounters& pc = counters.peers[m.peer];
+      (m.send ? pc.bytes_sent : pc.bytes_recv) = m.bytes;
+      (m.send ? pc.msgs_sent : pc.msgs_recv) = 1;
+    }
+    total_.Add(counters);
+    CollectiveSpec spec;
+    spec.world_size = size();
+    spec.algorithm = Algorithm::kDirect;
+    last_ = OpResult{m.seq, spec, std::move(counters), clock.Now() - m.posted, st};
+    recorder_.Record(m.send ? "send_end" : "recv_end", m.seq, st.ok() ? "ok" : st.ToString());
+    metrics_.RecordOperation(m.send ? "send" : "recv", st, last_.elapsed,
+                             m.send && st.ok() ? m.bytes : 0, !m.send && st.ok() ? m.bytes : 0);
+  }
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.status = st;
   return st;
 }
 

@@ -7,6 +7,7 @@
 // rank must call the same collectives in the same order.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -54,6 +55,26 @@ struct CallOptions {
   int64_t segment_bytes = -1;                // -1: the communicator's default
 };
 
+// One posted send or receive (Communicator::PostSend / PostRecv).
+struct PendingMessage {
+  bool send = false;
+  int peer = -1;
+  int tag = 0;
+  uint64_t seq = 0;
+  int64_t bytes = 0;
+  std::string name;  // "recv from rank 1 (tag 0, 12 x int32) on rank 0 #3"
+  TimePoint posted;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;  // under mu
+  Status status;      // under mu, once done
+  // Progress seen by the waits so far (under mu).
+  uint64_t bytes_mark = 0;
+  TimePoint last_progress;
+  bool accounted = false;  // counted in the communicator's totals
+};
+
 struct OpResult {
   uint64_t seq = 0;
   algo::CollectiveSpec spec;  // with the algorithm actually run
@@ -95,6 +116,30 @@ class Communicator {
                  const CallOptions& opts = {});
   Status Barrier(const CallOptions& opts = {});
 
+  // Point-to-point: `count` elements of `dtype` to or from `peer` under `tag` (0..65535).
+  // Only the two ranks take part; the collectives' sequence is untouched, and a message
+  // may be posted while a collective runs on another thread. Messages of one (sender,
+  // receiver, tag) match in the order they were posted, as in MPI; a receive must name the
+  // same count and dtype as its send, else it fails naming both. A send completes once its
+  // bytes are handed to the transport (the receiver holds early messages, up to the
+  // transport's cap), so two ranks may send to each other before either receives.
+  // Post* returns at once; the buffer must stay valid until WaitMessage returns. Send and
+  // Recv are Post* then WaitMessage.
+  StatusOr<std::shared_ptr<PendingMessage>> PostSend(const void* buf, int64_t count, DataType dtype,
+                                                     int peer, int tag);
+  StatusOr<std::shared_ptr<PendingMessage>> PostRecv(void* buf, int64_t count, DataType dtype,
+                                                     int peer, int tag);
+  // Blocks until the message completes, or fails it (and withdraws it from the transport)
+  // when no byte came from the peer for the progress timeout or opts.deadline passed: the
+  // error names the peer and the tag. Waiting again returns the same Status. If `return_by`
+  // passes first, returns DeadlineExceeded and the message stays posted (wait again).
+  Status WaitMessage(PendingMessage& message, const CallOptions& opts = {},
+                     Deadline return_by = Deadline::Infinite());
+  Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
+              const CallOptions& opts = {});
+  Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
+              const CallOptions& opts = {});
+
   // Any collective from its spec (world_size is filled in; algorithm kAuto selects).
   Status Run(algo::CollectiveSpec spec, const void* in, void* out, const CallOptions& opts = {});
 
@@ -120,6 +165,8 @@ class Communicator {
 
  private:
   StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
+  StatusOr<std::shared_ptr<PendingMessage>> Post(bool send, void* buf, int64_t count,
+                                                 DataType dtype, int peer, int tag);
 
   std::unique_ptr<Transport> transport_;
   CommOptions options_;
@@ -136,7 +183,20 @@ class Communicator {
   // Everything a schedule depends on.
   using CacheKey = std::tuple<int, int, int64_t, int, int, int, int64_t, bool, int, int>;
   std::map<CacheKey, std::shared_ptr<const algo::RankSchedule>> cache_;
+  // Messages posted to / from (peer, tag) so far: the n of the next one.
+  std::mutex p2p_mu_;
+  std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;
 };
+
+// Point-to-point messages travel under sequence numbers of their own, outside the
+// collectives' sequence: bit 63 set, then sender, receiver and tag, then the message's
+// index n among those of that (sender, receiver, tag). The fingerprint's collective field
+// holds kPointToPointDesc.
+inline constexpr uint8_t kPointToPointDesc = 0xF0;
+inline constexpr int kMaxPointToPointRanks = 4096;
+inline constexpr int kMaxPointToPointTag = 65535;
+uint64_t PointToPointSeq(int sender, int receiver, int tag, uint64_t n);
+bool IsPointToPointSeq(uint64_t seq);
 
 // "allreduce(count=12, float32, sum, algo=ring)": installed as the transport's OpDesc
 // formatter so mismatch errors read well.

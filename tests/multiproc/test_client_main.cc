@@ -124,6 +124,38 @@ int main(int argc, char** argv) {
                    gs.ToString().c_str());
       ++failures;
     }
+    // Point-to-point around the ring: sends first (they do not wait for their receive),
+    // two tags received in the other order than sent, the bytes exact and counted.
+    if (p > 1) {
+      const int next = (r + 1) % p, prev = (r + p - 1) % p;
+      const int64_t n = 300000;
+      auto pattern = [](int from, int64_t i, int tag) {
+        return static_cast<int32_t>(i * 13 + from * 1000003 + tag * 7);
+      };
+      std::vector<int32_t> a(n), b(n), got_a(n, 0), got_b(n, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = pattern(r, i, 1);
+        b[i] = pattern(r, i, 2);
+      }
+      auto sa = comm.SendAsync(a.data(), n, DataType::kInt32, next, 1);
+      auto sb = comm.SendAsync(b.data(), n, DataType::kInt32, next, 2);
+      Status rb = comm.Recv(got_b.data(), n, DataType::kInt32, prev, 2);
+      const CallInfo info = comm.last();
+      Status ra = comm.Recv(got_a.data(), n, DataType::kInt32, prev, 1);
+      const Deadline d = Deadline::After(*SteadyClock::Get(), Seconds(30));
+      Status wa = sa->Wait(d), wb = sb->Wait(d);
+      bool exact = true;
+      for (int64_t i = 0; i < n && exact; ++i) {
+        exact = got_a[i] == pattern(prev, i, 1) && got_b[i] == pattern(prev, i, 2);
+      }
+      if (!rb.ok() || !ra.ok() || !wa.ok() || !wb.ok() || !exact || info.bytes_recv != n * 4 ||
+          info.msgs_recv != 1) {
+        std::fprintf(stderr, "rank %d: send/recv: %s %s %s %s exact=%d bytes_recv=%lld\n", r,
+                     rb.ToString().c_str(), ra.ToString().c_str(), wa.ToString().c_str(),
+                     wb.ToString().c_str(), exact ? 1 : 0, static_cast<long long>(info.bytes_recv));
+        ++failures;
+      }
+    }
     std::printf("rank %d: %s\n", r, failures == 0 ? "all collectives ok" : "FAILURES");
     std::fflush(stdout);
   }

@@ -108,8 +108,50 @@ def collectives():
         assert isinstance(e, RuntimeError)
     else:
         raise AssertionError("avg on integers accepted")
+    if size > 1:
+        point_to_point()
     comm.barrier()
     print("collectives ok", flush=True)
+
+
+def point_to_point():
+    nxt, prev = (rank + 1) % size, (rank - 1) % size
+    # Receives posted first, sends after: neither blocks the other.
+    got = np.zeros(1000, np.int64)
+    r = comm.recv(got, prev, tag=3, async_op=True)
+    s = comm.send(contribution(rank, 1000, np.int64), nxt, tag=3, async_op=True)
+    expect("irecv", r.wait(timeout=30), contribution(prev, 1000, np.int64))
+    s.wait()
+    # Blocking, two tags taken in the other order than sent, bytearray payloads.
+    w = [comm.send(bytearray(b"tag%d-from%d" % (t, rank)), nxt, tag=t, async_op=True)
+         for t in (1, 2)]
+    b2, b1 = bytearray(10), bytearray(10)
+    comm.recv(b2, prev, tag=2)
+    comm.recv(b1, prev, tag=1)
+    for x in w:
+        x.wait()
+    expect("tag order", [bytes(b1), bytes(b2)],
+           [b"tag1-from%d" % prev, b"tag2-from%d" % prev])
+    assert comm.last()["bytes_recv"] == 10, comm.last()
+    # A receive of another size names both sides; the message is consumed by it.
+    if rank == 0:
+        comm.send(np.ones(4, np.float32), 1)
+    elif rank == 1:
+        try:
+            comm.recv(np.zeros(5, np.float32), 0)
+        except gyre.GyreError as e:
+            assert e.code == "InvalidArgument" and "count=4" in str(e) and "count=5" in str(e), \
+                str(e)
+        else:
+            raise AssertionError("recv of another size accepted")
+    for bad in (lambda: comm.send(np.ones(2), size), lambda: comm.send(np.ones(2), rank),
+                lambda: comm.recv(np.ones(2), prev, tag=70000)):
+        try:
+            bad()
+        except gyre.GyreError as e:
+            assert e.code == "InvalidArgument", (e.code, str(e))
+        else:
+            raise AssertionError("bad send/recv accepted")
 
 
 def mismatch():

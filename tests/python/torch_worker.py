@@ -192,9 +192,49 @@ def collectives():
         inp, out = torch.zeros(size + 1), torch.zeros(size + 1)
         splits = [2] + [1] * (size - 1)
         unsupported(lambda: dist.all_to_all_single(out, inp, splits, splits))
-    unsupported(lambda: dist.send(torch.zeros(1), (rank + 1) % size), "send/recv")
+    if size > 1:
+        point_to_point()
     dist.destroy_process_group(gloo)
     print("collectives ok", flush=True)
+
+
+def point_to_point():
+    """send/recv, isend/irecv and batch_isend_irecv through gyre and through gloo."""
+    nxt, prev = (rank + 1) % size, (rank - 1) % size
+    for dtype in (torch.int64, torch.int32, torch.float64):
+        def ring(g):
+            got = torch.zeros(9, dtype=dtype)
+            if rank % 2 == 0:
+                dist.send(data(9, dtype, seed=5), nxt, group=g)
+                dist.recv(got, prev, group=g)
+            else:
+                dist.recv(got, prev, group=g)
+                dist.send(data(9, dtype, seed=5), nxt, group=g)
+            return got
+        both("send/recv %s" % dtype, ring)
+
+    # Every rank posts its receive before its send (batch_isend_irecv), into a strided view,
+    # and two tags are received in the other order than sent.
+    def posted_first(g):
+        m = torch.zeros(10, 3, dtype=torch.int64)
+        late = torch.zeros(4, dtype=torch.int64)
+        # gloo takes only dense tensors: its reference receives into a dense one.
+        into = m[:, 1] if g is None else torch.zeros(10, dtype=torch.int64)
+        ops = [dist.P2POp(dist.irecv, into, prev, group=g, tag=1),
+               dist.P2POp(dist.isend, data(10, torch.int64, seed=9), nxt, group=g, tag=1)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        m[:, 1] = into
+        a = dist.isend(data(4, torch.int64, seed=1), nxt, group=g, tag=2)
+        b = dist.isend(data(4, torch.int64, seed=2), nxt, group=g, tag=3)
+        first = torch.zeros(4, dtype=torch.int64)
+        dist.recv(first, prev, group=g, tag=3)
+        dist.recv(late, prev, group=g, tag=2)
+        a.wait()
+        b.wait()
+        return [m, first, late]
+    both("batch_isend_irecv", posted_first)
+    unsupported(lambda: dist.recv(torch.zeros(1)), "recv from any source")
 
 
 def mismatch():

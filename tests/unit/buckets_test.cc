@@ -67,6 +67,17 @@ class FakeComm : public Comm {
     return Unused();
   }
   Status Barrier(const Options&) override { return Unused(); }
+  Status Send(const void*, int64_t, DataType, int, int, const Options&) override {
+    return Unused();
+  }
+  Status Recv(void*, int64_t, DataType, int, int, const Options&) override { return Unused(); }
+  std::shared_ptr<Work> SendAsync(const void*, int64_t, DataType, int, int,
+                                  const Options&) override {
+    return std::make_shared<DoneWork>(Unused());
+  }
+  std::shared_ptr<Work> RecvAsync(void*, int64_t, DataType, int, int, const Options&) override {
+    return std::make_shared<DoneWork>(Unused());
+  }
   std::shared_ptr<Work> BroadcastAsync(const void*, void*, int64_t, DataType, int,
                                        const Options&) override {
     return std::make_shared<DoneWork>(Unused());

@@ -96,6 +96,25 @@ class Comm {
                                                    DataType dtype, ReduceOp op,
                                                    const Options& o = {}) = 0;
 
+  // Point-to-point, as MPI_Send / MPI_Recv: `count` elements to or from `peer` under `tag`
+  // (0..65535). Messages of one (sender, receiver, tag) arrive in the order sent; a receive
+  // names the same count and dtype as its send, or fails naming both. A send returns once
+  // its bytes are on their way (the receiver holds early messages), so two ranks may send
+  // to each other before either receives. A receive whose message does not come within
+  // the progress timeout fails naming the peer.
+  virtual Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag = 0,
+                      const Options& o = {}) = 0;
+  virtual Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag = 0,
+                      const Options& o = {}) = 0;
+  // Asynchronous forms (MPI_Isend / MPI_Irecv); the buffer stays valid until the Work
+  // completes. Embedded, the message is posted at once, beside the ordered collectives, so
+  // receives may be posted before the sends they match. Through the daemon it runs in call
+  // order with the other calls: post each receive after the sends this rank owes first.
+  virtual std::shared_ptr<Work> SendAsync(const void* buf, int64_t count, DataType dtype, int peer,
+                                          int tag = 0, const Options& o = {}) = 0;
+  virtual std::shared_ptr<Work> RecvAsync(void* buf, int64_t count, DataType dtype, int peer,
+                                          int tag = 0, const Options& o = {}) = 0;
+
   virtual CallInfo last() const = 0;
 
   // Typed conveniences.
