@@ -16,7 +16,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLE = os.path.join(HERE, "..", "examples", "torch_ddp.py")
+EXAMPLE = os.path.normpath(os.path.join(HERE, "..", "examples", "torch_ddp.py"))
 LINE = re.compile(r"^(gyre|gloo)\s+(\d+) ranks\s+(\d+) steps.*median step ([0-9.]+) ms", re.M)
 
 
@@ -76,7 +76,8 @@ def main():
     ]
     for n, gy, gl, ratio, lo, hi in rows:
         lines.append("| %d | %.2f ms | %.2f ms | %.2f [%.2f-%.2f] |" % (n, gy, gl, ratio, lo, hi))
-    lines += ["", "Command lines:", ""] + ["- `%s`" % c for c in commands[:len(rows) * 2]]
+    unique = list(dict.fromkeys(commands))  # each (ranks, order) once
+    lines += ["", "Command lines (one job each):", ""] + ["- `%s`" % c for c in unique]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
