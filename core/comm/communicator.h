@@ -133,6 +133,7 @@ class Communicator {
   // when no byte came from the peer for the progress timeout or opts.deadline passed: the
   // error names the peer and the tag. Waiting again returns the same Status. If `return_by`
   // passes first, returns DeadlineExceeded and the message stays posted (wait again).
+  // bounded: without `return_by` the progress timeout still ends the wait.
   Status WaitMessage(PendingMessage& message, const CallOptions& opts = {},
                      Deadline return_by = Deadline::Infinite());
   Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
