@@ -546,4 +546,36 @@ Status PinProcess(pid_t pid, int cpu) {
   return Status::Ok();
 }
 
+namespace {
+
+std::string ProcPath(pid_t pid, const char* file) {
+  return "/proc/" + (pid == 0 ? std::string("self") : std::to_string(pid)) + "/" + file;
+}
+
+}  // namespace
+
+RssSample ReadRss(pid_t pid) {
+  RssSample sample;
+  std::FILE* f = std::fopen(ProcPath(pid, "status").c_str(), "r");
+  if (f == nullptr) return sample;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    long long kib = 0;
+    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) sample.rss_bytes = kib * kKiB;
+    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) sample.peak_bytes = kib * kKiB;
+  }
+  std::fclose(f);
+  return sample;
+}
+
+Status ResetPeakRss(pid_t pid) {
+  const std::string path = ProcPath(pid, "clear_refs");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return InternalError("cannot open " + path + ": " + std::strerror(errno));
+  const bool ok = std::fputs("5", f) >= 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) return InternalError("cannot reset the peak RSS through " + path);
+  return Status::Ok();
+}
+
 }  // namespace gyre::bench

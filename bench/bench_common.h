@@ -141,4 +141,14 @@ StatusOr<int> PinToRankCpu(int rank);
 // Pins every thread of process `pid` to `cpu` (for a helper process that already runs).
 Status PinProcess(pid_t pid, int cpu);
 
+// Resident memory of process `pid` (0: this one) from /proc/<pid>/status: VmRSS now and
+// VmHWM, its peak since it started or since the last ResetPeakRss. -1 where unreadable.
+struct RssSample {
+  int64_t rss_bytes = -1;
+  int64_t peak_bytes = -1;
+};
+RssSample ReadRss(pid_t pid);
+// Starts a new peak-RSS window (writes 5 to /proc/<pid>/clear_refs; Linux 4.0+).
+Status ResetPeakRss(pid_t pid);
+
 }  // namespace gyre::bench

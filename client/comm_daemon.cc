@@ -74,7 +74,12 @@ class DaemonComm final : public CommBase {
                                   ": the output buffer is null but must hold " +
                                   std::to_string(out_bytes) + " bytes");
     }
-    const size_t out_offset = Align(in_bytes);
+    // In place (allreduce, or broadcast at the root): one area serves as both, so the
+    // mapping holds the buffer once, not twice.
+    const bool in_place = in != nullptr && in == out && in_bytes == out_bytes &&
+                          (spec.collective == algo::Collective::kAllreduce ||
+                           (spec.collective == algo::Collective::kBroadcast && spec.root == rank_));
+    const size_t out_offset = in_place ? 0 : Align(in_bytes);
     GYRE_RETURN_IF_ERROR(EnsureMapped(out_offset + out_bytes));
     if (in_bytes > 0) std::memcpy(map_, in, in_bytes);
 

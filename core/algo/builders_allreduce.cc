@@ -115,17 +115,27 @@ Status RecursiveDoubling(const CollectiveSpec& spec, RankBuilder* b) {
   const Region in = InputRegion(0, spec.count);
   const Region out = OutputRegion(0, spec.count);
   b->Copy(out, in);
-  const Region slot = b->Scratch(spec.count);
+  const int64_t seg = spec.segment_elems;
+  const int64_t pieces_per_round = NumSegments(spec.count, seg);
+  int rounds = 0;
+  for (int mask = 1; mask < fold.p2; mask *= 2) ++rounds;
+  // Unsegmented, every round lands the whole buffer in one slot. Segmented, the pieces land
+  // in two segment-sized slots in turn (a folded rank keeps the whole slot for its fold).
+  const bool pooled = seg > 0 && 2 * seg < spec.count && !fold.Folded(r);
+  const Region slot = pooled ? Region{} : b->Scratch(spec.count);
   if (fold.Folded(r)) FoldIn(spec, b, slot);
+  SlotPool pool(b, pooled ? pieces_per_round * rounds : 0, std::min(seg, spec.count));
   const int g = fold.NewRank(r);
-  const std::vector<Region> segs = SplitSegments(slot, spec.segment_elems);
+  const std::vector<Region> segs = SplitSegments(out, seg);
   uint32_t round = 0;
   for (int mask = 1; mask < fold.p2; mask *= 2, ++round) {
     const int peer = fold.OldRank(g ^ mask);
-    SendSegments(b, peer, out, spec.segment_elems, kPhaseExchange, round);
+    SendSegments(b, peer, out, seg, kPhaseExchange, round);
     for (size_t s = 0; s < segs.size(); ++s) {
-      b->Recv(peer, MakeTag(kPhaseExchange, round, static_cast<uint32_t>(s)), segs[s]);
-      b->Reduce(out.Sub(segs[s].offset - slot.offset, segs[s].count), segs[s]);
+      const Region into =
+          pooled ? pool.Next(segs[s].count) : slot.Sub(segs[s].offset - out.offset, segs[s].count);
+      b->Recv(peer, MakeTag(kPhaseExchange, round, static_cast<uint32_t>(s)), into);
+      b->Reduce(segs[s], into);
     }
   }
   if (fold.Folded(r)) SendSegments(b, r - 1, out, spec.segment_elems, kPhaseFoldOut, 0);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "core/algo/builders_internal.h"
@@ -17,6 +18,17 @@ int Log2Ceil(int64_t v) {
   return k;
 }
 
+SlotPool::SlotPool(RankBuilder* b, int64_t pieces, int64_t slot_count, int slots) {
+  const int64_t k = std::min<int64_t>(slots, pieces);
+  for (int64_t i = 0; i < k; ++i) slots_.push_back(b->Scratch(slot_count));
+}
+
+Region SlotPool::Next(int64_t count) {
+  const Region slot = slots_[next_ % slots_.size()];
+  ++next_;
+  return slot.Sub(0, count);
+}
+
 void RingReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, int k,
                        int64_t segment, uint32_t phase) {
   const int p = b->world_size();
@@ -29,18 +41,25 @@ void RingReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, i
   const int prev = Mod(r - 1, p);
   int64_t max_chunk = 0;
   for (int c = 0; c < p; ++c) max_chunk = std::max(max_chunk, src.Chunk(c).count);
-  Region slots[2] = {b->Scratch(max_chunk), b->Scratch(max_chunk)};
+  int64_t pieces = 0;
+  for (int s = 0; s < p - 1; ++s) {
+    const int64_t mine = src.Chunk(Mod(r + k - 2 - s, p)).count;
+    if (mine > 0) pieces += NumSegments(mine, segment);
+  }
+  // Received pieces land in two slots in turn; a partial sum stays in its slot until the next
+  // step has sent it on.
+  SlotPool slots(b, pieces, segment > 0 ? std::min(segment, max_chunk) : max_chunk);
 
   // Step s sends the partial sum of chunk (r + k - 1 - s) and receives chunk
   // (r + k - 2 - s), which it folds its own contribution into. The partial sum travels as
-  // the received data: acc = received; acc op= mine.
+  // the received data: acc = received; acc op= mine. Step s >= 1 sends each piece of what
+  // step s - 1 received right after reducing it, so in program order (from which RankBuilder
+  // derives the dependencies) a slot is refilled only after its partial sum was sent.
   for (int s = 0; s < p - 1; ++s) {
     const int send_chunk = Mod(r + k - 1 - s, p);
     const int recv_chunk = Mod(r + k - 2 - s, p);
-    const Region send_src = (s == 0) ? src.Chunk(send_chunk) : slots[(s - 1) % 2];
-    const int64_t send_count = src.Chunk(send_chunk).count;
-    const std::vector<Region> send_segs = SplitSegments(send_src.Sub(0, send_count), segment);
-    if (send_count > 0) {
+    if (s == 0 && src.Chunk(send_chunk).count > 0) {
+      const std::vector<Region> send_segs = SplitSegments(src.Chunk(send_chunk), segment);
       for (size_t g = 0; g < send_segs.size(); ++g) {
         b->Send(next, MakeTag(phase, s, static_cast<uint32_t>(g)), send_segs[g]);
       }
@@ -48,23 +67,24 @@ void RingReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, i
     const Region mine = src.Chunk(recv_chunk);
     if (mine.count == 0) continue;
     const bool last = (s == p - 2);
+    const std::vector<Region> pieces_of_mine = SplitSegments(mine, segment);
     if (last) {
       // The final sum lands in dst. dst may alias src (in-place), so start from a copy of
       // this rank's contribution (skipped when aliased) and fold the received sum into it.
       const Region out = dst.Chunk(recv_chunk);
       b->Copy(out, mine);
-      const Region slot = slots[s % 2].Sub(0, mine.count);
-      const std::vector<Region> segs = SplitSegments(slot, segment);
-      for (size_t g = 0; g < segs.size(); ++g) {
-        b->Recv(prev, MakeTag(phase, s, static_cast<uint32_t>(g)), segs[g]);
-        b->Reduce(out.Sub(segs[g].offset - slot.offset, segs[g].count), segs[g]);
+      for (size_t g = 0; g < pieces_of_mine.size(); ++g) {
+        const Region piece = pieces_of_mine[g];
+        const Region slot = slots.Next(piece.count);
+        b->Recv(prev, MakeTag(phase, s, static_cast<uint32_t>(g)), slot);
+        b->Reduce(out.Sub(piece.offset - mine.offset, piece.count), slot);
       }
     } else {
-      const Region slot = slots[s % 2].Sub(0, mine.count);
-      const std::vector<Region> segs = SplitSegments(slot, segment);
-      for (size_t g = 0; g < segs.size(); ++g) {
-        b->Recv(prev, MakeTag(phase, s, static_cast<uint32_t>(g)), segs[g]);
-        b->Reduce(segs[g], mine.Sub(segs[g].offset - slot.offset, segs[g].count));
+      for (size_t g = 0; g < pieces_of_mine.size(); ++g) {
+        const Region slot = slots.Next(pieces_of_mine[g].count);
+        b->Recv(prev, MakeTag(phase, s, static_cast<uint32_t>(g)), slot);
+        b->Reduce(slot, pieces_of_mine[g]);
+        b->Send(next, MakeTag(phase, s + 1, static_cast<uint32_t>(g)), slot);
       }
     }
   }
@@ -219,6 +239,26 @@ void HalvingReduceScatter(RankBuilder* b, const Fold& fold, const std::vector<in
   int64_t slot_origin = -1;  // buffer offset that slot's element 0 mirrors
   int lo = 0;                // current range of groups: [lo, lo + 2m)
   uint32_t round = 0;
+  // Unsegmented, one slot of the first kept range holds every round's landing (each later
+  // range nests inside it). Segmented, the pieces land in two segment-sized slots in turn.
+  std::unique_ptr<SlotPool> pool;
+  if (acc_ready && segment > 0) {
+    int64_t pieces = 0, largest = 0, first_kept = -1;
+    int at = 0;
+    for (int m = fold.p2 / 2; m >= 1; m /= 2) {
+      const int keep_lo = at + ((g & m) ? m : 0);
+      const int64_t keep_n = bounds[keep_lo + m] - bounds[keep_lo];
+      if (keep_n > 0) {
+        if (first_kept < 0) first_kept = keep_n;
+        pieces += NumSegments(keep_n, segment);
+        largest = std::max(largest, std::min(segment, keep_n));
+      }
+      at = keep_lo;
+    }
+    if (std::min<int64_t>(pieces, 2) * largest < first_kept) {
+      pool = std::make_unique<SlotPool>(b, pieces, largest);
+    }
+  }
   for (int m = fold.p2 / 2; m >= 1; m /= 2, ++round) {
     const int keep_lo = lo + ((g & m) ? m : 0);
     const int send_lo = lo + ((g & m) ? 0 : m);
@@ -230,18 +270,21 @@ void HalvingReduceScatter(RankBuilder* b, const Fold& fold, const std::vector<in
     SendSegments(b, peer, (acc_ready ? acc : src).Sub(send_off, send_n), segment, phase, round);
     if (keep_n > 0) {
       // A piece is reduced as soon as it lands, so the next piece's transfer overlaps it.
-      if (acc_ready && slot_origin < 0) {
+      if (acc_ready && pool == nullptr && slot_origin < 0) {
         slot = b->Scratch(keep_n);
         slot_origin = keep_off;
       }
-      const Region land =
-          acc_ready ? slot.Sub(keep_off - slot_origin, keep_n) : acc.Sub(keep_off, keep_n);
+      const Region kept = acc.Sub(keep_off, keep_n);
+      const Region land = !acc_ready ? kept
+                          : pool     ? kept  // only cut into pieces; each lands in the pool
+                                     : slot.Sub(keep_off - slot_origin, keep_n);
       const std::vector<Region> segs = SplitSegments(land, segment);
       for (size_t s = 0; s < segs.size(); ++s) {
         const int64_t at = keep_off + (segs[s].offset - land.offset);
-        b->Recv(peer, MakeTag(phase, round, static_cast<uint32_t>(s)), segs[s]);
+        const Region into = (acc_ready && pool) ? pool->Next(segs[s].count) : segs[s];
+        b->Recv(peer, MakeTag(phase, round, static_cast<uint32_t>(s)), into);
         if (acc_ready) {
-          b->Reduce(acc.Sub(at, segs[s].count), segs[s]);
+          b->Reduce(acc.Sub(at, segs[s].count), into);
         } else {
           b->Reduce(segs[s], src.Sub(at, segs[s].count));
         }

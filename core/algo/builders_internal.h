@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/algo/collective.h"
 #include "core/algo/rank_builder.h"
@@ -37,11 +38,28 @@ struct Chunked {
   }
 };
 
+// Landing slots for received pieces, handed out round-robin: the i-th piece lands in slot
+// i mod K, with K = min(slots, pieces). RankBuilder orders each refill of a slot after the
+// steps that read its previous piece (write-after-read), so a phase holds K pieces of
+// scratch however many it receives: with segments that is O(segment), not O(buffer).
+class SlotPool {
+ public:
+  // `pieces`: how many Next() calls will come; `slot_count`: the largest piece.
+  SlotPool(RankBuilder* b, int64_t pieces, int64_t slot_count, int slots = 2);
+  // The next slot, cut to `count` elements (at most slot_count).
+  Region Next(int64_t count);
+
+ private:
+  std::vector<Region> slots_;
+  size_t next_ = 0;
+};
+
 // Ring reduce-scatter. `src` is this rank's contribution (n elements, chunked into p) and
 // `dst` a region of the same shape. Afterwards rank r holds, in dst.Chunk((r + k) mod p),
 // the reduction of that chunk over all ranks; other chunks of dst are not written.
 // Messages go to (r+1) mod p and come from (r-1) mod p, one per non-empty chunk per step
-// (times segments); scratch: two chunk-sized slots. Reduction order of chunk c: starting at
+// (times segments); scratch: two landing slots of one segment each (of one chunk without
+// segments; one slot when p = 2). Reduction order of chunk c: starting at
 // rank c-k+1 ... around the ring. `phase` keeps its tags apart from other phases.
 void RingReduceScatter(RankBuilder* b, const Chunked& src, const Chunked& dst, int k,
                        int64_t segment, uint32_t phase);

@@ -68,14 +68,31 @@ struct Group {
 // Per chunk, the steps that read it (to order later writes of aliased memory after them).
 using ChunkReaders = std::vector<std::vector<int>>;
 
+// The pieces position g.pos receives in GroupReduceScatter, and the largest of them.
+struct Landing {
+  int64_t pieces = 0;
+  int64_t largest = 0;
+};
+Landing LandingOf(const Group& g, const Chunked& src, int64_t segment) {
+  Landing l;
+  if (g.size == 1) return l;
+  for (int s = 0; s < g.size - 1; ++s) {
+    const int64_t mine = src.Chunk(Mod(g.pos - 2 - s, g.size)).count;
+    if (mine <= 0) continue;
+    l.pieces += NumSegments(mine, segment);
+    l.largest = std::max(l.largest, segment > 0 ? std::min(segment, mine) : mine);
+  }
+  return l;
+}
+
 // Ring reduce-scatter among `g` of `src` (chunked into g.size parts) into `dst` (same shape,
 // may be the same region): position q ends with dst.Chunk(q) reduced over the group. Step
 // s sends the partial sum of chunk pos-1-s to the next position and folds this rank's
-// contribution into chunk pos-2-s from the previous one; two scratch slots alternate so a
-// slot is refilled only after the send that read it. `readers` (optional) gets, per chunk,
-// the steps that read src's chunk.
+// contribution into chunk pos-2-s from the previous one; every received piece lands in the
+// next slot of `slots`, which is refilled only after the send that read it. `readers`
+// (optional) gets, per chunk, the steps that read src's chunk.
 void GroupReduceScatter(RankBuilder* b, const Group& g, const Chunked& src, const Chunked& dst,
-                        int64_t segment, uint32_t phase, ChunkReaders* readers) {
+                        int64_t segment, uint32_t phase, SlotPool* slots, ChunkReaders* readers) {
   const int m = g.size;
   ChunkReaders unused;
   ChunkReaders& read_by = readers ? *readers : unused;
@@ -89,35 +106,37 @@ void GroupReduceScatter(RankBuilder* b, const Group& g, const Chunked& src, cons
   }
   const int next = g.RankAt(g.pos + 1);
   const int prev = g.RankAt(g.pos - 1);
-  int64_t max_chunk = 0;
-  for (int c = 0; c < m; ++c) max_chunk = std::max(max_chunk, src.Chunk(c).count);
-  const Region slots[2] = {b->Scratch(max_chunk), b->Scratch(max_chunk)};
+  // Step s >= 1 sends each piece of what step s - 1 received right after reducing it, so in
+  // program order (from which RankBuilder derives the dependencies) a slot is refilled only
+  // after its partial sum was sent.
   for (int s = 0; s < m - 1; ++s) {
     const uint32_t round = static_cast<uint32_t>(s);
     const int send_chunk = Mod(g.pos - 1 - s, m);
     const int recv_chunk = Mod(g.pos - 2 - s, m);
-    const int64_t send_count = src.Chunk(send_chunk).count;
-    const Region send_src = s == 0 ? src.Chunk(send_chunk) : slots[(s - 1) % 2].Sub(0, send_count);
-    for (int step : SendSegments(b, next, send_src, segment, phase, round)) {
-      if (s == 0) note(send_chunk, step);
+    if (s == 0) {
+      for (int step : SendSegments(b, next, src.Chunk(send_chunk), segment, phase, round)) {
+        note(send_chunk, step);
+      }
     }
     const Region mine = src.Chunk(recv_chunk);
     if (mine.count == 0) continue;
-    const Region slot = slots[s % 2].Sub(0, mine.count);
-    const std::vector<Region> segs = SplitSegments(slot, segment);
+    const std::vector<Region> pieces = SplitSegments(mine, segment);
     if (s == m - 2) {
       // The last step lands the finished chunk in dst: start from this rank's part (dst may
       // be src itself) and fold the partial sum of the other m-1 ranks into it.
       const Region out = dst.Chunk(recv_chunk);
       if (!(out == mine)) note(recv_chunk, b->Copy(out, mine));
-      for (size_t k = 0; k < segs.size(); ++k) {
-        b->Recv(prev, MakeTag(phase, round, static_cast<uint32_t>(k)), segs[k]);
-        b->Reduce(out.Sub(segs[k].offset - slot.offset, segs[k].count), segs[k]);
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        const Region slot = slots->Next(pieces[k].count);
+        b->Recv(prev, MakeTag(phase, round, static_cast<uint32_t>(k)), slot);
+        b->Reduce(out.Sub(pieces[k].offset - mine.offset, pieces[k].count), slot);
       }
     } else {
-      for (size_t k = 0; k < segs.size(); ++k) {
-        b->Recv(prev, MakeTag(phase, round, static_cast<uint32_t>(k)), segs[k]);
-        note(recv_chunk, b->Reduce(segs[k], mine.Sub(segs[k].offset - slot.offset, segs[k].count)));
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        const Region slot = slots->Next(pieces[k].count);
+        b->Recv(prev, MakeTag(phase, round, static_cast<uint32_t>(k)), slot);
+        note(recv_chunk, b->Reduce(slot, pieces[k]));
+        b->Send(next, MakeTag(phase, round + 1, static_cast<uint32_t>(k)), slot);
       }
     }
   }
@@ -165,10 +184,16 @@ Status GridAllreduce(const CollectiveSpec& spec, GridShape grid, RankBuilder* b)
   const int64_t seg = spec.segment_elems;
   const Chunked in{InputRegion(0, n), grid.cols};
   const Chunked out{OutputRegion(0, n), grid.cols};
-  ChunkReaders input_readers;
-  GroupReduceScatter(b, row, in, out, seg, kPhaseRowReduceScatter, &input_readers);
   const Chunked shard{out.Chunk(j), grid.rows};
-  GroupReduceScatter(b, column, shard, shard, seg, kPhaseColumnReduceScatter, nullptr);
+  // One set of landing slots serves both reduce-scatters: the column phase refills them
+  // once the row phase is done with them.
+  const Landing row_landing = LandingOf(row, in, seg);
+  const Landing column_landing = LandingOf(column, shard, seg);
+  SlotPool slots(b, row_landing.pieces + column_landing.pieces,
+                 std::max(row_landing.largest, column_landing.largest));
+  ChunkReaders input_readers;
+  GroupReduceScatter(b, row, in, out, seg, kPhaseRowReduceScatter, &slots, &input_readers);
+  GroupReduceScatter(b, column, shard, shard, seg, kPhaseColumnReduceScatter, &slots, nullptr);
   GroupAllgather(b, column, shard, seg, kPhaseColumnAllgather, nullptr);
   GroupAllgather(b, row, out, seg, kPhaseRowAllgather, &input_readers);
   return Status::Ok();

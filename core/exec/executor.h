@@ -119,7 +119,17 @@ class OpRun {
  private:
   struct Queue;
   void Issue();
+  // Posts send or receive step `i` to the transport.
+  void IssueTransfer(int i);
+  // Runs reduce or copy step `i` in slices, serving completions between them (ServeTransfers).
+  void RunLocal(int i);
+  // Applies the completions queued so far and posts the sends and receives they made ready,
+  // leaving ready local steps to Issue: a long reduction does not hold back a receive that
+  // could land directly in its buffer instead of the transport's early-message store.
+  void ServeTransfers();
+  void ApplyCompletion(int i, Status s);
   void Release(int step);
+  unsigned char* Address(const algo::Region& r) const;  // null when phantom
 
   const std::vector<algo::Step>& steps_;
   const algo::CollectiveSpec& spec_;
@@ -163,7 +173,25 @@ class Executor {
              const ExecOptions& options, OpCounters* counters);
 
  private:
-  std::vector<unsigned char> scratch_;  // reused across operations
+  // Scratch memory, reused across operations. Large areas are mapped, not zero-filled, so
+  // only the pages a schedule actually writes become resident: a schedule's scratch_count
+  // is an upper bound on its layout, not a promise to touch all of it.
+  class Scratch {
+   public:
+    Scratch() = default;
+    ~Scratch();
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    // At least `bytes` bytes; earlier contents are not kept. Null if the system refuses.
+    unsigned char* Reserve(size_t bytes);
+
+   private:
+    void Release();
+    unsigned char* data_ = nullptr;
+    size_t size_ = 0;
+    bool mapped_ = false;
+  };
+  Scratch scratch_;
 };
 
 }  // namespace gyre
