@@ -61,5 +61,26 @@ TEST(ExplainTest, TextNamesThePickTheBestAndAuto) {
   EXPECT_NE(text.find("auto ran ring (1.50x the best)"), std::string::npos) << text;
 }
 
+TEST(ExplainTest, ModelTextShowsEveryCandidateItsTermsAndWhyThePickWins) {
+  const algo::MachineModel model = algo::DefaultMachineModel();
+  const algo::CollectiveSpec spec = Allreduce(4, 16384);
+  const auto est = algo::RankCandidates(spec, model);
+  ASSERT_GE(est.size(), 2u);
+  const std::string pick = algo::AlgorithmName(est.front().algorithm);
+  const std::string text = Explain(spec, model, {{pick, 100.0}, {"auto", 101.0}}, pick);
+  for (const auto& e : est) {
+    EXPECT_NE(text.find(std::string("  ") + algo::AlgorithmName(e.algorithm) + " "),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_NE(text.find("(max(walk "), std::string::npos) << text;
+  EXPECT_NE(text.find("# explain why: " + pick + " has the lowest estimate"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("model picks " + pick + " (measured 1.00x the best, " + pick + ")"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("auto ran " + pick + " (1.01x the best)"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace gyre::bench

@@ -53,11 +53,21 @@ DEFINE_bool(explain, false,
             "after each size, print the cost model's estimate of every algorithm beside the "
             "measured medians (use with --algo all) and what auto ran");
 DEFINE_bool(calibrate, false,
-            "measure the model's alpha, beta and reduce rate on this job first (else the "
-            "--model_* values)");
-DEFINE_double(model_alpha_us, 20, "--explain: latency per message, microseconds");
-DEFINE_double(model_gbps, 3, "--explain: bandwidth per link, GB/s");
-DEFINE_double(model_reduce_gbps, 6, "--explain: reduction rate, GB/s");
+            "measure the cost model's parameters on this job first (latency per round, "
+            "overhead per message, bandwidth, reduce and copy rates) and explain with them");
+DEFINE_string(calibration_out, "",
+              "with --calibrate: merge this world size's parameters into this calibration "
+              "file (created if missing) and exit without benchmarking");
+DEFINE_string(calibration, "",
+              "the calibration file auto and --explain use (embedded mode; in daemon mode gyred "
+              "reads its own --calibration or $GYRE_CALIBRATION); default $GYRE_CALIBRATION, "
+              "else the built-in model");
+DEFINE_double(model_alpha_us, 20, "--explain: latency per message, microseconds (if set)");
+DEFINE_double(model_gbps, 3, "--explain: bandwidth per link, GB/s (if set)");
+DEFINE_double(model_reduce_gbps, 6, "--explain: reduction rate, GB/s (if set)");
+DEFINE_bool(report_memory, false,
+            "every rank prints its peak RSS over each cell beside its resident memory before it "
+            "(and its gyred's, through the daemon)");
 
 namespace gyre::bench {
 namespace {
@@ -186,6 +196,36 @@ std::string Join(const std::set<std::string>& names) {
   return out;
 }
 
+// --report_memory: the peak RSS of this process (and of its gyred, pid > 0) over one cell,
+// against what was resident when the cell started, one line per rank.
+struct MemoryWindow {
+  pid_t daemon = 0;
+  RssSample self, gyred;
+  void Start() {
+    (void)ResetPeakRss(0);
+    self = ReadRss(0);
+    if (daemon > 0 && ResetPeakRss(daemon).ok()) gyred = ReadRss(daemon);
+  }
+  void Print(int rank, const std::string& algo, int64_t bytes) const {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    const RssSample now = ReadRss(0);
+    std::printf(
+        "# memory rank=%d algo=%s bytes=%lld rss_before_MiB=%.1f peak_MiB=%.1f "
+        "growth_MiB=%.1f growth_x_buffer=%.2f",
+        rank, algo.c_str(), static_cast<long long>(bytes), self.rss_bytes / kMiB,
+        now.peak_bytes / kMiB, (now.peak_bytes - self.rss_bytes) / kMiB,
+        bytes > 0 ? static_cast<double>(now.peak_bytes - self.rss_bytes) / bytes : 0.0);
+    if (daemon > 0) {
+      const RssSample d = ReadRss(daemon);
+      std::printf(" gyred_before_MiB=%.1f gyred_peak_MiB=%.1f gyred_growth_MiB=%.1f",
+                  gyred.rss_bytes / kMiB, d.peak_bytes / kMiB,
+                  (d.peak_bytes - gyred.rss_bytes) / kMiB);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+};
+
 int Fail(const Status& s, int rank) {
   std::fprintf(stderr, "gyre-bench rank %d: %s\n", rank, s.ToString().c_str());
   return 1;
@@ -229,6 +269,12 @@ int Main() {
     cpu = *cpu_or;
   }
 
+  // The model auto uses: the embedded communicator reads $GYRE_CALIBRATION.
+  if (!FLAGS_calibration.empty()) {
+    auto checked = algo::ReadMachineModel(FLAGS_calibration);
+    if (!checked.ok()) return fail(checked.status().WithContext("--calibration"));
+    setenv("GYRE_CALIBRATION", FLAGS_calibration.c_str(), 1);
+  }
   StatusOr<std::unique_ptr<Comm>> comm_or = InvalidArgumentError("unset");
   const char* socket = std::getenv("GYRE_SOCKET");
   if (FLAGS_mode.empty()) {
@@ -282,18 +328,47 @@ int Main() {
 
   GyreCollectives coll(comm);
   const size_t esize = DataTypeSize(dtype);
-  algo::CostParams model;
-  model.alpha_s = FLAGS_model_alpha_us * 1e-6;
-  model.beta_s_per_byte = 1e-9 / FLAGS_model_gbps;
-  model.gamma_s_per_byte = 1e-9 / FLAGS_model_reduce_gbps;
+  // The model --explain shows: the one auto uses (file or built in), else the --model_*
+  // values when any is given, else this run's --calibrate measurement.
+  algo::MachineModel model = algo::DefaultMachineModel();
+  if (const char* file = std::getenv("GYRE_CALIBRATION"); file != nullptr && *file != '\0') {
+    auto read = algo::ReadMachineModel(file);
+    if (!read.ok()) return Fail(read.status(), rank);
+    model = *read;
+  }
+  if (!gflags::GetCommandLineFlagInfoOrDie("model_alpha_us").is_default ||
+      !gflags::GetCommandLineFlagInfoOrDie("model_gbps").is_default ||
+      !gflags::GetCommandLineFlagInfoOrDie("model_reduce_gbps").is_default) {
+    model.source = "--model_* flags";
+    model.points = {algo::MachinePoint{p, FLAGS_model_alpha_us * 1e-6, 0, 1e-9 / FLAGS_model_gbps,
+                                       1e-9 / FLAGS_model_reduce_gbps, 0}};
+  }
   if (FLAGS_calibrate) {
     auto measured = Calibrate(comm);
     if (!measured.ok()) return Fail(measured.status().WithContext("--calibrate"), rank);
-    model = *measured;
+    if (rank == 0) std::printf("# calibrated %s\n", algo::DescribePoint(*measured).c_str());
+    if (!FLAGS_calibration_out.empty()) {
+      if (rank != 0) return 0;
+      algo::MachineModel out;
+      out.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+      out.points.clear();
+      if (access(FLAGS_calibration_out.c_str(), F_OK) == 0) {
+        auto existing = algo::ReadMachineModel(FLAGS_calibration_out);
+        if (!existing.ok()) return Fail(existing.status().WithContext("--calibration_out"), rank);
+        out = *existing;
+      }
+      out.SetPoint(*measured);
+      Status written = algo::WriteMachineModel(FLAGS_calibration_out, out);
+      if (!written.ok()) return Fail(written, rank);
+      std::printf("# wrote %s\n", FLAGS_calibration_out.c_str());
+      return 0;
+    }
+    model.source = "measured by --calibrate";
+    model.SetPoint(*measured);
   }
   if (FLAGS_explain && rank == 0) {
-    std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout, "# explain model: %s%s\n",
-                 DescribeParams(model).c_str(), FLAGS_calibrate ? " (measured)" : "");
+    std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout, "# explain model (%s): %s\n",
+                 model.source.c_str(), algo::DescribePoint(model.At(p)).c_str());
   }
   const std::vector<int64_t> sizes = op == Op::kBarrier ? std::vector<int64_t>{0} : *sizes_or;
   int64_t total_wrong = 0;
@@ -324,6 +399,14 @@ int Main() {
         total_wrong += result.wrong;
         return Status::Ok();
       };
+      MemoryWindow memory;
+      if (FLAGS_report_memory) {
+        if (comm.mode() == "daemon" && socket != nullptr) {
+          auto daemon = FindDaemon(socket);
+          if (daemon.ok()) memory.daemon = *daemon;
+        }
+        memory.Start();
+      }
       auto timing = TimeCell(
           coll, run, check, [&] { ran.insert(comm.last().algorithm); },
           FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes), FLAGS_n, FLAGS_cell_seconds);
@@ -348,6 +431,7 @@ int Main() {
                          : "none";
       Summarise(timing->seconds, BusFactor(op, p), &result);
       reporter.Emit(result);
+      if (FLAGS_report_memory) memory.Print(rank, result.algo, shape.bytes);
       measured_us[name] = result.median_us;
       if (name == "auto") auto_ran = Join(ran);
     }

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/algo/model_select.h"
 #include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
 #include "core/job/identity.h"
@@ -59,6 +60,9 @@ DEFINE_string(flight_dir, "",
               "where the flight recorder is written on failure and on SIGUSR1 "
               "(default: stderr on SIGUSR1 only)");
 DEFINE_string(trace_jsonl, "", "append one JSON line per operation to this file");
+DEFINE_string(calibration, "",
+              "machine model for automatic algorithm choice, written by gyre-bench --calibrate "
+              "--calibration_out (default: $GYRE_CALIBRATION, else built in)");
 DEFINE_int32(metrics_port, -1,
              "serve Prometheus metrics on 127.0.0.1:PORT (0: any port, -1: "
              "off)");
@@ -157,6 +161,11 @@ int main(int argc, char** argv) {
   jo.comm.deterministic = FLAGS_deterministic;
   jo.comm.segment_bytes = FLAGS_segment_bytes;
   jo.comm.trace_jsonl = FLAGS_trace_jsonl;
+  jo.comm.calibration_file = FLAGS_calibration;
+  if (!FLAGS_calibration.empty()) {
+    auto model = gyre::algo::ReadMachineModel(FLAGS_calibration);  // fail now, not per call
+    if (!model.ok()) return Fail(prefix, model.status());
+  }
   jo.flight_dir = FLAGS_flight_dir;
   auto joined = job::JoinJob(jo);
   if (!joined.ok()) return Fail(prefix, joined.status());

@@ -1,22 +1,60 @@
 #include "core/algo/estimate.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/algo/builders.h"
 
 namespace gyre::algo {
 
-std::vector<Estimate> EstimateAlgorithms(const CollectiveSpec& spec, const CostParams& params) {
+StatusOr<Estimate> EstimateAlgorithm(const CollectiveSpec& spec, const CostParams& params,
+                                     const SharedCosts& shared) {
+  GYRE_RETURN_IF_ERROR(ValidateSpec(spec));
+  GYRE_ASSIGN_OR_RETURN(Schedule schedule, BuildSchedule(spec));
+  GYRE_ASSIGN_OR_RETURN(ScheduleCost cost, CostOf(schedule, params));
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(spec.dtype));
+  Estimate e;
+  e.algorithm = spec.algorithm;
+  e.walk_s = cost.time_s;
+  // Each core's share of the work: ranks sit on core r mod cores (how gyre-bench --pin
+  // places them), so a pattern that keeps only even ranks busy runs on one core.
+  const int p = static_cast<int>(cost.ranks.size());
+  const int cores = shared.cores > 0 ? std::min(shared.cores, p) : p;
+  std::vector<double> core_work(std::max(1, cores), 0.0);
+  for (int q = 0; q < p; ++q) {
+    const RankCost& r = cost.ranks[q];
+    // A byte costs CPU on both sides; the rate was measured with every rank sending and
+    // receiving the same bytes, so each side is charged half.
+    const double moved =
+        0.5 * static_cast<double>((r.traffic.elems_sent + r.traffic.elems_recv) * elem);
+    core_work[q % core_work.size()] +=
+        moved * shared.beta_all_s_per_byte +
+        static_cast<double>(r.elems_reduced * elem) * shared.gamma_all_s_per_byte +
+        static_cast<double>(r.elems_copied * elem) * shared.delta_all_s_per_byte;
+    e.rounds = std::max(e.rounds, r.rounds);
+    e.max_msgs = std::max(e.max_msgs, r.traffic.msgs_sent + r.traffic.msgs_recv);
+    e.max_bytes = std::max(e.max_bytes, (r.traffic.elems_sent + r.traffic.elems_recv) * elem);
+    e.max_reduced_bytes = std::max(e.max_reduced_bytes, r.elems_reduced * elem);
+  }
+  e.overhead_s = shared.overhead_s_per_msg * static_cast<double>(e.max_msgs);
+  // The busiest core's work, at rates measured with p/cores ranks per core; the shared work
+  // cannot hide the critical path's waits: every round still waits alpha.
+  const double busiest = *std::max_element(core_work.begin(), core_work.end());
+  e.throughput_s = p == 0 ? 0
+                          : busiest * static_cast<double>(core_work.size()) / p +
+                                params.alpha_s * static_cast<double>(e.rounds);
+  e.seconds = std::max(e.walk_s, e.throughput_s) + e.overhead_s;
+  return e;
+}
+
+std::vector<Estimate> EstimateAlgorithms(const CollectiveSpec& spec, const CostParams& params,
+                                         const SharedCosts& shared) {
   std::vector<Estimate> out;
   for (Algorithm a : AlgorithmsFor(spec.collective)) {
     CollectiveSpec s = spec;
     s.algorithm = a;
-    if (!ValidateSpec(s).ok()) continue;
-    StatusOr<Schedule> schedule = BuildSchedule(s);
-    if (!schedule.ok()) continue;
-    StatusOr<ScheduleCost> cost = CostOf(*schedule, params);
-    if (!cost.ok()) continue;
-    out.push_back({a, cost->time_s});
+    StatusOr<Estimate> e = EstimateAlgorithm(s, params, shared);
+    if (e.ok()) out.push_back(*e);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Estimate& x, const Estimate& y) { return x.seconds < y.seconds; });

@@ -1,6 +1,7 @@
 #include "core/comm/communicator.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/algo/builders.h"
 #include "core/algo/verifier.h"
@@ -70,6 +71,14 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions opt
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
   if (!options_.trace_jsonl.empty()) trace_ = std::fopen(options_.trace_jsonl.c_str(), "a");
+  std::string calibration = options_.calibration_file;
+  if (calibration.empty() && std::getenv("GYRE_CALIBRATION") != nullptr) {
+    calibration = std::getenv("GYRE_CALIBRATION");
+  }
+  StatusOr<algo::MachineModel> model =
+      calibration.empty() ? algo::DefaultMachineModel() : algo::ReadMachineModel(calibration);
+  selector_status_ = model.status();
+  selector_ = std::make_shared<algo::ModelSelector>(model.ok() ? *model : algo::MachineModel());
 }
 
 Communicator::~Communicator() {
@@ -92,8 +101,13 @@ StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOp
   } else if (spec.algorithm == Algorithm::kAuto) {
     CollectiveSpec shaped = spec;
     if (shaped.local_size == 0) shaped.local_size = options_.local_size;
-    spec.algorithm = algo::SelectAlgorithm(shaped, options_.thresholds);
-    if (spec.algorithm == Algorithm::kHierarchical) spec.local_size = shaped.local_size;
+    if (options_.thresholds) {
+      spec.algorithm = algo::SelectAlgorithm(shaped, *options_.thresholds);
+      if (spec.algorithm == Algorithm::kHierarchical) spec.local_size = shaped.local_size;
+    } else {
+      GYRE_RETURN_IF_ERROR(selector_status_);
+      spec = selector_->Choose(shaped);
+    }
   }
   return spec;
 }

@@ -14,10 +14,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
 #include "core/algo/collective.h"
+#include "core/algo/model_select.h"
 #include "core/algo/schedule.h"
 #include "core/algo/select.h"
 #include "core/base/clock.h"
@@ -39,7 +41,12 @@ struct CommOptions {
   int64_t segment_bytes = 0;
   // Verify each schedule (all ranks, symbolically) the first time it is built.
   bool verify_schedules = true;
-  algo::SelectionThresholds thresholds;
+  // Automatic choice: when thresholds are set they decide every call (select.h); else the
+  // cost model (model_select.h) calibrated by this file, or by $GYRE_CALIBRATION when this
+  // is empty, or built in when both are. A file that cannot be read or parsed fails every
+  // automatic call with its error.
+  std::optional<algo::SelectionThresholds> thresholds;
+  std::string calibration_file;
   // Ranks per host when the job spans hosts in equal host-major blocks (0: one host, or an
   // irregular layout). Automatic choice then uses hierarchical allreduce for large messages.
   int local_size = 0;
@@ -184,6 +191,9 @@ class Communicator {
   // Everything a schedule depends on.
   using CacheKey = std::tuple<int, int, int64_t, int, int, int, int64_t, bool, int, int>;
   std::map<CacheKey, std::shared_ptr<const algo::RankSchedule>> cache_;
+  // The automatic choice (thread-safe; Resolve is const), or why the model cannot be loaded.
+  std::shared_ptr<algo::ModelSelector> selector_;
+  Status selector_status_;
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;

@@ -1,0 +1,372 @@
+// The automatic choice from the calibrated cost model: it picks the candidate with the
+// lowest estimate, leaves out candidates that cannot run, reads calibration files strictly
+// (every error names the file, the line and the key), and its cache never changes an answer.
+#include "core/algo/model_select.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "core/algo/builders.h"
+#include "core/algo/verifier.h"
+#include "core/comm/communicator.h"
+#include "core/transport/loopback.h"
+
+namespace gyre::algo {
+namespace {
+
+CollectiveSpec Spec(Collective c, int p, int64_t count) {
+  CollectiveSpec s = MakeSpec(c, count, DataType::kFloat32);
+  s.world_size = p;
+  return s;
+}
+
+MachinePoint Point(int p, double alpha_us, double overhead_us, double gbps, double all_gbps) {
+  MachinePoint q;
+  q.world_size = p;
+  q.alpha_s = alpha_us * 1e-6;
+  q.overhead_s = overhead_us * 1e-6;
+  q.beta_s_per_byte = 1e-9 / gbps;
+  q.beta_all_s_per_byte = all_gbps > 0 ? 1e-9 / all_gbps : 0;
+  return q;
+}
+
+MachineModel OnePoint(const MachinePoint& q) {
+  MachineModel m;
+  m.points = {q};
+  return m;
+}
+
+std::string TempFile(const std::string& text) {
+  char path[] = "/tmp/gyre_model_test_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ModelSelectTest, PicksTheLowestEstimate) {
+  const MachineModel model = DefaultMachineModel();
+  ModelSelector selector(model);
+  for (Collective c : {Collective::kAllreduce, Collective::kBroadcast, Collective::kAllgather,
+                       Collective::kReduce, Collective::kReduceScatter, Collective::kAlltoall}) {
+    for (int p : {2, 3, 4, 8}) {
+      for (int64_t count : {int64_t{1}, int64_t{256}, int64_t{16384}, int64_t{1} << 20}) {
+        const CollectiveSpec spec = Spec(c, p, count);
+        const std::vector<Estimate> est = RankCandidates(spec, model);
+        ASSERT_FALSE(est.empty()) << spec.ToString();
+        for (const Estimate& e : est) EXPECT_LE(est.front().seconds, e.seconds);
+        // count is a bucket's lower bound here, so the choice is the estimate's winner.
+        ASSERT_EQ(ModelSelector::BucketCount(count), count);
+        EXPECT_EQ(selector.Choose(spec).algorithm, est.front().algorithm) << spec.ToString();
+      }
+    }
+  }
+}
+
+TEST(ModelSelectTest, LatencyBoundTakesFewRoundsBandwidthBoundTakesFewBytes) {
+  // Messages cost everything: one round of direct sends beats every log p algorithm.
+  ModelSelector latency(OnePoint(Point(8, 100, 0, 1e6, 0)));
+  EXPECT_EQ(latency.Choose(Spec(Collective::kAllreduce, 8, 16)).algorithm, Algorithm::kDirect);
+  // Per-message overhead dominates: recursive doubling (2 log p messages per rank) wins.
+  ModelSelector overhead(OnePoint(Point(8, 1, 100, 1e6, 0)));
+  EXPECT_EQ(overhead.Choose(Spec(Collective::kAllreduce, 8, 16)).algorithm,
+            Algorithm::kRecursiveDoubling);
+  // Bytes cost everything: an algorithm that sends 2(p-1)/p of the buffer, never the ones
+  // that send the whole buffer log p times or to every peer.
+  ModelSelector bandwidth(OnePoint(Point(8, 0, 0, 1, 1)));
+  const Algorithm big = bandwidth.Choose(Spec(Collective::kAllreduce, 8, 16 << 20)).algorithm;
+  EXPECT_NE(big, Algorithm::kDirect);
+  EXPECT_NE(big, Algorithm::kRecursiveDoubling);
+  EXPECT_NE(big, Algorithm::kTree);
+}
+
+TEST(ModelSelectTest, ThroughputBoundChargesTheBusiestCore) {
+  // 8 ranks on 2 cores (rank r on core r mod 2): a binomial broadcast from rank 0 keeps only
+  // even ranks busy until its last round, a chain alternates cores, a ring allgather is
+  // balanced. Both broadcasts move the same bytes.
+  SharedCosts shared;
+  shared.beta_all_s_per_byte = 1e-9;
+  shared.cores = 2;
+  CostParams walk;
+  walk.alpha_s = 0;
+  walk.beta_s_per_byte = 0;
+  CollectiveSpec b = Spec(Collective::kBroadcast, 8, 1 << 20);
+  b.algorithm = Algorithm::kBinomial;
+  auto binomial = EstimateAlgorithm(b, walk, shared);
+  b.algorithm = Algorithm::kChain;
+  auto chain = EstimateAlgorithm(b, walk, shared);
+  ASSERT_TRUE(binomial.ok() && chain.ok());
+  const double bytes = 4.0 * (1 << 20);
+  // chain: each core carries 7/2 messages' worth of send+receive halves: 7 n / 2 per core,
+  // times cores / p.
+  EXPECT_NEAR(chain->throughput_s, 7 * bytes / 2 * 1e-9 * 2 / 8, 1e-9);
+  // binomial: core 0 sends 7 n (ranks 0, 2, 4, 6) and receives 3 n: (7 + 3) n / 2.
+  EXPECT_NEAR(binomial->throughput_s, 10 * bytes / 2 * 1e-9 * 2 / 8, 1e-9);
+  shared.cores = 0;  // a core per rank: the chain's busiest rank receives n and sends n
+  auto spread = EstimateAlgorithm(b, walk, shared);
+  ASSERT_TRUE(spread.ok());
+  EXPECT_NEAR(spread->throughput_s, 2 * bytes / 2 * 1e-9, 1e-9);  // chain: n in, n out
+}
+
+TEST(ModelSelectTest, CandidatesThatCannotRunAreLeftOut) {
+  const MachineModel model = DefaultMachineModel();
+  // A 3 x ? grid does not divide 8 ranks: two_d cannot run and is not a candidate.
+  CollectiveSpec grid = Spec(Collective::kAllreduce, 8, 1 << 20);
+  grid.grid_rows = 3;
+  for (const Estimate& e : RankCandidates(grid, model)) {
+    EXPECT_NE(e.algorithm, Algorithm::kTwoD);
+  }
+  EXPECT_NE(ModelSelector(model).Choose(grid).algorithm, Algorithm::kTwoD);
+  // Fewer elements than ranks: whatever wins must build and verify for that count.
+  for (Collective c : {Collective::kAllreduce, Collective::kBroadcast, Collective::kAllgather,
+                       Collective::kReduceScatter}) {
+    for (int64_t count : {0, 1, 3}) {
+      CollectiveSpec s = ModelSelector(model).Choose(Spec(c, 8, count));
+      auto schedule = BuildSchedule(s);
+      ASSERT_TRUE(schedule.ok()) << s.ToString() << ": " << schedule.status().ToString();
+      EXPECT_TRUE(VerifySchedule(*schedule).ok()) << s.ToString();
+    }
+  }
+  // Only algorithms of the collective are candidates.
+  for (const Estimate& e : RankCandidates(Spec(Collective::kBroadcast, 4, 1024), model)) {
+    const std::vector<Algorithm> offered = AlgorithmsFor(Collective::kBroadcast);
+    EXPECT_NE(std::find(offered.begin(), offered.end(), e.algorithm), offered.end());
+  }
+}
+
+TEST(ModelSelectTest, ForcedAlgorithmThatCannotRunIsAnError) {
+  CollectiveSpec s = Spec(Collective::kAllreduce, 4, 1024);
+  s.algorithm = Algorithm::kBruck;  // not an allreduce
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.algorithm = Algorithm::kTwoD;
+  s.grid_rows = 3;  // does not divide 4
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  EXPECT_FALSE(EstimateAlgorithm(s, CostParams{}).ok());
+
+  auto world = LoopbackHub::CreateWorld(1);
+  Communicator comm(std::move(world[0]));
+  CallOptions forced;
+  forced.algorithm = Algorithm::kBruck;
+  auto r = comm.Resolve(MakeSpec(Collective::kAllreduce, 16, DataType::kFloat32), forced);
+  EXPECT_FALSE(r.ok());
+  forced.algorithm = Algorithm::kRing;
+  r = comm.Resolve(MakeSpec(Collective::kAllreduce, 16, DataType::kFloat32), forced);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->algorithm, Algorithm::kRing);
+}
+
+TEST(ModelSelectTest, AcrossHostsTheHierarchicalRuleStillHolds) {
+  ModelSelector selector(DefaultMachineModel());
+  CollectiveSpec s = Spec(Collective::kAllreduce, 8, (1 << 20) / 4);
+  s.local_size = 4;
+  CollectiveSpec chosen = selector.Choose(s);
+  EXPECT_EQ(chosen.algorithm, Algorithm::kHierarchical);
+  EXPECT_EQ(chosen.local_size, 4);
+  s.count = (256 << 10) / 4;  // below the threshold: flat, and no host shape passed on
+  chosen = selector.Choose(s);
+  EXPECT_EQ(chosen.algorithm, SelectAlgorithm(s));
+  EXPECT_EQ(chosen.local_size, 0);
+  // On one host (local_size p) the model decides, with the builders' default shapes.
+  s.local_size = 8;
+  s.count = 1 << 20;
+  chosen = selector.Choose(s);
+  EXPECT_EQ(chosen.local_size, 0);
+  EXPECT_EQ(chosen.algorithm, RankCandidates(s, DefaultMachineModel()).front().algorithm);
+}
+
+TEST(ModelSelectTest, CacheGivesTheUncachedAnswer) {
+  ModelSelector cached(DefaultMachineModel());
+  const ModelSelector uncached(DefaultMachineModel());
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> log_count(0, 22);
+  const Collective ops[] = {Collective::kAllreduce, Collective::kBroadcast, Collective::kAllgather};
+  for (int i = 0; i < 600; ++i) {
+    const int p = 2 << (i % 3);
+    const int64_t count = (int64_t{1} << log_count(rng)) + static_cast<int64_t>(rng() % 1000);
+    CollectiveSpec s = Spec(ops[i % 3], p, count);
+    s.root = static_cast<int>(rng() % p);
+    const CollectiveSpec a = cached.Choose(s);
+    const CollectiveSpec b = cached.Choose(s);  // from the cache
+    const CollectiveSpec c = uncached.ChooseUncached(s);
+    EXPECT_EQ(a.algorithm, c.algorithm) << s.ToString();
+    EXPECT_EQ(b.algorithm, c.algorithm) << s.ToString();
+    EXPECT_EQ(a.count, s.count);  // the call keeps its own count and root
+    EXPECT_EQ(a.root, s.root);
+  }
+  // Counts of one bucket share one decision and one entry.
+  ModelSelector fresh(DefaultMachineModel());
+  const int64_t base = ModelSelector::BucketCount(100000);
+  for (int64_t c = base; ModelSelector::BucketCount(c) == base; c += 97) {
+    EXPECT_EQ(fresh.Choose(Spec(Collective::kAllreduce, 4, c)).algorithm,
+              fresh.ChooseUncached(Spec(Collective::kAllreduce, 4, base)).algorithm);
+  }
+  EXPECT_EQ(fresh.cache_size(), 1u);
+}
+
+TEST(ModelSelectTest, BucketsAreQuarterOctavesAboveSixtyFour) {
+  EXPECT_EQ(ModelSelector::BucketCount(0), 0);
+  EXPECT_EQ(ModelSelector::BucketCount(63), 63);
+  EXPECT_EQ(ModelSelector::BucketCount(64), 64);
+  EXPECT_EQ(ModelSelector::BucketCount(79), 64);
+  EXPECT_EQ(ModelSelector::BucketCount(80), 80);
+  EXPECT_EQ(ModelSelector::BucketCount(127), 112);
+  EXPECT_EQ(ModelSelector::BucketCount(int64_t{1} << 40), int64_t{1} << 40);
+}
+
+TEST(ModelSelectTest, SelectionIsCheapOnceCached) {
+  ModelSelector selector(DefaultMachineModel());
+  const CollectiveSpec s = Spec(Collective::kAllreduce, 8, 262144);
+  for (int p : {8, 64}) {  // the first call of a bucket builds and walks every candidate
+    const auto t = std::chrono::steady_clock::now();
+    (void)selector.Choose(Spec(Collective::kAllreduce, p, 262144));
+    std::printf(
+        "ModelSelector::Choose, first call of a bucket, allreduce p=%d: %.2f ms\n", p,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+  }
+  constexpr int kCalls = 200000;
+  int ring = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) ring += selector.Choose(s).algorithm == Algorithm::kRing;
+  const double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+      kCalls;
+  std::printf("ModelSelector::Choose, cached: %.0f ns per call (%d)\n", ns, ring);
+  EXPECT_LT(ns, 5000);  // a few hundred ns; loose for a loaded machine and sanitizers
+
+  auto world = LoopbackHub::CreateWorld(1);
+  Communicator comm(std::move(world[0]));
+  const CollectiveSpec call = MakeSpec(Collective::kAllreduce, 262144, DataType::kFloat32);
+  ASSERT_TRUE(comm.Resolve(call, {}).ok());
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) ring += comm.Resolve(call, {})->algorithm == Algorithm::kRing;
+  const double resolve_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count() /
+      kCalls;
+  std::printf("Communicator::Resolve, auto: %.0f ns per call\n", resolve_ns);
+  EXPECT_LT(resolve_ns, 5000);
+}
+
+TEST(ModelSelectTest, MachineModelAtScalesUnmeasuredSizesBySharing) {
+  MachineModel m;
+  m.cores = 2;
+  m.points = {Point(2, 10, 1, 4, 2), Point(8, 40, 20, 3, 0.5)};
+  EXPECT_DOUBLE_EQ(m.At(8).alpha_s, 40e-6);
+  const MachinePoint sixteen = m.At(16);  // from 8: sharing 8 against 4
+  EXPECT_DOUBLE_EQ(sixteen.alpha_s, 80e-6);
+  EXPECT_DOUBLE_EQ(sixteen.overhead_s, 40e-6);
+  EXPECT_DOUBLE_EQ(sixteen.beta_all_s_per_byte, 2 * m.points[1].beta_all_s_per_byte);
+  EXPECT_EQ(sixteen.world_size, 16);
+  EXPECT_DOUBLE_EQ(m.At(3).alpha_s, 15e-6);  // nearest is 2: sharing 1.5 against 1
+}
+
+TEST(CalibrationFileTest, RoundTripsAndTheBuiltInModelParses) {
+  const MachineModel builtin = DefaultMachineModel();
+  EXPECT_EQ(builtin.source, "built-in");
+  ASSERT_EQ(builtin.points.size(), 3u);
+  const std::string path = TempFile(FormatMachineModel(builtin));
+  auto read = ReadMachineModel(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->source, path);
+  EXPECT_EQ(read->cores, builtin.cores);
+  ASSERT_EQ(read->points.size(), builtin.points.size());
+  for (size_t i = 0; i < builtin.points.size(); ++i) {
+    EXPECT_EQ(read->points[i].world_size, builtin.points[i].world_size);
+    EXPECT_NEAR(read->points[i].alpha_s, builtin.points[i].alpha_s, 1e-8);
+    EXPECT_NEAR(read->points[i].beta_all_s_per_byte, builtin.points[i].beta_all_s_per_byte,
+                1e-3 * builtin.points[i].beta_all_s_per_byte);
+  }
+  std::remove(path.c_str());
+}
+
+void ExpectError(const std::string& text, const std::vector<std::string>& parts) {
+  auto m = ParseMachineModel(text, "/etc/gyre/model.txt");
+  ASSERT_FALSE(m.ok()) << text;
+  EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("calibration file '/etc/gyre/model.txt'"), std::string::npos) << msg;
+  for (const std::string& part : parts) {
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+  }
+}
+
+TEST(CalibrationFileTest, ErrorsNameTheFileTheLineAndTheKey) {
+  const std::string ok = "cores = 2\np4.alpha_us = 10\np4.beta_GBps = 2\n";
+  ASSERT_TRUE(ParseMachineModel(ok, "x").ok());
+  ExpectError(ok + "p4.alpah_us = 3\n", {"line 4", "unknown key 'p4.alpah_us'", "p<N>.alpha_us"});
+  ExpectError(ok + "alpha_us = 3\n", {"line 4", "unknown key 'alpha_us'"});
+  ExpectError("# model\ncores = 2\np4.alpha_us = fast\np4.beta_GBps = 2\n",
+              {"line 3", "'p4.alpha_us'", "'fast'"});
+  ExpectError("p4.alpha_us = 10\np4.beta_GBps = 0\n", {"line 2", "'p4.beta_GBps'", "positive"});
+  ExpectError("p4.alpha_us = -1\np4.beta_GBps = 2\n", {"line 1", "'p4.alpha_us'"});
+  ExpectError("p4.alpha_us = 10\np4.beta_GBps = 2 GB/s\n", {"line 2", "'2 GB/s'"});
+  ExpectError("cores = 1.5\np4.alpha_us = 10\np4.beta_GBps = 2\n", {"line 1", "'cores'"});
+  ExpectError(ok + "p4.alpha_us = 11\n", {"line 4", "'p4.alpha_us'", "already set on line 2"});
+  ExpectError("p4.alpha_us 10\n", {"line 1", "key = value"});
+  ExpectError("p8.alpha_us = 10\n", {"'p8.beta_GBps'"});
+  ExpectError("# nothing\n", {"no p<N>.alpha_us"});
+  auto missing = ReadMachineModel("/nonexistent/gyre-model.txt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/gyre-model.txt"), std::string::npos);
+}
+
+TEST(CalibrationFileTest, CommunicatorUsesTheFileAndFailsAutoCallsOnABadOne) {
+  // A file whose only point makes messages cost everything: auto is direct on 2 ranks.
+  const std::string good = TempFile("cores = 2\np2.alpha_us = 1000\np2.beta_GBps = 1000\n");
+  const std::string bad = TempFile("cores = 2\np2.alpha_us = 10\np2.beta = 2\n");
+  const CollectiveSpec call = MakeSpec(Collective::kAllreduce, 1 << 20, DataType::kFloat32);
+  {
+    CommOptions o;
+    o.calibration_file = good;
+    auto world = LoopbackHub::CreateWorld(2);
+    Communicator comm(std::move(world[0]), o);
+    auto r = comm.Resolve(call, {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->algorithm, RankCandidates(r.value(), *ReadMachineModel(good)).front().algorithm);
+  }
+  {
+    CommOptions o;
+    o.calibration_file = bad;
+    auto world = LoopbackHub::CreateWorld(2);
+    Communicator comm(std::move(world[0]), o);
+    auto r = comm.Resolve(call, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(bad), std::string::npos) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("'p2.beta'"), std::string::npos);
+    CallOptions forced;  // a named algorithm does not need the model
+    forced.algorithm = Algorithm::kRing;
+    EXPECT_TRUE(comm.Resolve(call, forced).ok());
+  }
+  {
+    // Thresholds set explicitly decide as before the model.
+    CommOptions o;
+    o.thresholds = SelectionThresholds();
+    o.thresholds->allreduce_large_bytes = 64 << 20;
+    auto world = LoopbackHub::CreateWorld(2);
+    Communicator comm(std::move(world[0]), o);
+    auto r = comm.Resolve(call, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->algorithm, Algorithm::kRabenseifner);
+  }
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST(ExplainChoiceTest, NamesTheWinnerTheRunnerUpAndTheTerm) {
+  const MachineModel model = OnePoint(Point(4, 100, 0, 1e6, 0));
+  const CollectiveSpec s = Spec(Collective::kAllreduce, 4, 16);
+  const std::vector<Estimate> est = RankCandidates(s, model);
+  ASSERT_GE(est.size(), 2u);
+  const std::string why = ExplainChoice(s, model, est);
+  EXPECT_EQ(why.rfind(AlgorithmName(est.front().algorithm), 0), 0u) << why;
+  EXPECT_NE(why.find(AlgorithmName(est[1].algorithm)), std::string::npos) << why;
+  EXPECT_NE(why.find("latency (rounds x alpha)"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace gyre::algo
