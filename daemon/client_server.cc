@@ -34,6 +34,14 @@ void Report(const OpResult& r, proto::ClientResponse* resp) {
   resp->set_msgs_recv(r.counters.msgs_recv());
 }
 
+// A request's progress timeout and total deadline (0: the daemon's default, none).
+CallOptions TimeoutsOf(int64_t timeout_ms, int64_t deadline_ms) {
+  CallOptions opts;
+  if (timeout_ms > 0) opts.timeout = Millis(timeout_ms);
+  if (deadline_ms > 0) opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(deadline_ms));
+  return opts;
+}
+
 void ToProto(const Status& s, proto::StatusProto* p) {
   p->set_code(static_cast<int>(s.code()));
   p->set_message(s.message());
@@ -43,6 +51,10 @@ void ToProto(const Status& s, proto::StatusProto* p) {
 struct Mapping {
   void* data = nullptr;
   size_t bytes = 0;
+  // `n` bytes from offset `off` lie inside the mapping (nothing to hold is always inside).
+  bool Holds(uint64_t off, uint64_t n) const {
+    return n == 0 || (data != nullptr && off <= bytes && n <= bytes - off);
+  }
   ~Mapping() {
     if (data != nullptr) ::munmap(data, bytes);
   }
@@ -259,13 +271,9 @@ void ClientServer::HandleConnection(int fd) {
       spec.op = static_cast<ReduceOp>(c.reduce_op());
       spec.root = c.root();
       spec.world_size = comm_->size();
-      CallOptions opts;
+      CallOptions opts = TimeoutsOf(c.timeout_ms(), c.deadline_ms());
       opts.algorithm = static_cast<algo::Algorithm>(c.algorithm());
       opts.deterministic = c.deterministic();
-      if (c.timeout_ms() > 0) opts.timeout = Millis(c.timeout_ms());
-      if (c.deadline_ms() > 0) {
-        opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(c.deadline_ms()));
-      }
       if (c.collective() < 0 || c.collective() >= algo::kNumCollectives || c.algorithm() < 0 ||
           c.algorithm() >= algo::kNumAlgorithms) {
         result = InvalidArgumentError("unknown collective or algorithm value in request");
@@ -286,10 +294,7 @@ void ClientServer::HandleConnection(int fd) {
         const size_t es = DataTypeSize(spec.dtype);
         const size_t in_bytes = static_cast<size_t>(algo::InputCount(spec, comm_->rank())) * es;
         const size_t out_bytes = static_cast<size_t>(algo::OutputCount(spec, comm_->rank())) * es;
-        auto fits = [&](uint64_t off, size_t n) {
-          return n == 0 || (map.data != nullptr && off <= map.bytes && n <= map.bytes - off);
-        };
-        if (!fits(c.input_offset(), in_bytes) || !fits(c.output_offset(), out_bytes)) {
+        if (!map.Holds(c.input_offset(), in_bytes) || !map.Holds(c.output_offset(), out_bytes)) {
           result = InvalidArgumentError("the call's buffers (" + std::to_string(in_bytes) +
                                         " in, " + std::to_string(out_bytes) +
                                         " out) do not fit the mapped shared memory of " +
@@ -310,11 +315,7 @@ void ClientServer::HandleConnection(int fd) {
       }
     } else if (req.has_message()) {
       const proto::PointToPointCall& m = req.message();
-      CallOptions opts;
-      if (m.timeout_ms() > 0) opts.timeout = Millis(m.timeout_ms());
-      if (m.deadline_ms() > 0) {
-        opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(m.deadline_ms()));
-      }
+      const CallOptions opts = TimeoutsOf(m.timeout_ms(), m.deadline_ms());
       const DataType dtype = static_cast<DataType>(m.dtype());
       void* buf = nullptr;
       if (!IsValidDataType(m.dtype())) {
@@ -322,9 +323,7 @@ void ClientServer::HandleConnection(int fd) {
                                       " in a send/recv request");
       } else if (m.count() < 0 ||
                  static_cast<uint64_t>(m.count()) > map.bytes / DataTypeSize(dtype) ||
-                 (m.count() > 0 && (map.data == nullptr || m.offset() > map.bytes ||
-                                    static_cast<uint64_t>(m.count()) * DataTypeSize(dtype) >
-                                        map.bytes - m.offset()))) {
+                 !map.Holds(m.offset(), static_cast<uint64_t>(m.count()) * DataTypeSize(dtype))) {
         result = InvalidArgumentError("send/recv of " + std::to_string(m.count()) +
                                       " elements at offset " + std::to_string(m.offset()) +
                                       " does not fit the mapped shared memory of " +

@@ -263,6 +263,25 @@ TEST_F(DaemonTest, ReplayedHandshakeIsRefused) {
   EXPECT_TRUE(Logged("[replay]"));
 }
 
+// A send or receive the daemon's communicator refuses comes back as that error, and the
+// connection serves the next call.
+TEST_F(DaemonTest, RefusedSendAndRecvComeBackAsErrors) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  int32_t v[3] = {1, 2, 3};
+  Status self = (*comm)->Send(v, 3, DataType::kInt32, 0, 0);
+  EXPECT_EQ(self.code(), StatusCode::kInvalidArgument) << self;
+  EXPECT_NE(self.message().find("cannot send to or receive from itself"), std::string::npos)
+      << self;
+  Status stranger = (*comm)->Recv(v, 3, DataType::kInt32, 4, 0);
+  EXPECT_EQ(stranger.code(), StatusCode::kInvalidArgument) << stranger;
+  EXPECT_NE(stranger.message().find("rank 4 is not in this job (world size 1)"), std::string::npos)
+      << stranger;
+  Status null = (*comm)->Send(nullptr, 3, DataType::kInt32, 0, 0);
+  EXPECT_EQ(null.code(), StatusCode::kInvalidArgument) << null;
+  EXPECT_TRUE(Allreduce(**comm, 5).ok());
+}
+
 TEST_F(DaemonTest, GarbageBeforeTheHandshakeIsDroppedAndTheDaemonGoesOn) {
   auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
   ASSERT_TRUE(comm.ok()) << comm.status();

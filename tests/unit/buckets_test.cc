@@ -8,18 +8,10 @@
 
 #include <numeric>
 
+#include "client/comm_impl.h"
+
 namespace gyre {
 namespace {
-
-class DoneWork : public Work {
- public:
-  explicit DoneWork(Status s) : s_(std::move(s)) {}
-  Status Wait(Deadline) override { return s_; }
-  bool Done() const override { return true; }
-
- private:
-  Status s_;
-};
 
 class FakeComm : public Comm {
  public:
@@ -34,12 +26,12 @@ class FakeComm : public Comm {
     const int call = static_cast<int>(counts.size());
     counts.push_back(count);
     if (call == fail_call) {
-      return std::make_shared<DoneWork>(UnavailableError("rank 1 dead (fake)"));
+      return client::FinishedWork(UnavailableError("rank 1 dead (fake)"));
     }
     const float* src = static_cast<const float*>(in);
     float* dst = static_cast<float*>(out);
     for (int64_t i = 0; i < count; ++i) dst[i] = 2 * src[i];
-    return std::make_shared<DoneWork>(Status::Ok());
+    return client::FinishedWork(Status::Ok());
   }
   // Not used by the Bucketer.
   Status Allreduce(const void*, void*, int64_t, DataType, ReduceOp, const Options&) override {
@@ -73,22 +65,22 @@ class FakeComm : public Comm {
   Status Recv(void*, int64_t, DataType, int, int, const Options&) override { return Unused(); }
   std::shared_ptr<Work> SendAsync(const void*, int64_t, DataType, int, int,
                                   const Options&) override {
-    return std::make_shared<DoneWork>(Unused());
+    return client::FinishedWork(Unused());
   }
   std::shared_ptr<Work> RecvAsync(void*, int64_t, DataType, int, int, const Options&) override {
-    return std::make_shared<DoneWork>(Unused());
+    return client::FinishedWork(Unused());
   }
   std::shared_ptr<Work> BroadcastAsync(const void*, void*, int64_t, DataType, int,
                                        const Options&) override {
-    return std::make_shared<DoneWork>(Unused());
+    return client::FinishedWork(Unused());
   }
   std::shared_ptr<Work> AllgatherAsync(const void*, void*, int64_t, DataType,
                                        const Options&) override {
-    return std::make_shared<DoneWork>(Unused());
+    return client::FinishedWork(Unused());
   }
   std::shared_ptr<Work> ReduceScatterAsync(const void*, void*, int64_t, DataType, ReduceOp,
                                            const Options&) override {
-    return std::make_shared<DoneWork>(Unused());
+    return client::FinishedWork(Unused());
   }
   CallInfo last() const override { return {}; }
 
