@@ -286,14 +286,18 @@ TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {
 
 TEST(FlightRecorderTest, Sigusr1WritesAParseableDump) {
   std::string dump;
-  LoopRun r = RunLoop(2, 20, {}, nullptr, "daemon", /*iterations*/ -4000,
+  // Long enough that the job is still running when the dump is asked for: 4,000 calls now
+  // take about 0.6 s, less than the signal's way to the dump thread on a loaded machine.
+  LoopRun r = RunLoop(2, 20, {}, nullptr, "daemon", /*iterations*/ -30000,
                       [&](const LoopRun& run, const std::vector<pid_t>& pids) {
                         const std::string dir =
                             run.store.substr(std::string("file://").size(),
                                              run.store.size() - std::string("file://").size() -
                                                  std::string("/store").size());
                         ::kill(pids[0], SIGUSR1);
-                        for (int i = 0; i < 40 && dump.empty(); ++i) {
+                        // gyred's dump thread wakes every 100 ms; a loaded machine
+                        // (a build beside the tests) can hold it up for seconds.
+                        for (int i = 0; i < 200 && dump.empty(); ++i) {
                           std::this_thread::sleep_for(std::chrono::milliseconds(50));
                           std::ifstream f(dir + "/flight-rank0.json");
                           std::stringstream buf;
@@ -302,6 +306,7 @@ TEST(FlightRecorderTest, Sigusr1WritesAParseableDump) {
                         }
                       });
   EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  ASSERT_FALSE(dump.empty()) << "no flight-rank0.json within 10 s of SIGUSR1\n" << Dump(r);
   EXPECT_TRUE(std::regex_search(dump, std::regex(R"(^\{"rank": 0, "events": \[)"))) << dump;
   EXPECT_TRUE(std::regex_search(
       dump, std::regex(R"("kind": "op_start", "seq": \d+, "detail": "allreduce seq=)")))
