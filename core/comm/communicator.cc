@@ -224,8 +224,6 @@ uint64_t PointToPointSeq(int sender, int receiver, int tag, uint64_t n) {
          (static_cast<uint64_t>(tag & 0xffff) << 23) | (n & ((uint64_t{1} << 23) - 1));
 }
 
-bool IsPointToPointSeq(uint64_t seq) { return (seq >> 63) != 0; }
-
 Status Communicator::Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
                           const CallOptions& opts) {
   GYRE_ASSIGN_OR_RETURN(auto m, PostSend(buf, count, dtype, peer, tag));

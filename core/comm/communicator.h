@@ -207,7 +207,6 @@ inline constexpr uint8_t kPointToPointDesc = 0xF0;
 inline constexpr int kMaxPointToPointRanks = 4096;
 inline constexpr int kMaxPointToPointTag = 65535;
 uint64_t PointToPointSeq(int sender, int receiver, int tag, uint64_t n);
-bool IsPointToPointSeq(uint64_t seq);
 
 // "allreduce(count=12, float32, sum, algo=ring)": installed as the transport's OpDesc
 // formatter so mismatch errors read well.
