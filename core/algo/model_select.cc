@@ -188,7 +188,10 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
   if (values.empty()) {
     return InvalidArgumentError(where + " has no p<N>.alpha_us / p<N>.beta_GBps lines");
   }
-  for (const auto& [p, kv] : values) {
+  for (const auto& entry : values) {
+    // Named, not a structured binding: C++17 lambdas (clang) cannot capture those.
+    const int p = entry.first;
+    const auto& kv = entry.second;
     for (const char* required : {"alpha_us", "beta_GBps"}) {
       if (!kv.count(required)) {
         return InvalidArgumentError(where + ": world size " + std::to_string(p) + " has no key 'p" +
