@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -47,6 +48,12 @@ constexpr size_t kSpinMaxBytes = 256 << 10;
 // the driver nobody drains the socket while the caller reduces or writes, and on a core it
 // shares with its io thread, a 16 MiB allreduce ran 1.5x slower (stalls of up to 200 ms).
 constexpr size_t kDriveMaxMessageBytes = 1 << 20;
+// A driver on a shared core whose sched_yield took longer than this gave the core to a task
+// that used a time slice (the scheduler's slices are milliseconds; a peer rank's poll or
+// reduce of a small message is microseconds). It then sleeps at once for a while (Drive).
+constexpr auto kYieldTooLate = std::chrono::microseconds(1000);
+constexpr Duration kYieldRefusalMin = std::chrono::milliseconds(5);
+constexpr Duration kYieldRefusalMax = std::chrono::seconds(1);
 constexpr int kListenBacklog = 128;
 constexpr std::chrono::milliseconds kInitialBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{500};
@@ -368,8 +375,15 @@ class TcpTransport::Impl {
   std::thread::id driver_thread_;
   int wake_fd_ = -1;  // an eventfd a Drive polls, so other threads can end its wait
   std::vector<pollfd> poll_fds_;
-  const bool oversubscribed_ = static_cast<unsigned>(options_.world_size) >
-                               std::thread::hardware_concurrency();
+  // More ranks on this host than it has CPUs (ranks sharing this rank's address host, known
+  // from SetPeers; the whole world until then). Decides how a driver waits (Drive).
+  std::atomic<bool> oversubscribed_{static_cast<unsigned>(options_.world_size) >
+                                    std::thread::hardware_concurrency()};
+  // Until then a driver on a shared core sleeps at once instead of yielding between polls:
+  // a yield lately handed the core to something that kept it (see Drive). late_yields_
+  // counts the late ones since a wait last yielded in time, and sets how long.
+  TimePoint yield_refused_until_{};
+  int late_yields_ = 0;
   std::vector<std::shared_ptr<InConn>> poll_in_;
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
@@ -476,6 +490,9 @@ Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
     return InvalidArgumentError("SetPeers was already called on rank " +
                                 std::to_string(options_.rank));
   }
+  int local_ranks = 0;
+  for (const HostPort& t : targets) local_ranks += t.host == targets[options_.rank].host ? 1 : 0;
+  oversubscribed_ = static_cast<unsigned>(local_ranks) > std::thread::hardware_concurrency();
   peer_addresses_ = std::move(addresses);
   peer_targets_ = std::move(targets);
   peers_set_ = true;
@@ -664,12 +681,22 @@ void TcpTransport::Impl::Drive(TimePoint until) {
   CHECK(OnDriverThread()) << "Drive on a thread that does not hold the lease";
   // Polls without sleeping for up to driver_spin first (see its comment), then blocks; but
   // only while what it waits for is small, as a long transfer gains nothing from it.
-  // With more ranks than cores the rank this one waits for may need this very core: sleep at
-  // once. (Yielding between polls instead hands any CPU hog on the core a whole time slice.)
-  const TimePoint spin_until =
-      options_.driver_spin > Duration::zero() && !oversubscribed_ && WaitingForLittle()
-          ? std::min(until, clock_->Now() + options_.driver_spin)
-          : TimePoint{};
+  // With more ranks than cores the rank this one waits for may need this very core, so it
+  // yields the core between polls, for up to driver_yield_spin. A yield that comes back late
+  // has handed the core to something that kept it for a time slice (a CPU hog, say): the
+  // driver then sleeps at once, and goes on sleeping at once for a while (below).
+  TimePoint spin_until{};
+  bool yield_between_polls = false;
+  if (options_.driver_spin > Duration::zero() && WaitingForLittle()) {
+    const TimePoint now = clock_->Now();
+    if (!oversubscribed_) {
+      spin_until = std::min(until, now + options_.driver_spin);
+    } else if (options_.driver_yield_spin > Duration::zero() && now >= yield_refused_until_) {
+      spin_until = std::min(until, now + options_.driver_yield_spin);
+      yield_between_polls = true;
+    }
+  }
+  bool yielded_in_time = false;
   while (!shutdown_) {
     poll_in_.clear();
     for (const RecvPeer& p : recv_peers_) {
@@ -688,6 +715,23 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     if (now >= until) break;
     if (now < spin_until) {
       lock.unlock();
+      if (yield_between_polls) {
+        const auto before = std::chrono::steady_clock::now();
+        sched_yield();
+        if (std::chrono::steady_clock::now() - before <= kYieldTooLate) {
+          yielded_in_time = true;
+        } else {
+          // Refused for 5 ms after the first late yield, doubling while they keep coming,
+          // up to a second: a rank that started up or reduced at length costs little, and a
+          // CPU hog is tried about once a second.
+          spin_until = TimePoint{};
+          yielded_in_time = false;
+          late_yields_ = std::min(late_yields_ + 1, 8);
+          yield_refused_until_ =
+              now +
+              std::min<Duration>(kYieldRefusalMax, kYieldRefusalMin * (1 << (late_yields_ - 1)));
+        }
+      }
       lock.lock();
       continue;
     }
@@ -715,6 +759,7 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       break;
     }
   }
+  if (yielded_in_time) late_yields_ = 0;
   poll_in_.clear();
   UnlockAndDeliver(lock);
 }
