@@ -107,6 +107,7 @@ class Plan:
         self.have_gloo = os.access(os.path.join(bindir, "gyre-bench-gloo"), os.X_OK)
         self.have_mpi = (os.access(os.path.join(bindir, "gyre-bench-mpi"), os.X_OK)
                          and shell_output("command -v mpirun") != "")
+        self.calibration = None  # set by main() once the model is calibrated
         self.gyre_algos = {}
         for op in args.ops:
             out = subprocess.run([os.path.join(bindir, "gyre-bench"), "--op", op,
@@ -116,8 +117,10 @@ class Plan:
                 raise SystemExit("gyre-bench --list_algorithms failed: " + out.stderr)
             self.gyre_algos[op] = out.stdout.split() + ["auto"]
 
-    def common(self, op, jsonl, sizes):
+    def common(self, op, jsonl, sizes, gyre=False):
         extra = [] if self.args.no_pin else ["--pin"]
+        if gyre and self.calibration:
+            extra += ["--calibration", self.calibration]
         if self.args.cell_seconds:
             extra += ["--cell_seconds", str(self.args.cell_seconds)]
         return ["--op", op, "--sizes", ",".join(sizes)] + extra + ["--jsonl", jsonl]
@@ -130,12 +133,14 @@ class Plan:
         """The jobs of one (op, p): [impl, algo, argv builder, sizes], interleaved by impl."""
         lanes = []
         gyre = [("gyre", a, lambda j, s, a=a: self.gyrerun(p, "embedded") + [
-            os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s))
+            os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s, True))
             for a in self.gyre_algos[op]]
         lanes.append(gyre)
         daemon_algos = self.gyre_algos[op] if self.args.daemon_algos == "all" else ["auto"]
-        lanes.append([("gyre-daemon", a, lambda j, s, a=a: self.gyrerun(p, "daemon") + [
-            os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s))
+        # gyred is started before gyre-bench, so it takes the calibration from its environment.
+        daemon_env = ["env", "GYRE_CALIBRATION=" + self.calibration] if self.calibration else []
+        lanes.append([("gyre-daemon", a, lambda j, s, a=a: daemon_env + self.gyrerun(p, "daemon") + [
+            os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s, True))
             for a in daemon_algos])
         if self.have_gloo and op in GLOO_ALGOS:
             lanes.append([("gloo", a, lambda j, s, a=a: self.gyrerun(p, "embedded") + [
@@ -212,6 +217,24 @@ def machine_limits(bindir, when, workdir):
     return None
 
 
+def calibrate(bindir, ranks, workdir, timeout):
+    """Measures the cost model's parameters for every world size (gyre-bench --calibrate),
+    so that gyre's automatic choice runs on this machine's numbers, as it would in a job
+    started with GYRE_CALIBRATION. Returns the file and its lines, or (None, [])."""
+    path = os.path.join(workdir, "calibration.txt")
+    for p in ranks:
+        cmd = [os.path.join(bindir, "gyrerun"), "-n", str(p), "--mode", "embedded",
+               "--job_timeout", str(timeout - 5), "--", os.path.join(bindir, "gyre-bench"),
+               "--calibrate", "--calibration_out", path, "--pin"]
+        rc = run_bounded(cmd, os.path.join(workdir, "calibrate-p%d.log" % p), timeout, workdir)
+        if rc != 0:
+            log("compare: calibration at p=%d failed (rc=%d, see %s); auto uses the built-in "
+                "model" % (p, rc, os.path.join(workdir, "calibrate-p%d.log" % p)))
+            return None, []
+    with open(path) as f:
+        return path, [line.rstrip("\n") for line in f if line.strip() and line[0] != "#"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="allreduce, p=2,4, 4 sizes, 1 round")
@@ -229,6 +252,8 @@ def main():
                     help="target time of one cell (BENCH.md: 0.25, the programs' default)")
     ap.add_argument("--budget", type=float, help="seconds; no new round starts after this")
     ap.add_argument("--run_timeout", type=int, default=120, help="seconds per job")
+    ap.add_argument("--no_calibrate", action="store_true",
+                    help="gyre's auto uses its built-in model, not one measured at the start")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
     ap.add_argument("--tag", default="", help="appended to the result file names")
     args = ap.parse_args()
@@ -269,6 +294,9 @@ def main():
     m = machine_limits(bindir, "start", workdir)
     if m:
         records.append(m)
+    if not args.no_calibrate:
+        plan.calibration, meta["calibration"] = calibrate(bindir, args.ranks, workdir,
+                                                          args.run_timeout)
     active = {(op, p): plan.runs(op, p) for op in args.ops for p in args.ranks}
     rounds_done = 0
     for rnd in range(1, args.rounds + 1):

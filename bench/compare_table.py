@@ -161,6 +161,12 @@ def render(records, jsonl_name=""):
        "implementation's best (gyre's auto always runs every size)" if m.get("pruned") else ""))
     w("- Open MPI: `--mca pml ob1 --mca btl tcp,self`, with and without "
       "`--mca mpi_yield_when_idle 1` (labels `default` / `yield`); the faster counts.")
+    if m.get("calibration"):
+        w("- gyre's `auto` chose from the cost model calibrated at the start of this run "
+          "(`gyre-bench --calibrate`, passed as `--calibration`): %s." %
+          "; ".join("`%s`" % line for line in m["calibration"] if "alpha" in line or "beta_GBps" in line))
+    else:
+        w("- gyre's `auto` chose from its built-in cost model (no calibration in this run).")
     w("")
 
     w("## Headline: gyre's best / the best peer's best (median over rounds; target <= 0.9)")

@@ -110,9 +110,15 @@ TEST(TcpDriverTest, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
 }
 
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
-  auto w = World(2);
-  ASSERT_EQ(w.size(), 2u);
+  TcpTransportOptions options;
+  options.job_id = "tcp-driver-test";
+  options.driver_max_message_bytes = size_t{1} << 20;
+  auto world = MakeTcpTransports(2, options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  auto& w = *world;
   EXPECT_FALSE(w[0]->AcquireDriver(size_t{8} << 20));
+  EXPECT_TRUE(w[0]->AcquireDriver(size_t{1} << 20));
+  w[0]->ReleaseDriver();
   ASSERT_TRUE(w[0]->AcquireDriver(1024));
   bool other = true;
   std::thread([&] { other = w[0]->AcquireDriver(1024); }).join();

@@ -49,10 +49,6 @@ constexpr size_t kMaxGatherBuffers = 64;
 // A driver spins (TcpTransportOptions::driver_spin) only while it waits for messages of at
 // most this size; beyond it the transfer time dwarfs a wake-up.
 constexpr size_t kSpinMaxBytes = 256 << 10;
-// Operations with larger messages are left to the io thread (AcquireDriver declines): with
-// the driver nobody drains the socket while the caller reduces or writes, and on a core it
-// shares with its io thread, a 16 MiB allreduce ran 1.5x slower (stalls of up to 200 ms).
-constexpr size_t kDriveMaxMessageBytes = 1 << 20;
 // A driver on a shared core whose sched_yield took longer than this gave the core to a task
 // that used a time slice (the scheduler's slices are milliseconds; a peer rank's poll or
 // reduce of a small message is microseconds). It then sleeps at once for a while (Drive).
@@ -633,7 +629,7 @@ void TcpTransport::Impl::UnlockAndDeliver(std::unique_lock<std::mutex>& lock) {
 // ---- The driver: the thread that waits moves the bytes ------------------------------------
 
 bool TcpTransport::Impl::AcquireDriver(size_t max_message_bytes) {
-  if (OnIoThread() || max_message_bytes > kDriveMaxMessageBytes) return false;
+  if (OnIoThread() || max_message_bytes > options_.driver_max_message_bytes) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (driver_active_ || shutdown_) return false;
   driver_active_ = true;
