@@ -339,6 +339,13 @@ int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int world_si
   return wrong;
 }
 
+double TypicalWarmup(std::vector<double> warm_seconds) {
+  if (warm_seconds.empty()) return 0;
+  const size_t lower_median = (warm_seconds.size() - 1) / 2;
+  std::nth_element(warm_seconds.begin(), warm_seconds.begin() + lower_median, warm_seconds.end());
+  return warm_seconds[lower_median];
+}
+
 int IterationsFor(double fastest_seconds, double cell_seconds) {
   constexpr int kMin = 5, kMax = 1000;
   if (!(fastest_seconds > 0)) return kMax;
@@ -372,8 +379,8 @@ StatusOr<CellTiming> TimeCell(Collectives& coll, const std::function<Status()>& 
     // The warm-up times taken over ranks are the same on every rank, and so is N; the
     // second maximum only makes that agreement explicit.
     GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&warm).WithContext("combining warm-up times"));
-    std::vector<double> agreed = {static_cast<double>(
-        IterationsFor(*std::min_element(warm.begin(), warm.end()), cell_seconds))};
+    std::vector<double> agreed = {
+        static_cast<double>(IterationsFor(TypicalWarmup(warm), cell_seconds))};
     GYRE_RETURN_IF_ERROR(coll.MaxOverRanks(&agreed).WithContext("agreeing on N"));
     timing.iters = static_cast<int>(agreed[0]);
   }

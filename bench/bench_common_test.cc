@@ -99,6 +99,12 @@ TEST(BenchCommonTest, IterationCountIsClamped) {
   EXPECT_EQ(IterationsFor(0.01, 0.25), 25);
   EXPECT_EQ(IterationsFor(0.2, 0.25), 5);
   EXPECT_EQ(IterationsFor(0, 0.25), 1000);
+  // N follows the typical warm-up, not an outlier: Gloo's bimodal small cells.
+  EXPECT_DOUBLE_EQ(TypicalWarmup({3.6e-3, 62e-6, 3.5e-3, 3.7e-3, 3.6e-3}), 3.6e-3);
+  EXPECT_DOUBLE_EQ(TypicalWarmup({0.2, 0.1}), 0.1);
+  EXPECT_DOUBLE_EQ(TypicalWarmup({0.3}), 0.3);
+  EXPECT_EQ(TypicalWarmup({}), 0);
+  EXPECT_EQ(IterationsFor(TypicalWarmup({3.6e-3, 62e-6, 3.5e-3, 3.7e-3, 3.6e-3}), 0.25), 69);
   EXPECT_EQ(DefaultWarmups(1 << 20), 5);
   EXPECT_EQ(DefaultWarmups((1 << 20) + 1), 2);
 }

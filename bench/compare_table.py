@@ -136,7 +136,7 @@ def render(records, jsonl_name=""):
                                                             m.get("mode", "?")))
     w("")
     w("Produced by `%s` in %s s; raw data: `%s`. Method: BENCH.md (barrier, clock, op, "
-      "clock; per-iteration time = max over ranks; N from the fastest warm-up for ~%s s, "
+      "clock; per-iteration time = max over ranks; N from the median warm-up for ~%s s, "
       "5 <= N <= 1000; medians). Every job is a fresh set of processes per (round, op, p, "
       "implementation, algorithm), jobs alternate between implementations, and %s." %
       (m.get("command", "bench/compare.sh"), m.get("wall_s", "?"), jsonl_name,
@@ -157,7 +157,7 @@ def render(records, jsonl_name=""):
     w("- Rounds: %s%s. Ratios are per round, then the median over rounds (range in "
       "brackets when there is more than one round)." %
       (m.get("rounds", len(d.rounds)),
-       "; after round 1 each algorithm runs only at the sizes where it was within 10% of its "
+       "; after round 1 each algorithm runs only at the sizes where it was its "
        "implementation's best (gyre's auto always runs every size)" if m.get("pruned") else ""))
     w("- Open MPI: `--mca pml ob1 --mca btl tcp,self`, with and without "
       "`--mca mpi_yield_when_idle 1` (labels `default` / `yield`); the faster counts.")
