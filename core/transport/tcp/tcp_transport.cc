@@ -696,12 +696,13 @@ void TcpTransport::Impl::Drive(TimePoint until) {
   // driver then sleeps at once, and goes on sleeping at once for a while (below).
   TimePoint spin_until{};
   bool yield_between_polls = false;
-  if (options_.driver_spin > Duration::zero() && WaitingForLittle()) {
+  const Duration spin = oversubscribed_ ? options_.driver_yield_spin : options_.driver_spin;
+  if (spin > Duration::zero() && WaitingForLittle()) {
     const TimePoint now = clock_->Now();
     if (!oversubscribed_) {
-      spin_until = std::min(until, now + options_.driver_spin);
-    } else if (options_.driver_yield_spin > Duration::zero() && now >= yield_refused_until_) {
-      spin_until = std::min(until, now + options_.driver_yield_spin);
+      spin_until = std::min(until, now + spin);
+    } else if (now >= yield_refused_until_) {
+      spin_until = std::min(until, now + spin);
       yield_between_polls = true;
     }
   }
