@@ -31,9 +31,11 @@ FULL_SIZES = ",".join(
 MODES = {
     "quick": dict(ops=["allreduce"], ranks=[2, 4], sizes="4,64K,1M,16M", rounds=1,
                   daemon_algos="auto", prune=False, budget=170, cell_seconds=0.25),
-    # 0.1 s cells (BENCH.md: about 0.25) so that three rounds fit in 15 minutes: cells of
+    # 0.1 s cells (BENCH.md: about 0.25), aiming at three rounds in 15 minutes: cells of
     # small messages reach the 1000-iteration cap either way, and cells of 16-64 MiB run the
-    # 5-iteration floor either way; only the cells in between get fewer iterations.
+    # 5-iteration floor either way; only the cells in between get fewer iterations. On the
+    # 2-vCPU VM of 2026-12-02 two rounds took 1061 s and the budget stopped the third: the
+    # p = 8 cells of 16-64 MiB (7 iterations of up to 1.5 s per algorithm) dominate.
     "full": dict(ops=["allreduce", "broadcast", "allgather"], ranks=[2, 4, 8],
                  sizes=FULL_SIZES, rounds=3, daemon_algos="auto", prune=True, budget=870,
                  cell_seconds=0.1),

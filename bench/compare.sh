@@ -5,7 +5,7 @@
 #
 # --quick: allreduce, p = 2 and 4, sizes 4 B, 64 KiB, 1 MiB, 16 MiB, one round (< 3 min).
 # Default (full): allreduce, broadcast and allgather, p = 2, 4, 8, 4 B to 64 MiB by powers
-# of 4, three rounds (< 15 min). It builds the benchmark programs (Gloo's and Open MPI's
+# of 4, up to three rounds (no round starts after 870 s). It builds the benchmark programs (Gloo's and Open MPI's
 # only where libgloo-dev and openmpi are installed), then runs bench/compare.py, which
 # writes bench/results/<date>-<quick|full>.md and the raw JSONL next to it.
 # Other options (--rounds N, --ops, --ranks, --sizes, --no_prune ...): compare.py --help.
