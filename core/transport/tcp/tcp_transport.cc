@@ -739,7 +739,8 @@ void TcpTransport::Impl::Drive(TimePoint until) {
           // CPU hog is tried about once a second.
           spin_until = TimePoint{};
           yielded_in_time = false;
-          late_yields_ = std::min(late_yields_ + 1, 8);
+          // 5 ms << 8 passes the one-second cap, so the count can stop there.
+          late_yields_ = std::min(late_yields_ + 1, 9);
           yield_refused_until_ =
               now +
               std::min<Duration>(kYieldRefusalMax, kYieldRefusalMin * (1 << (late_yields_ - 1)));
