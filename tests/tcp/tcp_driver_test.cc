@@ -15,8 +15,7 @@
 namespace gyre {
 namespace {
 
-std::vector<std::unique_ptr<TcpTransport>> World(int n) {
-  TcpTransportOptions options;
+std::vector<std::unique_ptr<TcpTransport>> World(int n, TcpTransportOptions options = {}) {
   options.job_id = "tcp-driver-test";
   auto world = MakeTcpTransports(n, options);
   EXPECT_TRUE(world.ok()) << world.status();
@@ -111,11 +110,9 @@ TEST(TcpDriverTest, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
 
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   TcpTransportOptions options;
-  options.job_id = "tcp-driver-test";
   options.driver_max_message_bytes = size_t{1} << 20;
-  auto world = MakeTcpTransports(2, options);
-  ASSERT_TRUE(world.ok()) << world.status();
-  auto& w = *world;
+  auto w = World(2, options);
+  ASSERT_EQ(w.size(), 2u);
   EXPECT_FALSE(w[0]->AcquireDriver(size_t{8} << 20));
   EXPECT_TRUE(w[0]->AcquireDriver(size_t{1} << 20));
   w[0]->ReleaseDriver();

@@ -695,15 +695,12 @@ void TcpTransport::Impl::Drive(TimePoint until) {
   // has handed the core to something that kept it for a time slice (a CPU hog, say): the
   // driver then sleeps at once, and goes on sleeping at once for a while (below).
   TimePoint spin_until{};
-  bool yield_between_polls = false;
-  const Duration spin = oversubscribed_ ? options_.driver_yield_spin : options_.driver_spin;
+  const bool yield_between_polls = oversubscribed_;
+  const Duration spin = yield_between_polls ? options_.driver_yield_spin : options_.driver_spin;
   if (spin > Duration::zero() && WaitingForLittle()) {
     const TimePoint now = clock_->Now();
-    if (!oversubscribed_) {
+    if (!yield_between_polls || now >= yield_refused_until_) {
       spin_until = std::min(until, now + spin);
-    } else if (now >= yield_refused_until_) {
-      spin_until = std::min(until, now + spin);
-      yield_between_polls = true;
     }
   }
   bool yielded_in_time = false;
