@@ -94,6 +94,55 @@ TEST(BenchCommonTest, CheckAcceptsTheRightAnswerAndCountsWrongElements) {
       2);
 }
 
+TEST(BenchCommonTest, InputFollowsItsClosedFormPastManyPeriods) {
+  // Element i of rank r is ((7i + 1) mod 1021 + 3r) mod 1021 (8 for 2-byte types); the
+  // fill walks the base instead of dividing, so check it well past one period.
+  const int64_t n = 5000;
+  for (int r : {0, 1, 5}) {
+    std::vector<float> v = Inputs(r, n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(v[static_cast<size_t>(i)], static_cast<float>(((7 * i + 1) % 1021 + 3 * r) % 1021))
+          << "rank " << r << " element " << i;
+    }
+  }
+  std::vector<int32_t> prod(100);
+  FillInput(DataType::kInt32, ReduceOp::kProd, 2, prod.data(), 100);
+  for (int64_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(prod[static_cast<size_t>(i)], 1 + ((((7 * i + 1) % 1021) + 6) % 1021 & 1)) << i;
+  }
+}
+
+TEST(BenchCommonTest, CheckKnowsWhereReduceScatterAndAlltoallBlocksStart) {
+  const int p = 3, rank = 2;
+  // Reduce-scatter: rank r ends with elements [r c, (r + 1) c) of the sum.
+  Shape rs = ShapeFor(Op::kReduceScatter, 3000, p, 4);
+  std::vector<float> sum(static_cast<size_t>(rs.in_elems), 0.0f);
+  for (int q = 0; q < p; ++q) {
+    std::vector<float> in = Inputs(q, rs.in_elems);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[i];
+  }
+  std::vector<float> mine(sum.begin() + rank * rs.count, sum.begin() + (rank + 1) * rs.count);
+  EXPECT_EQ(CountWrong(Op::kReduceScatter, DataType::kFloat32, ReduceOp::kSum, rank, p, 0, rs,
+                       mine.data()),
+            0);
+  std::vector<float> first(sum.begin(), sum.begin() + rs.count);
+  EXPECT_GT(CountWrong(Op::kReduceScatter, DataType::kFloat32, ReduceOp::kSum, rank, p, 0, rs,
+                       first.data()),
+            0);
+  // Alltoall: block q of rank r's output is block r of rank q's input.
+  Shape a = ShapeFor(Op::kAlltoall, 3000, p, 4);
+  std::vector<float> got;
+  for (int q = 0; q < p; ++q) {
+    std::vector<float> in = Inputs(q, a.in_elems);
+    got.insert(got.end(), in.begin() + rank * a.count, in.begin() + (rank + 1) * a.count);
+  }
+  EXPECT_EQ(
+      CountWrong(Op::kAlltoall, DataType::kFloat32, ReduceOp::kSum, rank, p, 0, a, got.data()), 0);
+  got[static_cast<size_t>(a.count) + 3] += 1;
+  EXPECT_EQ(
+      CountWrong(Op::kAlltoall, DataType::kFloat32, ReduceOp::kSum, rank, p, 0, a, got.data()), 1);
+}
+
 TEST(BenchCommonTest, IterationCountIsClamped) {
   EXPECT_EQ(IterationsFor(1e-6, 0.25), 1000);
   EXPECT_EQ(IterationsFor(0.01, 0.25), 25);
