@@ -161,6 +161,11 @@ def render(records, jsonl_name=""):
        "implementation's best (gyre's auto always runs every size)" if m.get("pruned") else ""))
     w("- Open MPI: `--mca pml ob1 --mca btl tcp,self`, with and without "
       "`--mca mpi_yield_when_idle 1` (labels `default` / `yield`); the faster counts.")
+    skipped = m.get("model_skipped") or {}
+    if any(skipped.values()):
+        w("- Left out of round 1 because the calibrated model put them over 3x behind its "
+          "fastest algorithm at that size (`gyre-bench --estimate P`): %s." %
+          "; ".join("%s: %s" % (k, ", ".join(v)) for k, v in skipped.items() if v))
     if m.get("calibration"):
         w("- gyre's `auto` chose from the cost model calibrated at the start of this run "
           "(`gyre-bench --calibrate`, passed as `--calibration`): %s." %

@@ -11,6 +11,7 @@
 #include <gflags/gflags.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,12 @@ DEFINE_string(calibration, "",
 DEFINE_double(model_alpha_us, 20, "--explain: latency per message, microseconds (if set)");
 DEFINE_double(model_gbps, 3, "--explain: bandwidth per link, GB/s (if set)");
 DEFINE_double(model_reduce_gbps, 6, "--explain: reduction rate, GB/s (if set)");
+DEFINE_bool(iteration_times, false,
+            "after each cell, rank 0 prints every timed iteration's time (the slowest rank's), "
+            "in microseconds, in order: for finding outliers and modes");
+DEFINE_int32(estimate, 0,
+             "print, for this many ranks on one host and without starting a job, the cost "
+             "model's estimate of every algorithm at every size as JSON lines, and exit");
 DEFINE_bool(report_memory, false,
             "every rank prints its peak RSS over each cell beside its resident memory before it "
             "(and its gyred's, through the daemon)");
@@ -231,6 +238,39 @@ int Fail(const Status& s, int rank) {
   return 1;
 }
 
+// --estimate P: the model's view of every (size, algorithm) for P ranks on one host, under
+// --calibration (else $GYRE_CALIBRATION, else the built-in model). bench/compare.py uses it
+// to skip, in its first round, algorithms the model puts far behind at a size.
+int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int64_t>& sizes) {
+  const int p = FLAGS_estimate;
+  if (p < 1) return Fail(InvalidArgumentError("--estimate needs a world size of at least 1"), -1);
+  algo::MachineModel model = algo::DefaultMachineModel();
+  std::string file = FLAGS_calibration;
+  if (file.empty() && std::getenv("GYRE_CALIBRATION") != nullptr) {
+    file = std::getenv("GYRE_CALIBRATION");
+  }
+  if (!file.empty()) {
+    auto read = algo::ReadMachineModel(file);
+    if (!read.ok()) return Fail(read.status().WithContext("--calibration"), -1);
+    model = *read;
+  }
+  const size_t esize = DataTypeSize(dtype);
+  for (int64_t size : op == Op::kBarrier ? std::vector<int64_t>{0} : sizes) {
+    const Shape shape = ShapeFor(op, size, p, esize);
+    algo::CollectiveSpec spec =
+        algo::MakeSpec(CollectiveOf(op), shape.count, dtype, redop, FLAGS_root);
+    spec.world_size = p;
+    for (const algo::Estimate& e : algo::RankCandidates(spec, model)) {
+      std::printf(
+          "{\"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, \"algo\": \"%s\", "
+          "\"estimate_us\": %.3f}\n",
+          OpName(op), p, static_cast<long long>(shape.bytes), algo::AlgorithmName(e.algorithm),
+          e.seconds * 1e6);
+    }
+  }
+  return 0;
+}
+
 int Main() {
   const int env_rank = std::getenv("GYRE_RANK") ? std::atoi(std::getenv("GYRE_RANK")) : -1;
   auto fail = [&](const Status& s) { return Fail(s, env_rank); };
@@ -252,6 +292,7 @@ int Main() {
   if (FLAGS_inplace && op != Op::kAllreduce && op != Op::kBroadcast && op != Op::kReduce) {
     return fail(InvalidArgumentError("--inplace is for allreduce, broadcast and reduce only"));
   }
+  if (FLAGS_estimate != 0) return PrintEstimates(op, dtype, redop, *sizes_or);
   if (FLAGS_list_algorithms) {
     for (algo::Algorithm a : algo::AlgorithmsFor(CollectiveOf(op))) {
       std::printf("%s\n", algo::AlgorithmName(a));
@@ -431,6 +472,13 @@ int Main() {
                          : "none";
       Summarise(timing->seconds, BusFactor(op, p), &result);
       reporter.Emit(result);
+      if (FLAGS_iteration_times && rank == 0) {
+        std::string line =
+            "# iterations_us " + result.algo + " " + std::to_string(shape.bytes) + ":";
+        for (double t : timing->seconds) line += " " + std::to_string(std::lround(t * 1e6));
+        std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout, "%s\n", line.c_str());
+        std::fflush(nullptr);
+      }
       if (FLAGS_report_memory) memory.Print(rank, result.algo, shape.bytes);
       measured_us[name] = result.median_us;
       if (name == "auto") auto_ran = Join(ran);
