@@ -1,13 +1,19 @@
 // The TCP transport's driver lease (core/transport/driven.h): the waiting thread moves the
 // bytes, connections go back to the io thread when nobody drives, the lease is exclusive,
-// Wake and CancelOperation end a Drive, and a peer that leaves is still named.
+// Wake and CancelOperation end a Drive, a peer that leaves is still named, and connections
+// to this host get the configured congestion control.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/transport/tcp/socket_options.h"
 #include "core/transport/tcp/tcp_transport.h"
 #include "tests/tcp/tcp_test_util.h"
 #include "tests/tcp/tcp_world.h"
@@ -106,6 +112,61 @@ TEST(TcpDriverTest, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
   for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(got[i], data[i]) << "frame " << i;
   // Sent after the burst, with the receive posted first: the stage is empty again.
   DrivenExchange(w, 500, 64);
+}
+
+// The congestion control of every connected TCP socket of this process whose peer is on
+// this host (the transports' connections: a test process has no others), by fd.
+std::map<int, std::string> SameHostCongestionControls() {
+  std::map<int, std::string> found;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return found;
+  while (dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2 || fd == dirfd(dir) || !PeerOnThisHost(fd)) continue;
+    auto cc = CongestionControl(fd);
+    if (cc.ok()) found[fd] = *cc;
+  }
+  closedir(dir);
+  return found;
+}
+
+std::string SystemCongestionControl() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  f >> name;
+  return name;
+}
+
+TEST(TcpDriverTest, SameHostConnectionsUseTheConfiguredCongestionControl) {
+  {
+    auto w = World(2);
+    ASSERT_EQ(w.size(), 2u);
+    DrivenExchange(w, 1, 64);
+    auto ccs = SameHostCongestionControls();
+    ASSERT_GE(ccs.size(), 2u);  // the connection 0 -> 1, both ends in this process
+    // Two ranks on this host: Reno where each has a CPU, else the default.
+    const std::string want =
+        std::thread::hardware_concurrency() >= 2 ? "reno" : SystemCongestionControl();
+    for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, want) << "fd " << fd;
+  }
+  TcpTransportOptions keep;
+  keep.same_host_congestion_control = "";
+  auto w = World(2, keep);
+  ASSERT_EQ(w.size(), 2u);
+  DrivenExchange(w, 1, 64);
+  auto ccs = SameHostCongestionControls();
+  ASSERT_GE(ccs.size(), 2u);
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
+}
+
+TEST(TcpDriverTest, OversubscribedHostsKeepTheSystemCongestionControl) {
+  const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  auto w = World(n);
+  ASSERT_EQ(w.size(), static_cast<size_t>(n));
+  DrivenExchange(w, 1, 64);
+  auto ccs = SameHostCongestionControls();
+  ASSERT_GE(ccs.size(), 2u);
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "core/transport/tcp/frame.h"
+#include "core/transport/tcp/socket_options.h"
 #include "proto/peer.pb.h"
 
 namespace gyre {
@@ -92,12 +93,21 @@ std::string FormatEndpoint(const tcp::endpoint& ep) {
   return host + ":" + std::to_string(ep.port());
 }
 
-void SetSocketOptions(tcp::socket& socket, int buffer_bytes) {
+// On a connected socket. `own_cpus`: this host has a CPU for each of its ranks (see
+// TcpTransportOptions::same_host_congestion_control).
+void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, bool own_cpus) {
   asio::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  if (buffer_bytes > 0) {
-    socket.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ignored);
-    socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ignored);
+  if (options.socket_buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(options.socket_buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(options.socket_buffer_bytes), ignored);
+  }
+  if (own_cpus && !options.same_host_congestion_control.empty() &&
+      PeerOnThisHost(socket.native_handle())) {
+    Status set = SetCongestionControl(socket.native_handle(), options.same_host_congestion_control);
+    // The connection works either way, only slower for large messages; once is enough.
+    LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
+        << "rank " << options.rank << ": " << set.ToString() << "; keeping the system default";
   }
 }
 
@@ -1014,7 +1024,7 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
     socket.close(ec);
     return;
   }
-  SetSocketOptions(socket, options_.socket_buffer_bytes);
+  SetSocketOptions(socket, options_, !oversubscribed_);
   socket.non_blocking(true, ec);
   if (ec) {
     LOG(WARNING) << "rank " << options_.rank << " dropped a connection from " << who << ": "
@@ -1460,7 +1470,7 @@ void TcpTransport::Impl::StartAttempt(const std::shared_ptr<OutConn>& o) {
 }
 
 void TcpTransport::Impl::OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id) {
-  SetSocketOptions(o->socket, options_.socket_buffer_bytes);
+  SetSocketOptions(o->socket, options_, !oversubscribed_);
   o->connector = std::make_unique<auth::Connector>(auth::Channel::kPeer, &credentials_, o->peer);
   StatusOr<std::string> hello = o->connector->Hello();
   if (!hello.ok()) return FailOut(o, hello.status());
