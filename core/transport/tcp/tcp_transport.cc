@@ -94,7 +94,8 @@ std::string FormatEndpoint(const tcp::endpoint& ep) {
 }
 
 // On a connected socket. `own_cpus`: this host has a CPU for each of its ranks (see
-// TcpTransportOptions::same_host_congestion_control).
+// TcpTransportOptions::same_host_congestion_control). Connections carry data one way, so
+// the sender's end, set up in OnConnected after SetPeers, is the one whose choice counts.
 void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, bool own_cpus) {
   asio::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
@@ -105,7 +106,8 @@ void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, b
   if (own_cpus && !options.same_host_congestion_control.empty() &&
       PeerOnThisHost(socket.native_handle())) {
     Status set = SetCongestionControl(socket.native_handle(), options.same_host_congestion_control);
-    // The connection works either way, only slower for large messages; once is enough.
+    // The connection works either way, only slower for large messages: the first of every
+    // thousand such warnings is enough.
     LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
         << "rank " << options.rank << ": " << set.ToString() << "; keeping the system default";
   }
