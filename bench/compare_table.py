@@ -163,9 +163,10 @@ def render(records, jsonl_name=""):
       "`--mca mpi_yield_when_idle 1` (labels `default` / `yield`); the faster counts.")
     skipped = m.get("model_skipped") or {}
     if any(skipped.values()):
-        w("- Left out of round 1 because the calibrated model put them over 3x behind its "
+        w("- Left out of round 1 because the calibrated model put them over %gx behind its "
           "fastest algorithm at that size (`gyre-bench --estimate P`): %s." %
-          "; ".join("%s: %s" % (k, ", ".join(v)) for k, v in skipped.items() if v))
+          (m.get("model_slack", 3.0),
+           "; ".join("%s: %s" % (k, ", ".join(v)) for k, v in skipped.items() if v)))
     if m.get("calibration"):
         w("- gyre's `auto` chose from the cost model calibrated at the start of this run "
           "(`gyre-bench --calibrate`, passed as `--calibration`): %s." %
