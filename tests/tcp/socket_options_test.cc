@@ -46,6 +46,41 @@ TEST(SocketOptionsTest, LoopbackPeersAreOnThisHostAndUnconnectedSocketsAreNot) {
   EXPECT_FALSE(PeerOnThisHost(-1));
 }
 
+TEST(SocketOptionsTest, AnIpv4MappedLoopbackPeerIsOnThisHost) {
+  const int listener = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (listener < 0) GTEST_SKIP() << "no IPv6 sockets on this machine";
+  int off = 0;
+  ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_any;
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  // The client speaks IPv4 from 127.0.0.2 to 127.0.0.1, so the dual-stack listener's end
+  // has two different addresses, ::ffff:127.0.0.1 and ::ffff:127.0.0.2: only knowing that a
+  // mapped 127.x address is loopback makes the peer local.
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_port = addr.sin6_port;
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002);
+  ASSERT_EQ(::bind(client, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&v4), sizeof(v4)), 0);
+  const int server = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(server, 0);
+  sockaddr_in6 peer{};
+  socklen_t peer_len = sizeof(peer);
+  ASSERT_EQ(::getpeername(server, reinterpret_cast<sockaddr*>(&peer), &peer_len), 0);
+  EXPECT_TRUE(IN6_IS_ADDR_V4MAPPED(&peer.sin6_addr));
+  EXPECT_TRUE(PeerOnThisHost(server));
+  for (int fd : {listener, client, server}) ::close(fd);
+}
+
 TEST(SocketOptionsTest, RenoCanBeSetOnBothEndsAndReadBack) {
   Pair pair;
   for (int fd : {pair.client, pair.server}) {

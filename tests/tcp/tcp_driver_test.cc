@@ -159,6 +159,17 @@ TEST(TcpDriverTest, SameHostConnectionsUseTheConfiguredCongestionControl) {
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
+TEST(TcpDriverTest, AnUnknownCongestionControlKeepsTheDefaultAndTheConnectionWorks) {
+  TcpTransportOptions options;
+  options.same_host_congestion_control = "no-such-algorithm";
+  auto w = World(2, options);
+  ASSERT_EQ(w.size(), 2u);
+  DrivenExchange(w, 1, 300000);  // a warning is logged; the bytes still arrive whole
+  auto ccs = SameHostCongestionControls();
+  ASSERT_GE(ccs.size(), 2u);
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
+}
+
 TEST(TcpDriverTest, OversubscribedHostsKeepTheSystemCongestionControl) {
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
   auto w = World(n);

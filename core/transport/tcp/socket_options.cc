@@ -1,53 +1,39 @@
 #include "core/transport/tcp/socket_options.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <asio/ip/tcp.hpp>
 #include <cerrno>
 #include <cstring>
 
 namespace gyre {
 namespace {
 
-bool IsLoopback(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
-    // ::ffff:127.x.y.z
-    return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
-  }
-  return false;
+// The socket's own (peer = false) or its peer's endpoint; false if there is none.
+bool EndpointOf(int fd, bool peer, asio::ip::tcp::endpoint* ep) {
+  socklen_t len = static_cast<socklen_t>(ep->capacity());
+  const int rc = peer ? ::getpeername(fd, ep->data(), &len) : ::getsockname(fd, ep->data(), &len);
+  if (rc != 0) return false;
+  ep->resize(len);
+  return true;
 }
 
-bool SameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) {
-    return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
+bool IsLoopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
   }
-  if (a.ss_family == AF_INET6) {
-    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr,
-                       sizeof(in6_addr)) == 0;
-  }
-  return false;
+  return a.is_loopback();
 }
 
 }  // namespace
 
 bool PeerOnThisHost(int fd) {
-  sockaddr_storage local{}, peer{};
-  socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return false;
-  if (IsLoopback(peer)) return true;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return false;
-  return SameAddress(local, peer);
+  asio::ip::tcp::endpoint local, peer;
+  if (!EndpointOf(fd, /*peer=*/true, &peer)) return false;
+  if (IsLoopback(peer.address())) return true;
+  return EndpointOf(fd, /*peer=*/false, &local) && local.address() == peer.address();
 }
 
 StatusOr<std::string> CongestionControl(int fd) {
