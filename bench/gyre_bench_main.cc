@@ -238,22 +238,25 @@ int Fail(const Status& s, int rank) {
   return 1;
 }
 
-// --estimate P: the model's view of every (size, algorithm) for P ranks on one host, under
-// --calibration (else $GYRE_CALIBRATION, else the built-in model). bench/compare.py uses it
-// to skip, in its first round, algorithms the model puts far behind at a size.
+// The model auto and --explain use: --calibration, else $GYRE_CALIBRATION, else built in.
+StatusOr<algo::MachineModel> CalibratedModel() {
+  std::string file = FLAGS_calibration;
+  if (const char* env = std::getenv("GYRE_CALIBRATION"); file.empty() && env != nullptr) {
+    file = env;
+  }
+  if (file.empty()) return algo::DefaultMachineModel();
+  return algo::ReadMachineModel(file);
+}
+
+// --estimate P: the model's view of every (size, algorithm) for P ranks on one host.
+// bench/compare.py uses it to skip, in its first round, algorithms the model puts far
+// behind at a size.
 int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int64_t>& sizes) {
   const int p = FLAGS_estimate;
   if (p < 1) return Fail(InvalidArgumentError("--estimate needs a world size of at least 1"), -1);
-  algo::MachineModel model = algo::DefaultMachineModel();
-  std::string file = FLAGS_calibration;
-  if (file.empty() && std::getenv("GYRE_CALIBRATION") != nullptr) {
-    file = std::getenv("GYRE_CALIBRATION");
-  }
-  if (!file.empty()) {
-    auto read = algo::ReadMachineModel(file);
-    if (!read.ok()) return Fail(read.status().WithContext("--calibration"), -1);
-    model = *read;
-  }
+  auto model_or = CalibratedModel();
+  if (!model_or.ok()) return Fail(model_or.status().WithContext("--calibration"), -1);
+  const algo::MachineModel& model = *model_or;
   const size_t esize = DataTypeSize(dtype);
   for (int64_t size : op == Op::kBarrier ? std::vector<int64_t>{0} : sizes) {
     const Shape shape = ShapeFor(op, size, p, esize);
@@ -371,12 +374,9 @@ int Main() {
   const size_t esize = DataTypeSize(dtype);
   // The model --explain shows: the one auto uses (file or built in), else the --model_*
   // values when any is given, else this run's --calibrate measurement.
-  algo::MachineModel model = algo::DefaultMachineModel();
-  if (const char* file = std::getenv("GYRE_CALIBRATION"); file != nullptr && *file != '\0') {
-    auto read = algo::ReadMachineModel(file);
-    if (!read.ok()) return Fail(read.status(), rank);
-    model = *read;
-  }
+  auto model_or = CalibratedModel();
+  if (!model_or.ok()) return Fail(model_or.status(), rank);
+  algo::MachineModel model = *model_or;
   if (!gflags::GetCommandLineFlagInfoOrDie("model_alpha_us").is_default ||
       !gflags::GetCommandLineFlagInfoOrDie("model_gbps").is_default ||
       !gflags::GetCommandLineFlagInfoOrDie("model_reduce_gbps").is_default) {
