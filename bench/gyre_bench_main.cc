@@ -66,6 +66,9 @@ DEFINE_string(calibration, "",
 DEFINE_double(model_alpha_us, 20, "--explain: latency per message, microseconds (if set)");
 DEFINE_double(model_gbps, 3, "--explain: bandwidth per link, GB/s (if set)");
 DEFINE_double(model_reduce_gbps, 6, "--explain: reduction rate, GB/s (if set)");
+DEFINE_bool(alloc_buffers, true,
+            "allocate the buffers with Comm::AllocBuffer (through the daemon: shared memory used "
+            "in place); false: from the heap (through the daemon: copied via its staging area)");
 DEFINE_bool(iteration_times, false,
             "after each cell, rank 0 prints every timed iteration's time (the slowest rank's), "
             "in microseconds, in order: for finding outliers and modes");
@@ -115,15 +118,28 @@ class GyreCollectives : public Collectives {
   Comm& comm_;
 };
 
-// Page-aligned so that every implementation sees buffers alike.
+// Page-aligned so that every implementation sees buffers alike: from Comm::AllocBuffer
+// (through the daemon, shared memory it uses in place) or, with --alloc_buffers=false, from
+// the heap (through the daemon, copied through its staging area).
 struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+  Comm* comm = nullptr;  // the block came from comm->AllocBuffer
+  void operator()(void* p) const {
+    if (comm != nullptr) {
+      comm->FreeBuffer(p).IgnoreError();
+    } else {
+      std::free(p);
+    }
+  }
 };
 using Buffer = std::unique_ptr<unsigned char, FreeDeleter>;
 
-StatusOr<Buffer> Allocate(int64_t bytes) {
-  void* p = nullptr;
+StatusOr<Buffer> Allocate(Comm& comm, int64_t bytes) {
   const size_t n = static_cast<size_t>(std::max<int64_t>(bytes, 64));
+  if (FLAGS_alloc_buffers) {
+    GYRE_ASSIGN_OR_RETURN(void* p, comm.AllocBuffer(n));
+    return Buffer(static_cast<unsigned char*>(p), FreeDeleter{&comm});
+  }
+  void* p = nullptr;
   if (posix_memalign(&p, 4096, n) != 0) {
     return ResourceExhaustedError("cannot allocate " + FormatSize(bytes));
   }
@@ -367,7 +383,8 @@ int Main() {
   std::ostringstream title;
   title << "gyre-bench: " << OpName(op) << ", " << p << " ranks, impl " << impl << " (mode "
         << comm.mode() << "), " << DataTypeName(dtype) << " " << ReduceOpName(redop)
-        << (FLAGS_pin ? ", pinned" : "");
+        << (FLAGS_pin ? ", pinned" : "")
+        << (FLAGS_alloc_buffers ? ", buffers from AllocBuffer" : ", heap buffers");
   reporter.Header(title.str());
 
   GyreCollectives coll(comm);
@@ -415,9 +432,9 @@ int Main() {
   int64_t total_wrong = 0;
   for (int64_t size : sizes) {
     const Shape shape = ShapeFor(op, size, p, esize);
-    auto in_or = Allocate(shape.in_elems * static_cast<int64_t>(esize));
+    auto in_or = Allocate(comm, shape.in_elems * static_cast<int64_t>(esize));
     if (!in_or.ok()) return Fail(in_or.status(), rank);
-    auto out_or = Allocate(shape.out_elems * static_cast<int64_t>(esize));
+    auto out_or = Allocate(comm, shape.out_elems * static_cast<int64_t>(esize));
     if (!out_or.ok()) return Fail(out_or.status(), rank);
     unsigned char* in = in_or->get();
     unsigned char* out = FLAGS_inplace ? in : out_or->get();

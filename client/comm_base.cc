@@ -156,6 +156,35 @@ CallInfo CommBase::last() const {
   return last_;
 }
 
+StatusOr<void*> CommBase::AllocBuffer(size_t bytes) {
+  void* p = nullptr;
+  const size_t n = std::max<size_t>(bytes, 1);
+  if (::posix_memalign(&p, 4096, n) != 0) {
+    return ResourceExhaustedError("AllocBuffer: cannot allocate " + std::to_string(bytes) +
+                                  " bytes");
+  }
+  std::lock_guard<std::mutex> lock(blocks_mu_);
+  blocks_.insert(p);
+  return p;
+}
+
+Status CommBase::FreeBuffer(void* block) {
+  {
+    std::lock_guard<std::mutex> lock(blocks_mu_);
+    if (blocks_.erase(block) == 0) {
+      return InvalidArgumentError(
+          "FreeBuffer: the pointer is not a block from AllocBuffer of "
+          "this Comm (or was freed already)");
+    }
+  }
+  std::free(block);
+  return Status::Ok();
+}
+
+CommBase::~CommBase() {
+  for (void* p : blocks_) std::free(p);
+}
+
 void CommBase::SetLast(const CallInfo& info) {
   std::lock_guard<std::mutex> lock(last_mu_);
   last_ = info;

@@ -1,6 +1,7 @@
-// The daemon Comm: each call is a request to this rank's gyred over its Unix socket; the
-// payload goes through a shared-memory file that this process creates and maps, and the
-// daemon maps too, so no tensor byte crosses the socket.
+// The daemon Comm: each call is a request to this rank's gyred over its Unix socket; payloads
+// sit in shared-memory files that this process creates and maps, and the daemon maps too, so
+// no tensor byte crosses the socket. A buffer from AllocBuffer is such a file and is used in
+// place; any other buffer is copied through a staging file (region 0).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -10,6 +11,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
 
 #include "client/comm_impl.h"
 #include "core/auth/fd_handshake.h"
@@ -37,7 +40,42 @@ class DaemonComm final : public CommBase {
   DaemonComm(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    for (const auto& [start, block] : blocks_) {
+      ::munmap(reinterpret_cast<void*>(start), block.bytes);
+    }
     if (fd_ >= 0) ::close(fd_);
+  }
+
+  StatusOr<void*> AllocBuffer(size_t bytes) override {
+    void* block = nullptr;
+    GYRE_RETURN_IF_ERROR(Inline([&]() -> Status {
+      const uint32_t region = next_region_++;
+      GYRE_ASSIGN_OR_RETURN(void* data, MapShared(std::max<size_t>(bytes, 1), region));
+      blocks_[reinterpret_cast<uintptr_t>(data)] =
+          Block{PageRound(std::max<size_t>(bytes, 1)), region};
+      block = data;
+      return Status::Ok();
+    }));
+    return block;
+  }
+
+  Status FreeBuffer(void* block) override {
+    return Inline([&]() -> Status {
+      auto it = blocks_.find(reinterpret_cast<uintptr_t>(block));
+      if (it == blocks_.end()) {
+        return InvalidArgumentError(
+            "FreeBuffer: the pointer is not a block from AllocBuffer of "
+            "this Comm (or was freed already)");
+      }
+      const Block b = it->second;
+      blocks_.erase(it);
+      ::munmap(block, b.bytes);
+      proto::ClientRequest req;
+      req.set_id(++next_id_);
+      req.mutable_unmap_buffer()->set_region(b.region);
+      proto::ClientResponse resp;
+      return RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    });
   }
 
   Status Hello(Deadline deadline) {
@@ -74,14 +112,21 @@ class DaemonComm final : public CommBase {
                                   ": the output buffer is null but must hold " +
                                   std::to_string(out_bytes) + " bytes");
     }
-    // In place (allreduce, or broadcast at the root): one area serves as both, so the
-    // mapping holds the buffer once, not twice.
-    const bool in_place = in != nullptr && in == out && in_bytes == out_bytes &&
+    // A buffer inside a block from AllocBuffer is used where it is; any other is staged.
+    const std::optional<Place> in_block = in_bytes > 0 ? InBlock(in, in_bytes) : std::nullopt;
+    const std::optional<Place> out_block = out_bytes > 0 ? InBlock(out, out_bytes) : std::nullopt;
+    const bool stage_in = in_bytes > 0 && !in_block;
+    const bool stage_out = out_bytes > 0 && !out_block;
+    // In place (allreduce, or broadcast at the root): one staged area serves as both, so the
+    // staging file holds the buffer once, not twice.
+    const bool in_place = stage_in && stage_out && in == out && in_bytes == out_bytes &&
                           (spec.collective == algo::Collective::kAllreduce ||
                            (spec.collective == algo::Collective::kBroadcast && spec.root == rank_));
-    const size_t out_offset = in_place ? 0 : Align(in_bytes);
-    GYRE_RETURN_IF_ERROR(EnsureMapped(out_offset + out_bytes));
-    if (in_bytes > 0) std::memcpy(map_, in, in_bytes);
+    const size_t out_offset = in_place || !stage_in ? 0 : Align(in_bytes);
+    if (stage_in || stage_out) {
+      GYRE_RETURN_IF_ERROR(EnsureMapped(stage_out ? out_offset + out_bytes : in_bytes));
+    }
+    if (stage_in) std::memcpy(map_, in, in_bytes);
 
     proto::ClientRequest req;
     req.set_id(++next_id_);
@@ -95,8 +140,10 @@ class DaemonComm final : public CommBase {
     c->set_deterministic(co.deterministic);
     c->set_timeout_ms(TimeoutMs(co));
     c->set_deadline_ms(DeadlineMs(co));
-    c->set_input_offset(0);
-    c->set_output_offset(out_offset);
+    c->set_input_region(in_block ? in_block->region : 0);
+    c->set_input_offset(in_block ? in_block->offset : 0);
+    c->set_output_region(out_block ? out_block->region : 0);
+    c->set_output_offset(out_block ? out_block->offset : out_offset);
     c->set_has_input(in_bytes > 0);
     c->set_has_output(out_bytes > 0);
     proto::ClientResponse resp;
@@ -104,10 +151,10 @@ class DaemonComm final : public CommBase {
     // answers; the only way for this wait to end otherwise is the daemon dying, which
     // closes the socket.
     GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
-    Status st = Answered(resp);
-    if (st.ok() && out_bytes > 0) {
-      std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
-    }
+    Status st = FromProto(resp.status());
+    const bool copy_out = st.ok() && stage_out;
+    if (copy_out) std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
+    Answered(resp, static_cast<int64_t>((stage_in ? in_bytes : 0) + (copy_out ? out_bytes : 0)));
     return st;
   }
 
@@ -129,8 +176,31 @@ class DaemonComm final : public CommBase {
                                     .count());
   }
 
-  // Records what the daemon says the call did; returns the call's Status.
-  Status Answered(const proto::ClientResponse& resp) {
+  // Where a buffer lies in a block from AllocBuffer.
+  struct Place {
+    uint32_t region;
+    uint64_t offset;
+  };
+  struct Block {
+    size_t bytes;
+    uint32_t region;
+  };
+
+  static size_t PageRound(size_t v) { return (v + 4095) & ~size_t{4095}; }
+
+  // The block that holds all of [p, p + n), if any.
+  std::optional<Place> InBlock(const void* p, size_t n) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return std::nullopt;
+    --it;
+    const uintptr_t off = a - it->first;
+    if (off > it->second.bytes || n > it->second.bytes - off) return std::nullopt;
+    return Place{it->second.region, off};
+  }
+
+  // Records what the daemon says the call did, and the bytes this side staged.
+  void Answered(const proto::ClientResponse& resp, int64_t staged) {
     CallInfo info;
     info.algorithm = algo::AlgorithmName(static_cast<algo::Algorithm>(resp.algorithm()));
     info.seq = resp.seq();
@@ -139,8 +209,8 @@ class DaemonComm final : public CommBase {
     info.msgs_sent = resp.msgs_sent();
     info.bytes_recv = resp.bytes_recv();
     info.msgs_recv = resp.msgs_recv();
+    info.bytes_staged = staged;
     SetLast(info);
-    return FromProto(resp.status());
   }
 
   Status CallMessage(bool send, void* buf, int64_t count, DataType dtype, int peer, int tag,
@@ -157,8 +227,10 @@ class DaemonComm final : public CommBase {
       return InvalidArgumentError(what + ": the buffer is null but must hold " +
                                   std::to_string(count) + " elements");
     }
-    GYRE_RETURN_IF_ERROR(EnsureMapped(bytes));
-    if (send && bytes > 0) std::memcpy(map_, buf, bytes);
+    const std::optional<Place> block = bytes > 0 ? InBlock(buf, bytes) : std::nullopt;
+    const bool staged = bytes > 0 && !block;
+    if (staged) GYRE_RETURN_IF_ERROR(EnsureMapped(bytes));
+    if (staged && send) std::memcpy(map_, buf, bytes);
     proto::ClientRequest req;
     req.set_id(++next_id_);
     proto::PointToPointCall* m = req.mutable_message();
@@ -169,11 +241,14 @@ class DaemonComm final : public CommBase {
     m->set_dtype(static_cast<int>(dtype));
     m->set_timeout_ms(TimeoutMs(co));
     m->set_deadline_ms(DeadlineMs(co));
-    m->set_offset(0);
+    m->set_region(block ? block->region : 0);
+    m->set_offset(block ? block->offset : 0);
     proto::ClientResponse resp;
     GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
-    Status st = Answered(resp);
-    if (st.ok() && !send && bytes > 0) std::memcpy(buf, map_, bytes);
+    Status st = FromProto(resp.status());
+    const bool copy_out = st.ok() && staged && !send;
+    if (copy_out) std::memcpy(buf, map_, bytes);
+    Answered(resp, staged && (send || copy_out) ? static_cast<int64_t>(bytes) : 0);
     return st;
   }
 
@@ -221,12 +296,22 @@ class DaemonComm final : public CommBase {
     return Status::Ok();
   }
 
-  // Grows the shared payload area to at least `bytes`: a new file, mapped here and by the
-  // daemon, then unlinked so nothing is left behind whoever dies first.
+  // Grows the staging area (region 0) to at least `bytes`, doubling, at least 1 MiB.
   Status EnsureMapped(size_t bytes) {
     if (bytes <= map_bytes_ && map_ != nullptr) return Status::Ok();
     size_t want = std::max<size_t>(Align(bytes), 1 << 20);
     if (map_bytes_ > 0) want = std::max(want, map_bytes_ * 2);
+    GYRE_ASSIGN_OR_RETURN(void* m, MapShared(want, 0));
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    map_ = m;
+    map_bytes_ = want;
+    return Status::Ok();
+  }
+
+  // A new shared-memory file of `bytes` (rounded up to pages), mapped here and by the daemon
+  // as region `region`, then unlinked so nothing is left behind whoever dies first.
+  StatusOr<void*> MapShared(size_t bytes, uint32_t region) {
+    const size_t want = PageRound(bytes);
     static std::atomic<int> counter{0};
     const std::string file =
         "/dev/shm/gyre-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
@@ -252,6 +337,7 @@ class DaemonComm final : public CommBase {
     req.set_id(++next_id_);
     req.mutable_map_buffer()->set_path(file);
     req.mutable_map_buffer()->set_bytes(want);
+    req.mutable_map_buffer()->set_region(region);
     proto::ClientResponse resp;
     Status s = RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
     ::unlink(file.c_str());
@@ -259,10 +345,7 @@ class DaemonComm final : public CommBase {
       ::munmap(m, want);
       return s;
     }
-    if (map_ != nullptr) ::munmap(map_, map_bytes_);
-    map_ = m;
-    map_bytes_ = want;
-    return Status::Ok();
+    return m;
   }
 
   int fd_;
@@ -270,8 +353,10 @@ class DaemonComm final : public CommBase {
   int rank_ = 0;
   int size_ = 1;
   uint64_t next_id_ = 0;
-  void* map_ = nullptr;
+  void* map_ = nullptr;  // the staging area, region 0
   size_t map_bytes_ = 0;
+  std::map<uintptr_t, Block> blocks_;  // from AllocBuffer, by start address
+  uint32_t next_region_ = 1;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "client/call_queue.h"
 #include "client/include/gyre/gyre.h"
@@ -51,6 +52,10 @@ class CommBase : public Comm {
   std::shared_ptr<Work> RecvAsync(void* buf, int64_t count, DataType dtype, int peer, int tag,
                                   const Options& o) override;
   CallInfo last() const override;
+  // Page-aligned heap memory; the daemon Comm overrides these with shared memory.
+  StatusOr<void*> AllocBuffer(size_t bytes) override;
+  Status FreeBuffer(void* block) override;
+  ~CommBase() override;
 
  protected:
   // One send (`send`) or receive, started now or queued; the Work completes with it.
@@ -60,6 +65,8 @@ class CommBase : public Comm {
   std::shared_ptr<Work> Queued(std::function<Status()> call) {
     return queue_.Submit(std::move(call));
   }
+  // Runs `call` on this thread once every earlier call has finished, and no call with it.
+  Status Inline(const std::function<Status()>& call) { return queue_.RunInline(call); }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
   void SetLast(const CallInfo& info);
@@ -69,6 +76,8 @@ class CommBase : public Comm {
 
   mutable std::mutex last_mu_;
   CallInfo last_;
+  std::mutex blocks_mu_;
+  std::set<void*> blocks_;  // from the heap AllocBuffer
   CallQueue queue_;
 };
 

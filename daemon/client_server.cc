@@ -11,6 +11,9 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "core/algo/collective.h"
@@ -47,17 +50,96 @@ void ToProto(const Status& s, proto::StatusProto* p) {
   p->set_message(s.message());
 }
 
-// One client's shared payload area.
+// One shared payload region of a client: its staging area (region 0) or a block the program
+// allocated (1, 2, ...).
 struct Mapping {
   void* data = nullptr;
   size_t bytes = 0;
-  // `n` bytes from offset `off` lie inside the mapping (nothing to hold is always inside).
-  bool Holds(uint64_t off, uint64_t n) const {
-    return n == 0 || (data != nullptr && off <= bytes && n <= bytes - off);
-  }
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
   ~Mapping() {
     if (data != nullptr) ::munmap(data, bytes);
   }
+};
+
+// A client's regions. A connection may hold at most kMaxRegions, so a program that leaks
+// blocks runs out of them with an error instead of exhausting the daemon's address space.
+class Regions {
+ public:
+  static constexpr size_t kMaxRegions = 4096;
+
+  // Maps `path` as region `id`, replacing what it held.
+  Status Map(uint32_t id, const std::string& path, size_t bytes) {
+    if (regions_.count(id) == 0 && regions_.size() >= kMaxRegions) {
+      return ResourceExhaustedError("this client already has " + std::to_string(kMaxRegions) +
+                                    " shared buffers mapped; free some with FreeBuffer");
+    }
+    struct stat st {};
+    int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (mfd < 0) {
+      return InvalidArgumentError("cannot open shared memory " + path + ": " +
+                                  std::strerror(errno));
+    }
+    if (::fstat(mfd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes ||
+        st.st_uid != ::geteuid()) {
+      ::close(mfd);
+      return InvalidArgumentError("shared memory " + path +
+                                  " is smaller than announced or not owned by this user");
+    }
+    void* m = bytes == 0 ? MAP_FAILED
+                         : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    ::close(mfd);
+    if (m == MAP_FAILED) {
+      return ResourceExhaustedError("cannot map " + path + " (" + std::to_string(bytes) +
+                                    " bytes): " + std::strerror(errno));
+    }
+    auto mapping = std::make_unique<Mapping>();
+    mapping->data = m;
+    mapping->bytes = bytes;
+    regions_[id] = std::move(mapping);
+    Recount();
+    return Status::Ok();
+  }
+
+  Status Unmap(uint32_t id) {
+    if (id == 0 || regions_.erase(id) == 0) {
+      return InvalidArgumentError("no shared buffer " + std::to_string(id) + " to unmap");
+    }
+    Recount();
+    return Status::Ok();
+  }
+
+  // The address of `n` bytes at `offset` in region `id`: null for nothing to hold, an error
+  // naming the region when they do not lie inside it.
+  StatusOr<unsigned char*> Locate(uint32_t id, uint64_t offset, uint64_t n,
+                                  const char* what) const {
+    if (n == 0) return static_cast<unsigned char*>(nullptr);
+    auto it = regions_.find(id);
+    if (it == regions_.end()) {
+      return InvalidArgumentError(std::string("the call's ") + what + " names shared buffer " +
+                                  std::to_string(id) + ", which this client has not mapped");
+    }
+    const Mapping& m = *it->second;
+    if (offset > m.bytes || n > m.bytes - offset) {
+      return InvalidArgumentError(std::string("the call's ") + what + " (" + std::to_string(n) +
+                                  " bytes at offset " + std::to_string(offset) +
+                                  ") does not fit shared buffer " + std::to_string(id) + " of " +
+                                  std::to_string(m.bytes) + " bytes");
+    }
+    return static_cast<unsigned char*>(m.data) + offset;
+  }
+
+  size_t LargestBytes() const { return largest_; }
+
+ private:
+  void Recount() {
+    largest_ = 0;
+    for (const auto& [id, m] : regions_) largest_ = std::max(largest_, m->bytes);
+  }
+
+  std::map<uint32_t, std::unique_ptr<Mapping>> regions_;
+  size_t largest_ = 0;  // of the regions' sizes
 };
 
 // How long a connection waits for the client's next request without sleeping: a program
@@ -206,7 +288,7 @@ void ClientServer::Serve(bool until_first_client_leaves) {
 }
 
 void ClientServer::HandleConnection(int fd) {
-  Mapping map;
+  Regions regions;
   bool said_hello = false;
   const std::string what = "client connection";
   const bool authenticated = Authenticate(fd).ok();
@@ -239,29 +321,10 @@ void ClientServer::HandleConnection(int fd) {
     } else if (!said_hello) {
       result = InvalidArgumentError("the first request on a connection must be hello");
     } else if (req.has_map_buffer()) {
-      const std::string& path = req.map_buffer().path();
-      const size_t bytes = req.map_buffer().bytes();
-      struct stat st {};
-      int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-      if (mfd < 0) {
-        result =
-            InvalidArgumentError("cannot open shared memory " + path + ": " + std::strerror(errno));
-      } else if (::fstat(mfd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes ||
-                 st.st_uid != ::geteuid()) {
-        result = InvalidArgumentError("shared memory " + path +
-                                      " is smaller than announced or not owned by this user");
-        ::close(mfd);
-      } else {
-        void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-        ::close(mfd);
-        if (m == MAP_FAILED) {
-          result = ResourceExhaustedError("cannot map " + path + ": " + std::strerror(errno));
-        } else {
-          if (map.data != nullptr) ::munmap(map.data, map.bytes);
-          map.data = m;
-          map.bytes = bytes;
-        }
-      }
+      result =
+          regions.Map(req.map_buffer().region(), req.map_buffer().path(), req.map_buffer().bytes());
+    } else if (req.has_unmap_buffer()) {
+      result = regions.Unmap(req.unmap_buffer().region());
     } else if (req.has_collective()) {
       const proto::CollectiveCall& c = req.collective();
       algo::CollectiveSpec spec;
@@ -280,28 +343,40 @@ void ClientServer::HandleConnection(int fd) {
       } else {
         result = algo::ValidateSpec(spec);
       }
-      // Every call with elements has a buffer of at least `count` of them, so a count the
-      // mapping cannot hold is refused before any size arithmetic could overflow.
+      // Every call with elements has a buffer of at least `count` of them, so a count no
+      // region can hold is refused before the size arithmetic below could overflow.
       if (result.ok() && spec.count > 0 &&
-          static_cast<uint64_t>(spec.count) > map.bytes / DataTypeSize(spec.dtype)) {
+          static_cast<uint64_t>(spec.count) > regions.LargestBytes() / DataTypeSize(spec.dtype)) {
         result = InvalidArgumentError("count " + std::to_string(spec.count) +
-                                      " does not fit the mapped shared memory of " +
-                                      std::to_string(map.bytes) + " bytes");
+                                      " does not fit any mapped shared memory (the largest holds " +
+                                      std::to_string(regions.LargestBytes()) + " bytes)");
       }
       const void* in = nullptr;
       void* out = nullptr;
       if (result.ok()) {
-        const size_t es = DataTypeSize(spec.dtype);
-        const size_t in_bytes = static_cast<size_t>(algo::InputCount(spec, comm_->rank())) * es;
-        const size_t out_bytes = static_cast<size_t>(algo::OutputCount(spec, comm_->rank())) * es;
-        if (!map.Holds(c.input_offset(), in_bytes) || !map.Holds(c.output_offset(), out_bytes)) {
-          result = InvalidArgumentError("the call's buffers (" + std::to_string(in_bytes) +
-                                        " in, " + std::to_string(out_bytes) +
-                                        " out) do not fit the mapped shared memory of " +
-                                        std::to_string(map.bytes) + " bytes");
+        const unsigned __int128 es = DataTypeSize(spec.dtype);
+        const unsigned __int128 in_bytes =
+            static_cast<unsigned __int128>(algo::InputCount(spec, comm_->rank())) * es;
+        const unsigned __int128 out_bytes =
+            static_cast<unsigned __int128>(algo::OutputCount(spec, comm_->rank())) * es;
+        constexpr unsigned __int128 kMax = std::numeric_limits<uint64_t>::max();
+        if (in_bytes > kMax || out_bytes > kMax) {
+          result = InvalidArgumentError("count " + std::to_string(spec.count) +
+                                        " is too large for any shared buffer");
         } else {
-          if (in_bytes > 0) in = static_cast<unsigned char*>(map.data) + c.input_offset();
-          if (out_bytes > 0) out = static_cast<unsigned char*>(map.data) + c.output_offset();
+          // Locate refuses bytes that do not lie inside the region they name.
+          auto ip = regions.Locate(c.input_region(), c.input_offset(),
+                                   static_cast<uint64_t>(in_bytes), "input");
+          auto op = regions.Locate(c.output_region(), c.output_offset(),
+                                   static_cast<uint64_t>(out_bytes), "output");
+          if (!ip.ok()) {
+            result = ip.status();
+          } else if (!op.ok()) {
+            result = op.status();
+          } else {
+            in = *ip;
+            out = *op;
+          }
         }
       }
       if (result.ok()) {
@@ -321,15 +396,21 @@ void ClientServer::HandleConnection(int fd) {
       if (!IsValidDataType(m.dtype())) {
         result = InvalidArgumentError("unknown dtype value " + std::to_string(m.dtype()) +
                                       " in a send/recv request");
-      } else if (m.count() < 0 ||
-                 static_cast<uint64_t>(m.count()) > map.bytes / DataTypeSize(dtype) ||
-                 !map.Holds(m.offset(), static_cast<uint64_t>(m.count()) * DataTypeSize(dtype))) {
+      } else if (m.count() < 0 || static_cast<uint64_t>(m.count()) >
+                                      std::numeric_limits<uint64_t>::max() / DataTypeSize(dtype)) {
         result = InvalidArgumentError("send/recv of " + std::to_string(m.count()) +
-                                      " elements at offset " + std::to_string(m.offset()) +
-                                      " does not fit the mapped shared memory of " +
-                                      std::to_string(map.bytes) + " bytes");
+                                      " elements: not a valid count");
       } else {
-        if (m.count() > 0) buf = static_cast<unsigned char*>(map.data) + m.offset();
+        auto located =
+            regions.Locate(m.region(), m.offset(),
+                           static_cast<uint64_t>(m.count()) * DataTypeSize(dtype), "buffer");
+        if (!located.ok()) {
+          result = located.status();
+        } else {
+          buf = *located;
+        }
+      }
+      if (result.ok()) {
         std::lock_guard<std::mutex> lock(call_mu_);
         beat.CallStarted();
         result = m.send() ? comm_->Send(buf, m.count(), dtype, m.peer(), m.tag(), opts)

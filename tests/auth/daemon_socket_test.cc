@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -25,9 +26,11 @@
 #include <vector>
 
 #include "client/include/gyre/gyre.h"
+#include "core/algo/collective.h"
 #include "core/auth/fd_handshake.h"
 #include "core/auth/handshake.h"
 #include "core/auth/secret.h"
+#include "core/ipc/ipc.h"
 #include "core/transport/tcp/frame.h"
 #include "proto/client.pb.h"
 
@@ -265,6 +268,130 @@ TEST_F(DaemonTest, ReplayedHandshakeIsRefused) {
 
 // A send or receive the daemon's communicator refuses comes back as that error, and the
 // connection serves the next call.
+// Blocks from AllocBuffer are used in place at any offset: the results are exact and no byte
+// is staged; heap buffers are staged in and out; FreeBuffer refuses what it did not give.
+TEST_F(DaemonTest, AllocatedBuffersAreUsedInPlaceAndHeapBuffersAreStaged) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const int64_t n = 100000;
+  auto a = (*comm)->AllocBuffer(n * 4 + 64);
+  auto b = (*comm)->AllocBuffer(n * 4 + 64);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto* in = reinterpret_cast<int32_t*>(static_cast<char*>(*a) + 12);
+  auto* out = reinterpret_cast<int32_t*>(static_cast<char*>(*b) + 52);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(i * 7 - 3);
+  std::fill(out, out + n, -1);
+  ASSERT_TRUE((*comm)->Allreduce(in, out, n, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ((*comm)->last().bytes_staged, 0);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i]) << i;
+  std::vector<int32_t> heap(n, 5), heap_out(n, 0);
+  ASSERT_TRUE(
+      (*comm)->Allreduce(heap.data(), heap_out.data(), n, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ((*comm)->last().bytes_staged, 2 * n * 4);
+  EXPECT_EQ(heap_out, heap);
+  // One side in a block, the other staged.
+  std::fill(out, out + n, -1);
+  ASSERT_TRUE((*comm)->Allreduce(heap.data(), out, n, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ((*comm)->last().bytes_staged, n * 4);
+  EXPECT_EQ(std::vector<int32_t>(out, out + n), heap);
+  EXPECT_EQ((*comm)->FreeBuffer(heap.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*comm)->FreeBuffer(*a).ok());
+  EXPECT_EQ((*comm)->FreeBuffer(*a).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*comm)->FreeBuffer(*b).ok());
+  // Blocks come and go without the daemon holding descriptors for them.
+  const int fds = ProcDescriptors(pid_);
+  for (int i = 0; i < 50; ++i) {
+    auto c = (*comm)->AllocBuffer(1 << 16);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*comm)->FreeBuffer(*c).ok());
+  }
+  EXPECT_EQ(ProcDescriptors(pid_), fds);
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+}
+
+// A request naming a region the client never mapped, or bytes past a region's end, is
+// refused with the region named, and the connection serves the next request.
+TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
+  int fd = ConnectSocket(socket_);
+  ASSERT_GE(fd, 0);
+  auth::Credentials me;
+  me.secret = secret_;
+  me.job_id = "dsock";
+  ASSERT_TRUE(auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, In(Seconds(5)),
+                                "test client")
+                  .ok());
+  uint64_t id = 0;
+  auto ask = [&](proto::ClientRequest req) {
+    req.set_id(++id);
+    proto::ClientResponse resp;
+    EXPECT_TRUE(ipc::WriteMessage(fd, req, In(Seconds(5)), "test").ok());
+    do {
+      EXPECT_TRUE(ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok());
+    } while (resp.id() == 0 && !::testing::Test::HasFailure());
+    return resp;
+  };
+  proto::ClientRequest hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  EXPECT_EQ(ask(hello).status().code(), 0);
+
+  proto::ClientRequest unmapped;
+  proto::CollectiveCall* c = unmapped.mutable_collective();
+  c->set_collective(static_cast<int>(algo::Collective::kAllreduce));
+  c->set_count(16);
+  c->set_dtype(static_cast<int>(DataType::kFloat32));
+  c->set_has_input(true);
+  c->set_has_output(true);
+  c->set_input_region(5);
+  // Nothing mapped yet: no region could hold the call.
+  proto::ClientResponse r = ask(unmapped);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("does not fit any mapped shared memory"), std::string::npos)
+      << r.DebugString();
+
+  // Map a 4 KiB region 2; region 5 is still unknown, and bytes past region 2's end refused.
+  const std::string file = dir_ + "/region";
+  {
+    int mfd = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(mfd, 0);
+    ASSERT_EQ(::ftruncate(mfd, 4096), 0);
+    ::close(mfd);
+  }
+  proto::ClientRequest map;
+  map.mutable_map_buffer()->set_path(file);
+  map.mutable_map_buffer()->set_bytes(4096);
+  map.mutable_map_buffer()->set_region(2);
+  EXPECT_EQ(ask(map).status().code(), 0);
+  r = ask(unmapped);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("names shared buffer 5, which this client has not mapped"),
+            std::string::npos)
+      << r.DebugString();
+  c->set_input_region(2);
+  c->set_output_region(2);
+  c->set_count(1024);  // exactly 4 KiB: fits
+  EXPECT_EQ(ask(unmapped).status().code(), 0);
+  c->set_output_offset(4);  // one float past the end
+  r = ask(unmapped);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("does not fit shared buffer 2 of 4096 bytes"),
+            std::string::npos)
+      << r.DebugString();
+  c->set_count(int64_t{1} << 61);  // sizes that would overflow are refused first
+  r = ask(unmapped);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+
+  proto::ClientRequest unmap;
+  unmap.mutable_unmap_buffer()->set_region(0);  // the staging area is never unmapped
+  EXPECT_EQ(ask(unmap).status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  unmap.mutable_unmap_buffer()->set_region(2);
+  EXPECT_EQ(ask(unmap).status().code(), 0);
+  EXPECT_EQ(ask(unmap).status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  ::close(fd);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE(Allreduce(**comm, 11).ok());
+}
+
 TEST_F(DaemonTest, RefusedSendAndRecvComeBackAsErrors) {
   auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
   ASSERT_TRUE(comm.ok()) << comm.status();

@@ -1,6 +1,7 @@
 // gyre-test-client: a program for the multi-process tests. It connects through
 // gyre::Comm::FromEnvironment (daemon or embedded, as gyrerun set up), runs every collective
-// with every algorithm and checks each result against the sequential reference, then
+// with every algorithm and checks each result against the sequential reference, again with
+// buffers from Comm::AllocBuffer (through the daemon: used in place, nothing staged), then
 // optionally loops allreduces (to be killed mid-loop) or kills itself.
 #include <gflags/gflags.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -25,6 +27,116 @@ DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at"
 DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
 DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
+
+namespace {
+
+gyre::Status RunCollective(gyre::Comm& comm, const gyre::algo::CollectiveSpec& spec, const void* in,
+                           void* outp, const gyre::Options& o) {
+  using gyre::algo::Collective;
+  const int64_t count = spec.count;
+  switch (spec.collective) {
+    case Collective::kAllreduce:
+      return comm.Allreduce(in, outp, count, spec.dtype, spec.op, o);
+    case Collective::kBroadcast:
+      return comm.Broadcast(in, outp, count, spec.dtype, spec.root, o);
+    case Collective::kReduce:
+      return comm.Reduce(in, outp, count, spec.dtype, spec.op, spec.root, o);
+    case Collective::kAllgather:
+      return comm.Allgather(in, outp, count, spec.dtype, o);
+    case Collective::kReduceScatter:
+      return comm.ReduceScatter(in, outp, count, spec.dtype, spec.op, o);
+    case Collective::kAlltoall:
+      return comm.Alltoall(in, outp, count, spec.dtype, o);
+    case Collective::kGather:
+      return comm.Gather(in, outp, count, spec.dtype, spec.root, o);
+    case Collective::kScatter:
+      return comm.Scatter(in, outp, count, spec.dtype, spec.root, o);
+    case Collective::kBarrier:
+      return comm.Barrier(o);
+  }
+  return gyre::InvalidArgumentError("unknown collective");
+}
+
+// Every collective (automatic choice) with its buffers inside blocks from AllocBuffer, at
+// offsets that are not page-aligned: exact results and, through the daemon, no byte staged.
+// Then one call with heap buffers, which the daemon Comm stages, and the refusals of
+// FreeBuffer. Returns the number of failures.
+int CheckAllocatedBuffers(gyre::Comm& comm) {
+  using namespace gyre;
+  const int p = comm.size();
+  const int r = comm.rank();
+  const bool daemon = comm.mode() == "daemon";
+  int failures = 0;
+  auto fail = [&](const std::string& what) {
+    std::fprintf(stderr, "rank %d: allocated buffers: %s\n", r, what.c_str());
+    ++failures;
+  };
+  constexpr size_t kBlock = 1 << 20;
+  auto in_block = comm.AllocBuffer(kBlock);
+  auto out_block = comm.AllocBuffer(kBlock);
+  if (!in_block.ok() || !out_block.ok()) {
+    fail("AllocBuffer: " + in_block.status().ToString() + " " + out_block.status().ToString());
+    return failures;
+  }
+  auto* in_base = static_cast<unsigned char*>(*in_block) + 24;
+  auto* out_base = static_cast<unsigned char*>(*out_block) + 40;
+  for (int c = 0; c < algo::kNumCollectives; ++c) {
+    algo::CollectiveSpec spec;
+    spec.collective = static_cast<algo::Collective>(c);
+    spec.world_size = p;
+    spec.count = 777 + p;
+    spec.dtype = algo::IsReducing(spec.collective) ? DataType::kInt64 : DataType::kFloat32;
+    spec.op = ReduceOp::kSum;
+    spec.root = p - 1;
+    std::vector<std::vector<unsigned char>> inputs;
+    for (int q = 0; q < p; ++q) inputs.push_back(MakeInput(spec, q));
+    const std::vector<unsigned char> want = Reference(spec, inputs, r);
+    std::memcpy(in_base, inputs[r].data(), inputs[r].size());
+    std::memset(out_base, 0xab, want.size());
+    Status s = RunCollective(comm, spec, inputs[r].empty() ? nullptr : in_base,
+                             want.empty() ? nullptr : out_base, Options{});
+    std::vector<unsigned char> got(out_base, out_base + want.size());
+    const std::string diff = s.ok() ? FirstDifference(spec, got, want) : s.ToString();
+    if (!diff.empty()) fail(spec.ToString() + ": " + diff);
+    if (comm.last().bytes_staged != 0) {
+      fail(spec.ToString() + ": staged " + std::to_string(comm.last().bytes_staged) + " bytes");
+    }
+    if (!s.ok()) return failures;  // the ranks are out of step now
+  }
+  // In place inside a block.
+  const int64_t n = 5000;
+  auto* v = reinterpret_cast<int32_t*>(in_base);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(i * 3 + r);
+  Status s = comm.Allreduce(v, v, n, DataType::kInt32, ReduceOp::kSum);
+  for (int64_t i = 0; i < n && s.ok(); ++i) {
+    const int64_t expect = p * i * 3 + static_cast<int64_t>(p) * (p - 1) / 2;
+    if (v[i] != expect) {
+      fail("in-place allreduce element " + std::to_string(i) + " is " + std::to_string(v[i]));
+      break;
+    }
+  }
+  if (!s.ok()) fail("in-place allreduce: " + s.ToString());
+  // Heap buffers: staged through the daemon, in and out.
+  std::vector<int32_t> heap(n, r + 1), heap_out(n);
+  s = comm.Allreduce(heap.data(), heap_out.data(), n, DataType::kInt32, ReduceOp::kSum);
+  if (!s.ok() || heap_out[n - 1] != p * (p + 1) / 2) fail("heap allreduce: " + s.ToString());
+  const int64_t staged = daemon ? 2 * n * 4 : 0;
+  if (comm.last().bytes_staged != staged) {
+    fail("heap allreduce staged " + std::to_string(comm.last().bytes_staged) + " bytes, not " +
+         std::to_string(staged));
+  }
+  // FreeBuffer refuses what AllocBuffer did not give, and a second free.
+  if (comm.FreeBuffer(heap.data()).code() != StatusCode::kInvalidArgument) {
+    fail("FreeBuffer of a heap pointer was not refused");
+  }
+  if (!comm.FreeBuffer(*in_block).ok() || !comm.FreeBuffer(*out_block).ok()) fail("FreeBuffer");
+  if (comm.FreeBuffer(*in_block).code() != StatusCode::kInvalidArgument) {
+    fail("a second FreeBuffer of one block was not refused");
+  }
+  return failures;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -62,36 +174,7 @@ int main(int argc, char** argv) {
           o.algorithm = algo::AlgorithmName(a);
           const void* in = inputs[r].empty() ? nullptr : inputs[r].data();
           void* outp = out.empty() ? nullptr : out.data();
-          Status s;
-          switch (coll) {
-            case algo::Collective::kAllreduce:
-              s = comm.Allreduce(in, outp, count, spec.dtype, spec.op, o);
-              break;
-            case algo::Collective::kBroadcast:
-              s = comm.Broadcast(in, outp, count, spec.dtype, spec.root, o);
-              break;
-            case algo::Collective::kReduce:
-              s = comm.Reduce(in, outp, count, spec.dtype, spec.op, spec.root, o);
-              break;
-            case algo::Collective::kAllgather:
-              s = comm.Allgather(in, outp, count, spec.dtype, o);
-              break;
-            case algo::Collective::kReduceScatter:
-              s = comm.ReduceScatter(in, outp, count, spec.dtype, spec.op, o);
-              break;
-            case algo::Collective::kAlltoall:
-              s = comm.Alltoall(in, outp, count, spec.dtype, o);
-              break;
-            case algo::Collective::kGather:
-              s = comm.Gather(in, outp, count, spec.dtype, spec.root, o);
-              break;
-            case algo::Collective::kScatter:
-              s = comm.Scatter(in, outp, count, spec.dtype, spec.root, o);
-              break;
-            case algo::Collective::kBarrier:
-              s = comm.Barrier(o);
-              break;
-          }
+          Status s = RunCollective(comm, spec, in, outp, o);
           std::string diff = s.ok() ? FirstDifference(spec, out, want) : s.ToString();
           if (!diff.empty()) {
             std::fprintf(stderr, "rank %d: %s: %s\n", r, spec.ToString().c_str(), diff.c_str());
@@ -156,6 +239,7 @@ int main(int argc, char** argv) {
         ++failures;
       }
     }
+    failures += CheckAllocatedBuffers(comm);
     std::printf("rank %d: %s\n", r, failures == 0 ? "all collectives ok" : "FAILURES");
     std::fflush(stdout);
   }

@@ -83,6 +83,8 @@ class FakeComm : public Comm {
     return client::FinishedWork(Unused());
   }
   CallInfo last() const override { return {}; }
+  StatusOr<void*> AllocBuffer(size_t) override { return Unused(); }
+  Status FreeBuffer(void*) override { return Unused(); }
 
  private:
   static Status Unused() { return InternalError("not used by the Bucketer"); }

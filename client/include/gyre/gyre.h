@@ -39,6 +39,9 @@ struct CallInfo {
   uint64_t seq = 0;
   Duration elapsed{};
   int64_t bytes_sent = 0, msgs_sent = 0, bytes_recv = 0, msgs_recv = 0;
+  // Bytes this program copied into and out of the daemon's staging area for the call: zero
+  // embedded, and through the daemon when the call's buffers came from AllocBuffer.
+  int64_t bytes_staged = 0;
 };
 
 class Work;
@@ -116,6 +119,16 @@ class Comm {
                                           int tag = 0, const Options& o = {}) = 0;
 
   virtual CallInfo last() const = 0;
+
+  // Memory for call buffers, as MPI_Alloc_mem. Through the daemon a block is shared memory
+  // that the daemon maps too, so a call whose buffers lie inside blocks from here runs on
+  // them in place; an ordinary buffer is copied into a staging area before the call and out
+  // of it after (CallInfo::bytes_staged counts those bytes). Embedded, a block is ordinary
+  // page-aligned memory. Free each block with FreeBuffer; blocks still allocated when the
+  // Comm is destroyed are freed with it, so none may be used after that.
+  virtual StatusOr<void*> AllocBuffer(size_t bytes) = 0;
+  // Frees a block from AllocBuffer; any other pointer is refused with InvalidArgument.
+  virtual Status FreeBuffer(void* block) = 0;
 
   // Typed conveniences.
   template <typename T>
