@@ -11,9 +11,9 @@ struct Bucketer::Bucket {
     int64_t offset;  // in elements, within `staging`
     int64_t count;
   };
-  // Left uninitialised (only the pages a bucket fills are touched); null for a tensor
-  // reduced in place on its own.
-  std::unique_ptr<unsigned char[]> staging;
+  // A block from Comm::AllocBuffer, left uninitialised; null for a tensor reduced in place
+  // on its own.
+  unsigned char* staging = nullptr;
   std::vector<Entry> entries;
   int64_t used = 0;  // elements
   std::shared_ptr<Work> work;
@@ -29,7 +29,24 @@ Bucketer::Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes
 
 Bucketer::~Bucketer() {
   // bounded: each in-flight call is bounded by gyre's own deadlines.
-  for (auto& b : in_flight_) b->work->Wait().IgnoreError();
+  for (auto& b : in_flight_) {
+    b->work->Wait().IgnoreError();
+    if (b->staging != nullptr) spare_.push_back(b->staging);
+  }
+  if (open_ != nullptr && open_->staging != nullptr) spare_.push_back(open_->staging);
+  for (unsigned char* block : spare_) comm_->FreeBuffer(block).IgnoreError();
+}
+
+StatusOr<unsigned char*> Bucketer::TakeStaging() {
+  if (!spare_.empty()) {
+    unsigned char* block = spare_.back();
+    spare_.pop_back();
+    return block;
+  }
+  GYRE_ASSIGN_OR_RETURN(
+      void* block,
+      comm_->AllocBuffer(static_cast<size_t>(bucket_elems_) * DataTypeSize(dtype_)));
+  return static_cast<unsigned char*>(block);
 }
 
 Status Bucketer::Add(void* data, int64_t count) {
@@ -54,10 +71,11 @@ Status Bucketer::Add(void* data, int64_t count) {
   }
   if (open_ != nullptr && open_->used + count > bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
   if (open_ == nullptr) {
+    GYRE_ASSIGN_OR_RETURN(unsigned char* staging, TakeStaging());
     open_ = std::make_unique<Bucket>();
-    open_->staging.reset(new unsigned char[static_cast<size_t>(bucket_elems_) * esize]);
+    open_->staging = staging;
   }
-  std::memcpy(open_->staging.get() + open_->used * esize, data, count * esize);
+  std::memcpy(open_->staging + open_->used * esize, data, count * esize);
   open_->entries.push_back({data, open_->used, count});
   open_->used += count;
   if (open_->used == bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
@@ -67,8 +85,7 @@ Status Bucketer::Add(void* data, int64_t count) {
 Status Bucketer::Launch() {
   std::unique_ptr<Bucket> b = std::move(open_);
   if (b == nullptr || b->used == 0) return Status::Ok();
-  b->work =
-      comm_->AllreduceAsync(b->staging.get(), b->staging.get(), b->used, dtype_, op_, options_);
+  b->work = comm_->AllreduceAsync(b->staging, b->staging, b->used, dtype_, op_, options_);
   ++calls_;
   in_flight_.push_back(std::move(b));
   return Status::Ok();
@@ -88,14 +105,18 @@ Status Bucketer::Flush(Deadline deadline) {
       unfinished.push_back(std::move(b));
       continue;
     }
-    if (!s.ok()) {
-      if (first.ok()) first = s;
+    if (b->staging == nullptr) {  // reduced in place
+      if (first.ok() && !s.ok()) first = s;
       continue;
     }
-    if (b->staging == nullptr) continue;  // reduced in place
-    for (const auto& e : b->entries) {
-      std::memcpy(e.data, b->staging.get() + e.offset * esize, e.count * esize);
+    if (!s.ok()) {
+      if (first.ok()) first = s;
+    } else {
+      for (const auto& e : b->entries) {
+        std::memcpy(e.data, b->staging + e.offset * esize, e.count * esize);
+      }
     }
+    spare_.push_back(b->staging);
   }
   // Written back or failed: done with. Only the unfinished stay.
   in_flight_ = std::move(unfinished);

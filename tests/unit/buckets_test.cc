@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
 
 #include "client/comm_impl.h"
@@ -83,8 +84,16 @@ class FakeComm : public Comm {
     return client::FinishedWork(Unused());
   }
   CallInfo last() const override { return {}; }
-  StatusOr<void*> AllocBuffer(size_t) override { return Unused(); }
-  Status FreeBuffer(void*) override { return Unused(); }
+  StatusOr<void*> AllocBuffer(size_t bytes) override {
+    ++allocs;
+    return std::malloc(bytes);
+  }
+  Status FreeBuffer(void* p) override {
+    ++frees;
+    std::free(p);
+    return Status::Ok();
+  }
+  int allocs = 0, frees = 0;
 
  private:
   static Status Unused() { return InternalError("not used by the Bucketer"); }
@@ -113,6 +122,27 @@ TEST(BucketerTest, PacksInOrderAndWritesEveryResultBack) {
   for (size_t i = 0; i < t.size(); ++i) {
     for (size_t k = 0; k < t[i].size(); ++k) EXPECT_EQ(t[i][k], 2 * before[i][k]) << i << "," << k;
   }
+}
+
+// A training loop allocates its buckets once: later steps reuse them, and the Bucketer frees
+// every one when it goes.
+TEST(BucketerTest, BucketMemoryComesFromTheCommAndIsReusedAcrossSteps) {
+  FakeComm comm;
+  {
+    Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, 8 * sizeof(float));
+    for (int step = 0; step < 4; ++step) {
+      std::vector<std::vector<float>> t = {Tensor(5, step), Tensor(5, 10), Tensor(5, 20)};
+      const auto before = t;
+      for (auto& x : t) ASSERT_TRUE(b.Add(x.data(), 5).ok());
+      ASSERT_TRUE(b.Flush().ok());
+      for (size_t i = 0; i < t.size(); ++i) {
+        for (size_t k = 0; k < 5; ++k) ASSERT_EQ(t[i][k], 2 * before[i][k]) << step;
+      }
+      EXPECT_EQ(comm.allocs, 3) << "step " << step;  // three buckets in flight at most
+    }
+    EXPECT_EQ(comm.frees, 0);
+  }
+  EXPECT_EQ(comm.frees, comm.allocs);
 }
 
 TEST(BucketerTest, ExactlyFullBucketStartsAtOnce) {

@@ -5,6 +5,8 @@
 // while the program computes the next gradients — and Flush() reduces what is left and
 // copies every result back into its tensor. Every rank must add the same tensors in the same
 // order (as in data-parallel training); the results are those of one allreduce per tensor.
+// Buckets are blocks from Comm::AllocBuffer (through the daemon, shared memory the daemon
+// reduces in place) and are kept for the next step, so a training loop allocates them once.
 //
 //   gyre::Bucketer b(comm, gyre::DataType::kFloat32, gyre::ReduceOp::kAvg);
 //   for (auto& layer : layers_backwards) { layer.Backward(); b.Add(layer.grad, layer.n); }
@@ -26,7 +28,9 @@ class Bucketer {
   // `comm` must outlive the Bucketer. Every tensor is `dtype` and reduced with `op`.
   Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes = kDefaultBucketBytes,
            const Options& options = {});
-  ~Bucketer();  // waits for buckets still in flight (their tensors are not written back)
+  // Waits for buckets still in flight (their tensors are not written back), then frees the
+  // bucket memory.
+  ~Bucketer();
 
   // Queues `count` elements at `data` to be reduced in place. `data` must stay valid and
   // untouched until Flush() returns. A tensor at least as large as a bucket is reduced on
@@ -46,6 +50,8 @@ class Bucketer {
  private:
   struct Bucket;
   Status Launch();
+  // A bucket's memory: a spare one, else a new block from the Comm.
+  StatusOr<unsigned char*> TakeStaging();
 
   Comm* comm_;
   DataType dtype_;
@@ -54,6 +60,7 @@ class Bucketer {
   Options options_;
   std::unique_ptr<Bucket> open_;
   std::vector<std::unique_ptr<Bucket>> in_flight_;
+  std::vector<unsigned char*> spare_;  // bucket memory of finished buckets, for reuse
   int64_t calls_ = 0;
   int64_t tensors_ = 0;
 };
