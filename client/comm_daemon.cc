@@ -87,6 +87,7 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(RoundTrip(req, &resp, deadline));
     rank_ = resp.rank();
     size_ = resp.world_size();
+    spin_ = ipc::SpinWaitPays(size_);
     return Status::Ok();
   }
 
@@ -260,7 +261,7 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(
         ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
     while (true) {
-      ipc::SpinForMessage(fd_, kAnswerSpin);
+      if (spin_) ipc::SpinForMessage(fd_, kAnswerSpin);
       Status s =
           ipc::ReadMessage(fd_, resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what);
       if (s.code() == StatusCode::kDeadlineExceeded) {
@@ -352,6 +353,7 @@ class DaemonComm final : public CommBase {
   std::string path_;
   int rank_ = 0;
   int size_ = 1;
+  bool spin_ = false;  // wait for answers spinning (ipc::SpinWaitPays)
   uint64_t next_id_ = 0;
   void* map_ = nullptr;  // the staging area, region 0
   size_t map_bytes_ = 0;

@@ -293,9 +293,10 @@ void ClientServer::HandleConnection(int fd) {
   const std::string what = "client connection";
   const bool authenticated = Authenticate(fd).ok();
   Heartbeat beat(fd, &write_mu_, what);
+  const bool spin = ipc::SpinWaitPays(comm_->size());
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
-    ipc::SpinForMessage(fd, kRequestSpin);
+    if (spin) ipc::SpinForMessage(fd, kRequestSpin);
     // Idle clients are allowed (a program may compute for hours between calls); the read
     // wakes every second to notice a shutdown.
     // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts the

@@ -520,11 +520,19 @@ int main(int argc, char** argv) {
   }
 
   const Placement* placing = nullptr;  // the placement the specs below are built for
+  // Ranks that share the placing rank's host: a daemon and its program spin-wait for each
+  // other only when every one of them can have a CPU of its own.
+  auto local_world = [&] {
+    int same = 0;
+    for (const Placement& q : placements) same += q.host == placing->host ? 1 : 0;
+    return std::to_string(same);
+  };
   auto common_env = [&](int rank) {
     auto env = std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RANK", std::to_string(rank)},
         {"GYRE_WORLD_SIZE", std::to_string(n)},
         {"GYRE_LOCAL_RANK", std::to_string(placing->local_rank)},
+        {"GYRE_LOCAL_WORLD_SIZE", local_world()},
         {"GYRE_STORE", store_url},
         {"GYRE_JOB_ID", job_id},
         {"GYRE_SECRET_FILE", secret_file},
@@ -573,9 +581,13 @@ int main(int argc, char** argv) {
       launcher::ProcessSpec p;
       p.rank = r;
       p.argv = program;
-      p.env = {{"GYRE_SOCKET", socket},          {"GYRE_MODE", "daemon"},
-               {"GYRE_RANK", std::to_string(r)}, {"GYRE_WORLD_SIZE", std::to_string(n)},
-               {"GYRE_JOB_ID", job_id},          {"GYRE_SECRET_FILE", secret_file}};
+      p.env = {{"GYRE_SOCKET", socket},
+               {"GYRE_MODE", "daemon"},
+               {"GYRE_RANK", std::to_string(r)},
+               {"GYRE_WORLD_SIZE", std::to_string(n)},
+               {"GYRE_JOB_ID", job_id},
+               {"GYRE_SECRET_FILE", secret_file},
+               {"GYRE_LOCAL_WORLD_SIZE", local_world()}};
       specs.push_back(std::move(p));
     } else {
       launcher::ProcessSpec p;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -100,6 +101,17 @@ void SpinForMessage(int fd, Duration spin) {
     }
     if (clock.Now() >= until) return;
   }
+}
+
+bool SpinWaitPays(int world_size) {
+  int local = world_size;
+  if (const char* env = std::getenv("GYRE_LOCAL_WORLD_SIZE")) {
+    const int v = std::atoi(env);
+    if (v > 0) local = v;
+  }
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  return CPU_COUNT(&allowed) >= 2 * std::max(local, 1);
 }
 
 Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,

@@ -266,7 +266,9 @@ TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
 TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {
   CommandResult stranger;
   LoopRun r = RunLoop(
-      2, 20, {}, nullptr, "daemon", /*iterations*/ -3000,
+      // Enough calls that the job outlives the query: 3,000 took 0.8 s once the daemon and
+      // its program stopped spinning against each other on 2 CPUs.
+      2, 20, {}, nullptr, "daemon", /*iterations*/ -30000,
       [&](const LoopRun& run, const std::vector<pid_t>&) {
         const std::string wrong = ::testing::TempDir() + "wrong-secret-" + std::to_string(getpid());
         {
