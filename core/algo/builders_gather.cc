@@ -20,6 +20,8 @@ constexpr uint32_t kPhaseTree = 6;
 constexpr uint32_t kPhaseLinear = 7;
 constexpr uint32_t kPhasePairwise = 8;
 constexpr uint32_t kPhaseDissemination = 9;
+constexpr uint32_t kPhaseFanIn = 10;
+constexpr uint32_t kPhaseFanOut = 11;
 
 uint32_t EdgeRound(int parent, int child) {
   return static_cast<uint32_t>(Log2Ceil(child - parent));
@@ -399,11 +401,9 @@ Status BuildAlltoall(const CollectiveSpec& spec, RankBuilder* b) {
 // induction, after every earlier arrival), so after ceil(log2 p) rounds each rank has
 // heard, transitively, from every rank. The messages carry no data, so the ordering is
 // explicit rather than derived from regions.
-Status BuildBarrier(const CollectiveSpec& spec, RankBuilder* b) {
-  if (spec.algorithm != Algorithm::kDissemination) {
-    return InternalError(std::string("barrier algorithm ") + AlgorithmName(spec.algorithm) +
-                         " is not built");
-  }
+namespace {
+
+Status DisseminationBarrier(const CollectiveSpec& spec, RankBuilder* b) {
   const int p = spec.world_size;
   const int r = b->rank();
   const Region nothing = b->Scratch(0);
@@ -418,6 +418,51 @@ Status BuildBarrier(const CollectiveSpec& spec, RankBuilder* b) {
     previous_recv = b->Recv(Mod(r - dist, p), tag, nothing);
   }
   return Status::Ok();
+}
+
+// Binomial tree rooted at rank 0: a rank tells its parent once every child has told it
+// (fan-in), and releases its children once its parent released it (fan-out); rank 0 turns
+// the fan-in into the fan-out. Twice dissemination's rounds on the critical path, but half
+// its messages (2(p-1) in all), and ranks leave in tree order from rank 0, the root of most
+// rooted calls and of the release, rather than in an order set by the scheduler.
+Status BinomialBarrier(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int r = b->rank();
+  const Region nothing = b->Scratch(0);
+  const int parent = BinomialParent(r);
+  const std::vector<int> children = BinomialChildren(p, r);
+  std::vector<int> arrivals;
+  for (int c : children) arrivals.push_back(b->Recv(c, MakeTag(kPhaseFanIn, 0, 0), nothing));
+  int released = -1;
+  if (parent >= 0) {
+    const int up = b->Send(parent, MakeTag(kPhaseFanIn, 0, 0), nothing);
+    for (int a : arrivals) b->AddDep(up, a);
+    released = b->Recv(parent, MakeTag(kPhaseFanOut, 0, 0), nothing);
+    b->AddDep(released, up);
+  }
+  for (int c : children) {
+    const int down = b->Send(c, MakeTag(kPhaseFanOut, 0, 0), nothing);
+    if (released >= 0) {
+      b->AddDep(down, released);
+    } else {
+      for (int a : arrivals) b->AddDep(down, a);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status BuildBarrier(const CollectiveSpec& spec, RankBuilder* b) {
+  switch (spec.algorithm) {
+    case Algorithm::kDissemination:
+      return DisseminationBarrier(spec, b);
+    case Algorithm::kBinomial:
+      return BinomialBarrier(spec, b);
+    default:
+      return InternalError(std::string("barrier algorithm ") + AlgorithmName(spec.algorithm) +
+                           " is not built");
+  }
 }
 
 }  // namespace gyre::algo::internal

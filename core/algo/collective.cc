@@ -81,7 +81,7 @@ std::vector<Algorithm> AlgorithmsFor(Collective c) {
     case Collective::kScatter:
       return {Algorithm::kBinomial, Algorithm::kLinear};
     case Collective::kBarrier:
-      return {Algorithm::kDissemination};
+      return {Algorithm::kDissemination, Algorithm::kBinomial};
   }
   return {};
 }

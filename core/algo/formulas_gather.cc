@@ -225,6 +225,14 @@ StatusOr<ClosedForm> AlltoallTheory(const CollectiveSpec& spec, int rank) {
 StatusOr<ClosedForm> BarrierTheory(const CollectiveSpec& spec, int rank) {
   const int64_t rounds = Log2Ceil(spec.world_size);
   ClosedForm f;
+  if (spec.algorithm == Algorithm::kBinomial) {
+    // One signal up and one down per tree edge: a rank's children and, below the root, its
+    // parent; the release reaches the deepest rank after 2 floor(log2 p) hops.
+    const int64_t edges = ChildCount(spec.world_size, rank) + (rank == 0 ? 0 : 1);
+    f.traffic = {edges, edges, 0, 0};
+    f.alpha_terms = static_cast<double>(2 * TreeDepth(spec.world_size));
+    return f;
+  }
   f.traffic = {rounds, rounds, 0, 0};
   f.alpha_terms = static_cast<double>(rounds);
   return f;
