@@ -148,11 +148,13 @@ def render(records, jsonl_name=""):
        m.get("load_end", "?")))
     for mach in d.machines:
         w("- Limits (%s): loopback TCP with 2 concurrent pairs C = %.2f GB/s (best of the "
-          "trials; median %.2f), one pair %.2f GB/s; 4 B ping-pong one way %.1f µs; float32 a += b at 64 MiB "
+          "trials; median %.2f), one pair %.2f GB/s; 4 B ping-pong one way %.1f µs (%.1f µs with "
+          "one connection each way, as gyre sends); float32 a += b at 64 MiB "
           "R = %.2f GB/s (gyre's kernel %.2f); memcpy %.2f GB/s." %
           (mach.get("when", "?"), mach.get("loopback_2pairs_GBps", 0),
            mach.get("loopback_2pairs_median_GBps", 0), mach.get("loopback_1pair_GBps", 0),
-           mach.get("pingpong_4B_oneway_us", 0), mach.get("reduce_f32_GBps", 0),
+           mach.get("pingpong_4B_oneway_us", 0), mach.get("pingpong_4B_oneway_split_us", 0),
+           mach.get("reduce_f32_GBps", 0),
            mach.get("reduce_f32_gyre_GBps", 0), mach.get("memcpy_GBps", 0)))
     w("- Rounds: %s%s. Ratios are per round, then the median over rounds (range in "
       "brackets when there is more than one round)." %

@@ -1,8 +1,9 @@
 // gyre-machine-limits: measures the limits BENCH.md bounds a local allreduce with, in the
 // same run as the benchmarks: the aggregate loopback TCP rate C of two concurrent
 // sender/receiver process pairs (and of one pair), the one-way latency of a 4-byte TCP
-// ping-pong, the single-core float32 `a[i] += b[i]` rate R at 64 MiB (a plain vectorised
-// loop, and gyre's own kernel for reference), and memcpy at 64 MiB.
+// ping-pong (over one connection, and over one connection each way as gyre sends), the single-core
+// float32 `a[i] += b[i]` rate R at 64 MiB (a plain vectorised loop, and gyre's own kernel for
+// reference), and memcpy at 64 MiB.
 //
 //   gyre-machine-limits [--json] [--seconds 0.5]
 //
@@ -10,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -204,43 +206,99 @@ StatusOr<double> LoopbackRate(int pairs, double seconds) {
   return bytes / longest / 1e9;
 }
 
-// One-way latency of a 4-byte TCP_NODELAY ping-pong between two processes (median, us).
-StatusOr<double> PingPongMicros(int round_trips) {
-  int port = 0;
+// Reads exactly n bytes without sleeping: a blocking read measures the scheduler's wake-up
+// placement (tens to hundreds of microseconds here, varying run to run), not the network.
+bool SpinReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// Pins the calling process to the `index`-th CPU it may use (if there is one).
+void PinToNth(const cpu_set_t& allowed, int index) {
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ == index) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      sched_setaffinity(0, sizeof(one), &one);
+      return;
+    }
+  }
+}
+
+// One-way latency of a 4-byte TCP_NODELAY ping-pong between two processes on two CPUs,
+// both spinning on their reads (median, us). `split`: each direction on its own connection,
+// as gyre's transport sends (no reply carries the ACK of the message it answers);
+// otherwise both directions share one connection, as Open MPI and Gloo send.
+StatusOr<double> PingPongMicros(int round_trips, bool split) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof(allowed), &allowed);
+  int port = 0, back_port = 0;
   GYRE_ASSIGN_OR_RETURN(int listener, Listen(&port));
+  GYRE_ASSIGN_OR_RETURN(int back_listener, Listen(&back_port));
   const pid_t echo = fork();
   if (echo < 0) return Errno("fork");
   if (echo == 0) {
     alarm(30);
+    PinToNth(allowed, 1);
     const int fd = accept(listener, nullptr, nullptr);
     if (fd < 0) _exit(1);
+    int out = fd;
+    if (split) {
+      auto back = Connect(back_port);
+      if (!back.ok()) _exit(1);
+      out = *back;
+    }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     char msg[4];
-    while (ReadAll(fd, msg, sizeof(msg))) {
-      if (!WriteAll(fd, msg, sizeof(msg))) break;
+    while (SpinReadAll(fd, msg, sizeof(msg))) {
+      if (!WriteAll(out, msg, sizeof(msg))) break;
     }
     _exit(0);
   }
   close(listener);
   auto fd_or = Connect(port);
   if (!fd_or.ok()) {
+    close(back_listener);
     kill(echo, SIGKILL);
     waitpid(echo, nullptr, 0);
     return fd_or.status();
   }
   const int fd = *fd_or;
+  const int in = split ? accept(back_listener, nullptr, nullptr) : fd;
+  close(back_listener);
+  if (in < 0) {
+    close(fd);
+    kill(echo, SIGKILL);
+    waitpid(echo, nullptr, 0);
+    return Errno("accept");
+  }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  PinToNth(allowed, 0);
   std::vector<double> one_way;
   char msg[4] = {1, 2, 3, 4};
   bool ok = true;
   for (int i = 0; i < round_trips && ok; ++i) {
     const auto start = SteadyTime::now();
-    ok = WriteAll(fd, msg, sizeof(msg)) && ReadAll(fd, msg, sizeof(msg));
+    ok = WriteAll(fd, msg, sizeof(msg)) && SpinReadAll(in, msg, sizeof(msg));
     one_way.push_back(SecondsSince(start) * 1e6 / 2);
   }
+  sched_setaffinity(0, sizeof(allowed), &allowed);
   close(fd);
+  if (in != fd) close(in);
   GYRE_RETURN_IF_ERROR(Reap({echo}, 10));
   if (!ok) return UnavailableError("the ping-pong peer went away");
   return Median(one_way);
@@ -295,9 +353,11 @@ int Main(int argc, char** argv) {
     two.push_back(*r2);
     one.push_back(*r1);
   }
-  auto latency = PingPongMicros(2000);
-  if (!latency.ok()) {
-    std::fprintf(stderr, "gyre-machine-limits: %s\n", latency.status().ToString().c_str());
+  auto latency = PingPongMicros(2000, /*split=*/false);
+  auto split_latency = PingPongMicros(2000, /*split=*/true);
+  if (!latency.ok() || !split_latency.ok()) {
+    std::fprintf(stderr, "gyre-machine-limits: %s\n",
+                 (!latency.ok() ? latency.status() : split_latency.status()).ToString().c_str());
     return 1;
   }
   const double reduce = KernelRate(AddInto, 9);
@@ -312,16 +372,17 @@ int Main(int argc, char** argv) {
     std::printf(
         "{\"impl\": \"machine\", \"loopback_2pairs_GBps\": %.3f, \"loopback_2pairs_median_GBps\": "
         "%.3f, \"loopback_1pair_GBps\": %.3f, \"pingpong_4B_oneway_us\": %.1f, "
-        "\"reduce_f32_GBps\": %.3f, \"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, "
-        "\"loopback_trials\": %d}\n",
-        c, Median(two), *std::max_element(one.begin(), one.end()), *latency, reduce, gyre_reduce,
-        copy, kTrials);
+        "\"pingpong_4B_oneway_split_us\": %.1f, \"reduce_f32_GBps\": %.3f, "
+        "\"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, \"loopback_trials\": %d}\n",
+        c, Median(two), *std::max_element(one.begin(), one.end()), *latency, *split_latency, reduce,
+        gyre_reduce, copy, kTrials);
   } else {
     std::printf("loopback TCP, 2 concurrent pairs (C): %.2f GB/s best, %.2f median of %d\n", c,
                 Median(two), kTrials);
     std::printf("loopback TCP, 1 pair:                 %.2f GB/s best\n",
                 *std::max_element(one.begin(), one.end()));
     std::printf("TCP ping-pong 4 B, one way:           %.1f us median\n", *latency);
+    std::printf("  the same, one connection each way:  %.1f us median\n", *split_latency);
     std::printf("float32 a += b at 64 MiB (R):         %.2f GB/s (gyre's kernel %.2f)\n", reduce,
                 gyre_reduce);
     std::printf("memcpy at 64 MiB:                     %.2f GB/s\n", copy);
