@@ -310,16 +310,32 @@ class DaemonComm final : public CommBase {
   }
 
   // A new shared-memory file of `bytes` (rounded up to pages), mapped here and by the daemon
-  // as region `region`, then unlinked so nothing is left behind whoever dies first.
+  // as region `region`, then unlinked so nothing is left behind whoever dies first. The file
+  // lives in GYRE_SHM_DIR, else /dev/shm (a container's is often 64 MiB: point GYRE_SHM_DIR
+  // at a larger tmpfs). Its pages are reserved now, so a full tmpfs is this error rather than
+  // a SIGBUS at the first touch of a page it has no room for.
   StatusOr<void*> MapShared(size_t bytes, uint32_t region) {
     const size_t want = PageRound(bytes);
     static std::atomic<int> counter{0};
+    const char* dir_env = std::getenv("GYRE_SHM_DIR");
+    const std::string dir = dir_env != nullptr && *dir_env != '\0' ? dir_env : "/dev/shm";
     const std::string file =
-        "/dev/shm/gyre-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+        dir + "/gyre-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       return ResourceExhaustedError("cannot create shared memory " + file + ": " +
                                     std::strerror(errno));
+    }
+    const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(want));
+    if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
+      ::close(fd);
+      ::unlink(file.c_str());
+      return ResourceExhaustedError("cannot reserve " + std::to_string(want) +
+                                    " bytes of shared memory in " + dir + ": " +
+                                    std::strerror(reserved) +
+                                    (reserved == ENOSPC ? " (the tmpfs is full or too small; "
+                                                          "set GYRE_SHM_DIR to a larger one)"
+                                                        : ""));
     }
     if (::ftruncate(fd, static_cast<off_t>(want)) != 0) {
       std::string e = std::strerror(errno);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -307,6 +309,46 @@ TEST_F(DaemonTest, AllocatedBuffersAreUsedInPlaceAndHeapBuffersAreStaged) {
   }
   EXPECT_EQ(ProcDescriptors(pid_), fds);
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
+}
+
+// Shared memory lives in GYRE_SHM_DIR when set. A tmpfs too small for a block or for the
+// staging area is a clear error naming the folder (its pages are reserved up front, so it
+// is never a SIGBUS), and calls that fit go on.
+TEST_F(DaemonTest, AFullSharedMemoryFolderIsAClearErrorAndCallsThatFitGoOn) {
+  const std::string small = dir_ + "/small-shm";
+  ASSERT_EQ(::mkdir(small.c_str(), 0700), 0);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m,mode=0700") != 0) {
+    GTEST_SKIP() << "cannot mount a 4 MiB tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() {
+      ::unsetenv("GYRE_SHM_DIR");
+      ::umount2(path.c_str(), MNT_DETACH);
+    }
+  } unmount{small};
+  ::setenv("GYRE_SHM_DIR", small.c_str(), 1);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  auto big = (*comm)->AllocBuffer(8 << 20);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted) << big.status();
+  EXPECT_NE(big.status().message().find(small), std::string::npos) << big.status();
+  EXPECT_NE(big.status().message().find("GYRE_SHM_DIR"), std::string::npos) << big.status();
+  // A block that fits works, in place.
+  auto fits = (*comm)->AllocBuffer(64 << 10);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  auto* v = static_cast<int32_t*>(*fits);
+  for (int i = 0; i < 1000; ++i) v[i] = i;
+  ASSERT_TRUE((*comm)->Allreduce(v, v, 1000, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ(v[999], 999);
+  // A heap call whose staging cannot grow fails the same way; a small one still runs.
+  std::vector<int32_t> heap(1 << 20, 3);
+  Status grow = (*comm)->Allreduce(heap.data(), heap.data(), static_cast<int64_t>(heap.size()),
+                                   DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(grow.code(), StatusCode::kResourceExhausted) << grow;
+  EXPECT_TRUE(Allreduce(**comm, 13).ok());
+  EXPECT_TRUE((*comm)->FreeBuffer(*fits).ok());
 }
 
 // A request naming a region the client never mapped, or bytes past a region's end, is
