@@ -44,7 +44,8 @@ std::map<int, Growth> ParseMemory(const std::string& out) {
   return by_rank;
 }
 
-CommandResult RunBench(const std::vector<std::string>& gyrerun_flags) {
+CommandResult RunBench(const std::vector<std::string>& gyrerun_flags,
+                       const std::vector<std::string>& bench_flags = {}) {
   std::vector<std::string> argv = {BinDir() + "/gyrerun", "-n", "2"};
   argv.insert(argv.end(), gyrerun_flags.begin(), gyrerun_flags.end());
   argv.push_back("--");
@@ -53,6 +54,7 @@ CommandResult RunBench(const std::vector<std::string>& gyrerun_flags) {
                         "--algo=auto", "--report_memory"}) {
     argv.push_back(a);
   }
+  argv.insert(argv.end(), bench_flags.begin(), bench_flags.end());
   return RunCommand(argv, {}, 60);
 }
 
@@ -71,7 +73,8 @@ TEST(MemoryTest, EmbeddedInPlaceAllreduceHoldsHalfTheBuffer) {
 }
 
 // Through the daemon with 4 MiB segments: the program and its gyred share the payload mapping
-// (input and output areas, 2 x buffer, resident in both); gyred's scratch is two segments, and
+// (the buffer from AllocBuffer, resident in both; the bounds below also held for a staged
+// heap buffer, 2 x buffer); gyred's scratch is two segments, and
 // what arrives before its receive is posted (through the daemon the ranks start a call up to
 // the copy of the buffer apart) stays under one chunk, half the buffer. Before the slot pool
 // and the lazily mapped scratch, gyred grew by 3 x buffer: two zero-filled chunk slots.
@@ -84,6 +87,25 @@ TEST(MemoryTest, DaemonSegmentedAllreduceScratchIsSegmentSized) {
     ASSERT_GE(g.gyred_mib, 0) << "rank " << rank << " printed no gyred line\n" << r.out;
     EXPECT_LE(g.self_mib, 2 * kBufferMiB + kAllowanceMiB) << "rank " << rank << "\n" << r.out;
     EXPECT_LE(g.gyred_mib, 2.5 * kBufferMiB + kAllowanceMiB) << "rank " << rank << "\n" << r.out;
+  }
+}
+
+// Through the daemon with the buffer from AllocBuffer (gyre-bench's default) the program's
+// tensor is the shared mapping itself: the program grows by nothing during the call, where a
+// heap buffer (--alloc_buffers=false) costs it a staging copy of the whole buffer.
+TEST(MemoryTest, DaemonCallOnAnAllocatedBufferHoldsTheTensorOnce) {
+  CommandResult shared = RunBench({"--mode", "daemon"});
+  ASSERT_EQ(shared.exit_code, 0) << shared.out << shared.err;
+  CommandResult heap = RunBench({"--mode", "daemon"}, {"--alloc_buffers=false"});
+  ASSERT_EQ(heap.exit_code, 0) << heap.out << heap.err;
+  const std::map<int, Growth> in_place = ParseMemory(shared.out);
+  const std::map<int, Growth> staged = ParseMemory(heap.out);
+  ASSERT_EQ(in_place.size(), 2u) << shared.out;
+  ASSERT_EQ(staged.size(), 2u) << heap.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_LE(in_place.at(rank).self_mib, kAllowanceMiB) << "rank " << rank << "\n" << shared.out;
+    EXPECT_GE(staged.at(rank).self_mib, kBufferMiB - kAllowanceMiB) << "rank " << rank << "\n"
+                                                                    << heap.out;
   }
 }
 
