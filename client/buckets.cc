@@ -44,8 +44,7 @@ StatusOr<unsigned char*> Bucketer::TakeStaging() {
     return block;
   }
   GYRE_ASSIGN_OR_RETURN(
-      void* block,
-      comm_->AllocBuffer(static_cast<size_t>(bucket_elems_) * DataTypeSize(dtype_)));
+      void* block, comm_->AllocBuffer(static_cast<size_t>(bucket_elems_) * DataTypeSize(dtype_)));
   return static_cast<unsigned char*>(block);
 }
 
