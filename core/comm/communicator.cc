@@ -47,22 +47,46 @@ OpDesc MakeOpDesc(const CollectiveSpec& spec) {
 
 namespace {
 
-std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
-  const double bytes = static_cast<double>(spec.count) * DataTypeSize(spec.dtype);
-  char size[32];
-  if (bytes >= 1 << 20) {
-    std::snprintf(size, sizeof(size), "%.1f MiB", bytes / (1 << 20));
+// "4 B", "1.5 KiB", "64.0 MiB": one decimal above a KiB, rounded to nearest (no byte count
+// is ever exactly halfway, since units are powers of two). Integer arithmetic: this runs on
+// every call, and snprintf of a double was a tenth of a small call's bookkeeping.
+void AppendSize(std::string* out, uint64_t bytes) {
+  uint64_t unit = 1;
+  const char* suffix = " B";
+  if (bytes >= (uint64_t{1} << 20)) {
+    unit = uint64_t{1} << 20;
+    suffix = " MiB";
   } else if (bytes >= 1024) {
-    std::snprintf(size, sizeof(size), "%.1f KiB", bytes / 1024);
+    unit = 1024;
+    suffix = " KiB";
+  }
+  if (unit == 1) {
+    *out += std::to_string(bytes);
   } else {
-    std::snprintf(size, sizeof(size), "%.0f B", bytes);
+    const unsigned __int128 tenths = (static_cast<unsigned __int128>(bytes) * 10 + unit / 2) / unit;
+    *out += std::to_string(static_cast<uint64_t>(tenths / 10));
+    *out += '.';
+    *out += static_cast<char>('0' + static_cast<int>(tenths % 10));
   }
-  std::string name = std::string(algo::CollectiveName(spec.collective)) +
-                     " seq=" + std::to_string(seq) + " (" + algo::AlgorithmName(spec.algorithm);
+  *out += suffix;
+}
+
+std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
+  std::string name;
+  name.reserve(64);
+  name += algo::CollectiveName(spec.collective);
+  name += " seq=";
+  name += std::to_string(seq);
+  name += " (";
+  name += algo::AlgorithmName(spec.algorithm);
   if (spec.collective != Collective::kBarrier) {
-    name += std::string(", ") + size + " " + DataTypeName(spec.dtype);
+    name += ", ";
+    AppendSize(&name, static_cast<uint64_t>(spec.count) * DataTypeSize(spec.dtype));
+    name += ' ';
+    name += DataTypeName(spec.dtype);
   }
-  return name + ")";
+  name += ')';
+  return name;
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-void FlightRecorder::Record(const std::string& kind, uint64_t seq, const std::string& detail) {
+void FlightRecorder::Record(const char* kind, uint64_t seq, const std::string& detail) {
   const int64_t t = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now().time_since_epoch())
                         .count();

@@ -14,8 +14,9 @@ class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity = 2000) : capacity_(capacity) {}
 
-  // `kind`: "op_start", "op_end", "join", "verdict", ...; `seq` 0 when not an operation.
-  void Record(const std::string& kind, uint64_t seq, const std::string& detail);
+  // `kind`: "op_start", "op_end", "join", "verdict", ...: a string literal (it is kept by
+  // pointer, so recording an event copies only `detail`); `seq` 0 when not an operation.
+  void Record(const char* kind, uint64_t seq, const std::string& detail);
 
   // {"rank": R, "events": [{"t_us": ..., "kind": ..., "seq": ..., "detail": ...}, ...]}
   // oldest first; t_us is microseconds on the steady clock.
@@ -26,7 +27,7 @@ class FlightRecorder {
  private:
   struct Event {
     int64_t t_us;
-    std::string kind;
+    const char* kind;
     uint64_t seq;
     std::string detail;
   };

@@ -4,11 +4,11 @@
 
 namespace gyre {
 
-void Metrics::RecordOperation(const std::string& collective, const Status& status, Duration elapsed,
+void Metrics::RecordOperation(const char* collective, const Status& status, Duration elapsed,
                               int64_t bytes_sent, int64_t bytes_received) {
   const double s = std::chrono::duration<double>(elapsed).count();
   std::lock_guard<std::mutex> lock(mu_);
-  ++ops_[{collective, status.ok() ? "ok" : StatusCodeName(status.code())}];
+  ++ops_[{collective, status.code()}];
   bytes_sent_ += bytes_sent;
   bytes_received_ += bytes_received;
   if (status.code() == StatusCode::kDeadlineExceeded) ++deadline_failures_;
@@ -26,7 +26,12 @@ std::string Metrics::Render(int rank) const {
   const std::string r = "rank=\"" + std::to_string(rank) + "\"";
   os << "# HELP gyre_operations_total Collective operations finished, by collective and status.\n"
      << "# TYPE gyre_operations_total counter\n";
+  // By text: one series per (collective, status), in name order.
+  std::map<std::pair<std::string, std::string>, int64_t> by_name;
   for (const auto& [key, n] : ops_) {
+    by_name[{key.first, key.second == StatusCode::kOk ? "ok" : StatusCodeName(key.second)}] += n;
+  }
+  for (const auto& [key, n] : by_name) {
     os << "gyre_operations_total{" << r << ",collective=\"" << key.first << "\",status=\""
        << key.second << "\"} " << n << "\n";
   }

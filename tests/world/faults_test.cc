@@ -60,7 +60,9 @@ TEST(FaultsTest, DroppedMessageIsDeadlineExceededNamingTheSender) {
   // Rank 2 receives from rank 1 in the ring; it must name rank 1.
   ASSERT_EQ(o.status[2].code(), StatusCode::kDeadlineExceeded) << o.status[2];
   EXPECT_NE(o.status[2].message().find("waiting for rank 1"), std::string::npos) << o.status[2];
-  EXPECT_NE(o.status[2].message().find("allreduce seq=1"), std::string::npos) << o.status[2];
+  EXPECT_NE(o.status[2].message().find("allreduce seq=1 (ring, 4.0 KiB float32)"),
+            std::string::npos)
+      << o.status[2];
   EXPECT_NE(o.status[2].message().find("from it in this operation"), std::string::npos)
       << o.status[2];
   EXPECT_GE(o.seconds, 0.3);
