@@ -211,6 +211,7 @@ class PyComm {
   int rank() { return runner_->comm().rank(); }
   int size() { return runner_->comm().size(); }
   std::string mode() { return runner_->comm().mode(); }
+  Comm& comm() { return runner_->comm(); }
 
   py::dict Last() {
     CallInfo info = runner_->comm().last();
@@ -222,6 +223,7 @@ class PyComm {
     d["msgs_sent"] = info.msgs_sent;
     d["bytes_recv"] = info.bytes_recv;
     d["msgs_recv"] = info.msgs_recv;
+    d["bytes_staged"] = info.bytes_staged;
     return d;
   }
 
@@ -502,6 +504,28 @@ std::unique_ptr<PyComm> Made(StatusOr<std::unique_ptr<Comm>> comm, const char* w
 }  // namespace
 }  // namespace gyre::python
 
+// A block from Comm::AllocBuffer behind Python's buffer protocol (writable bytes). It holds
+// its Comm alive and frees the block when the last view of it goes.
+class PySharedBuffer {
+ public:
+  PySharedBuffer(py::object owner, gyre::Comm* comm, void* data, size_t bytes)
+      : owner_(std::move(owner)), comm_(comm), data_(data), bytes_(bytes) {}
+  PySharedBuffer(const PySharedBuffer&) = delete;
+  PySharedBuffer& operator=(const PySharedBuffer&) = delete;
+  ~PySharedBuffer() {
+    py::gil_scoped_release release;  // waits for calls still queued on the Comm
+    comm_->FreeBuffer(data_).IgnoreError();
+  }
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  py::object owner_;  // the PyComm, so the Comm outlives the block
+  gyre::Comm* comm_;
+  void* data_;
+  size_t bytes_;
+};
+
 PYBIND11_MODULE(_gyre, m) {
   using namespace gyre;
   using namespace gyre::python;
@@ -539,6 +563,14 @@ PYBIND11_MODULE(_gyre, m) {
 #define GYRE_OPTS                                                        \
   py::kw_only(), py::arg("async_op") = false, py::arg("algorithm") = "", \
                  py::arg("deterministic") = py::none(), py::arg("timeout") = py::none()
+
+  py::class_<PySharedBuffer>(m, "SharedBuffer", py::buffer_protocol(),
+                             "Memory from Comm.alloc_buffer; view it with numpy.frombuffer.")
+      .def_buffer([](PySharedBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes())}, {1}, /*readonly=*/false);
+      })
+      .def("__len__", &PySharedBuffer::bytes);
 
   py::class_<PyComm>(m, "Comm")
       .def_static(
@@ -593,6 +625,22 @@ PYBIND11_MODULE(_gyre, m) {
       .def_property_readonly("size", &PyComm::size)
       .def_property_readonly("mode", &PyComm::mode)
       .def("last", &PyComm::Last, "What the last finished call did.")
+      .def(
+          "alloc_buffer",
+          [](py::object self, size_t nbytes) {
+            gyre::Comm& comm = self.cast<PyComm&>().comm();
+            gyre::StatusOr<void*> block = gyre::Status();
+            {
+              py::gil_scoped_release release;
+              block = comm.AllocBuffer(nbytes);
+            }
+            if (!block.ok()) ThrowIfError(block.status(), "alloc_buffer");
+            return std::make_unique<PySharedBuffer>(self, &comm, *block, nbytes);
+          },
+          py::arg("nbytes"),
+          "nbytes of memory for call buffers (as MPI_Alloc_mem). Through the daemon it is "
+          "shared with gyred and used in place (no copy); view it with "
+          "numpy.frombuffer(buf, dtype). Freed when the last view goes.")
       .def(
           "allreduce",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,

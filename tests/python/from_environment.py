@@ -17,4 +17,20 @@ assert parts.tolist() == list(range(size)), parts
 w = comm.broadcast(np.full(4, rank, np.float32), root=size - 1, async_op=True)
 assert w.wait(timeout=30).tolist() == [size - 1] * 4
 comm.barrier()
+# Memory from alloc_buffer: through the daemon shared with gyred and reduced in place, with
+# nothing staged; embedded, ordinary memory. Freed with its last view.
+buf = comm.alloc_buffer(4000 * 4)
+assert len(buf) == 16000
+v = np.frombuffer(buf, dtype=np.float32)
+v[:] = np.arange(4000, dtype=np.float32) + rank
+comm.allreduce(v)
+want = size * np.arange(4000, dtype=np.float32) + size * (size - 1) // 2
+assert (v == want).all(), v[:4]
+assert comm.last()["bytes_staged"] == 0, comm.last()
+h = np.ones(1000, np.float32)
+comm.allreduce(h)
+staged = comm.last()["bytes_staged"]
+assert staged == (2 * 4000 if comm.mode == "daemon" else 0), (comm.mode, staged)
+del v, buf
+print("alloc_buffer ok: rank %d, mode %s" % (rank, comm.mode), flush=True)
 print("from_environment ok: rank %d of %d, mode %s" % (rank, size, comm.mode), flush=True)
