@@ -185,12 +185,20 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     return c == RankClass::kDead || c == RankClass::kUnreachable || c == RankClass::kStalled ||
            c == RankClass::kNotEntered;
   };
+  // A rank that never started this call because its previous one failed is a victim of
+  // that failure, not the cause: the chain does not stop at it, so a dead or cut-off rank,
+  // if there is one, is named (the idle rank still is when nothing else explains it).
+  auto failed_before = [&](int q) {
+    if (v.classes[q] != RankClass::kNotEntered || peers[q].reach != Reach::kAnswered) return false;
+    const proto::RankState& st = peers[q].state;
+    return !st.in_op() && st.failed_seq() > st.last_completed_seq() && st.failed_seq() < S;
+  };
   if (v.root < 0) {
     int q = me.waiting_on;
     for (int hops = 0; q >= 0 && q < p && hops < p && v.classes[q] == RankClass::kWaiting; ++hops) {
       q = waiting_on[q];
     }
-    if (q >= 0 && q < p && is_cause(v.classes[q])) {
+    if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q)) {
       v.root = q;
       v.root_class = v.classes[q];
     }
@@ -251,6 +259,12 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
            << "/" << st.steps_total();
       } else {
         os << ", idle";
+        // It stopped because its own previous call failed (a peer of its died, say): that
+        // failure is the cause this rank would otherwise not see, so it travels along.
+        if (st.failed_seq() > st.last_completed_seq() && st.failed_seq() < S &&
+            !st.last_error().empty()) {
+          os << " after its seq=" << st.failed_seq() << " failed: " << st.last_error();
+        }
       }
       break;
     case RankClass::kDiverged:

@@ -159,6 +159,55 @@ TEST(VerdictTest, IdleRankIsNotEntered) {
       << v.text;
 }
 
+// Rank 2 is idle because its seq=40 failed (a rank it depended on died while this rank had
+// already finished seq=40): its failure, with the dead rank named, is in the verdict.
+TEST(VerdictTest, IdleRankAfterAFailureCarriesItsCause) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  views[2].state.set_in_op(false);
+  views[2].state.set_seq(40);
+  views[2].state.set_last_started_seq(40);
+  views[2].state.set_last_completed_seq(39);
+  views[2].state.set_failed_seq(40);
+  views[2].state.set_last_error(
+      "allreduce seq=40 failed on rank 2: rank 7 dead (pid 9 on host h9)");
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.root, 2);
+  EXPECT_EQ(v.root_class, RankClass::kNotEntered);
+  EXPECT_NE(
+      v.text.find("never started seq=41: last completed seq=39, idle after its seq=40 "
+                  "failed: allreduce seq=40 failed on rank 2: rank 7 dead (pid 9 on host h9)"),
+      std::string::npos)
+      << v.text;
+  // An old failure, followed by completed calls, is not this one's cause.
+  views[2].state.set_last_completed_seq(40);
+  views[2].state.set_failed_seq(12);
+  v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.text.find("failed: allreduce seq=40"), std::string::npos) << v.text;
+  EXPECT_EQ(v.text.find("after its seq"), std::string::npos) << v.text;
+}
+
+// Rank 0 waits on rank 2, which is idle because its previous call failed when rank 1 died:
+// the dead rank is the cause, not the victim the chain of waits ends at.
+TEST(VerdictTest, AVictimOfAnEarlierFailureDoesNotHideTheDeadRank) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  views[1] = PeerView{};
+  views[1].rank = 1;
+  views[1].reach = Reach::kRefused;
+  views[1].pid = 1001;
+  views[1].host = "h1";
+  views[2].state.set_in_op(false);
+  views[2].state.set_seq(40);
+  views[2].state.set_last_started_seq(40);
+  views[2].state.set_last_completed_seq(39);
+  views[2].state.set_failed_seq(40);
+  views[2].state.set_last_error("allreduce seq=40 failed on rank 2: connection from rank 1 closed");
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.root, 1) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kDead) << v.text;
+}
+
 // Rank 2 of 4 calls broadcast where the others call allreduce. Whichever rank computes
 // the verdict, the minority call is the one named.
 TEST(VerdictTest, MinorityCallIsDivergedWhoeverAsks) {
