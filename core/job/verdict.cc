@@ -28,6 +28,12 @@ std::string RankList(const std::vector<int>& ranks) {
   return os.str();
 }
 
+// Idle before call `seq` because an earlier call of its own failed (and nothing has completed
+// since): a victim of that failure rather than a rank that never got to the call.
+bool IdleAfterOwnFailure(const proto::RankState& st, uint64_t seq) {
+  return !st.in_op() && st.failed_seq() > st.last_completed_seq() && st.failed_seq() < seq;
+}
+
 }  // namespace
 
 const char* RankClassName(RankClass c) {
@@ -189,9 +195,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   // that failure, not the cause: the chain does not stop at it, so a dead or cut-off rank,
   // if there is one, is named (the idle rank still is when nothing else explains it).
   auto failed_before = [&](int q) {
-    if (v.classes[q] != RankClass::kNotEntered || peers[q].reach != Reach::kAnswered) return false;
-    const proto::RankState& st = peers[q].state;
-    return !st.in_op() && st.failed_seq() > st.last_completed_seq() && st.failed_seq() < S;
+    return v.classes[q] == RankClass::kNotEntered && peers[q].reach == Reach::kAnswered &&
+           IdleAfterOwnFailure(peers[q].state, S);
   };
   if (v.root < 0) {
     int q = me.waiting_on;
@@ -261,8 +266,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
         os << ", idle";
         // It stopped because its own previous call failed (a peer of its died, say): that
         // failure is the cause this rank would otherwise not see, so it travels along.
-        if (st.failed_seq() > st.last_completed_seq() && st.failed_seq() < S &&
-            !st.last_error().empty()) {
+        if (IdleAfterOwnFailure(st, S) && !st.last_error().empty()) {
           os << " after its seq=" << st.failed_seq() << " failed: " << st.last_error();
         }
       }

@@ -159,16 +159,21 @@ TEST(VerdictTest, IdleRankIsNotEntered) {
       << v.text;
 }
 
+// The state of a rank whose seq=40 failed and which has started nothing since.
+void IdleAfterFailingSeq40(PeerView* v) {
+  v->state.set_in_op(false);
+  v->state.set_seq(40);
+  v->state.set_last_started_seq(40);
+  v->state.set_last_completed_seq(39);
+  v->state.set_failed_seq(40);
+}
+
 // Rank 2 is idle because its seq=40 failed (a rank it depended on died while this rank had
 // already finished seq=40): its failure, with the dead rank named, is in the verdict.
 TEST(VerdictTest, IdleRankAfterAFailureCarriesItsCause) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
-  views[2].state.set_in_op(false);
-  views[2].state.set_seq(40);
-  views[2].state.set_last_started_seq(40);
-  views[2].state.set_last_completed_seq(39);
-  views[2].state.set_failed_seq(40);
+  IdleAfterFailingSeq40(&views[2]);
   views[2].state.set_last_error(
       "allreduce seq=40 failed on rank 2: rank 7 dead (pid 9 on host h9)");
   Verdict v = Classify(Me(0, 2), views);
@@ -197,11 +202,7 @@ TEST(VerdictTest, AVictimOfAnEarlierFailureDoesNotHideTheDeadRank) {
   views[1].reach = Reach::kRefused;
   views[1].pid = 1001;
   views[1].host = "h1";
-  views[2].state.set_in_op(false);
-  views[2].state.set_seq(40);
-  views[2].state.set_last_started_seq(40);
-  views[2].state.set_last_completed_seq(39);
-  views[2].state.set_failed_seq(40);
+  IdleAfterFailingSeq40(&views[2]);
   views[2].state.set_last_error("allreduce seq=40 failed on rank 2: connection from rank 1 closed");
   Verdict v = Classify(Me(0, 2), views);
   EXPECT_EQ(v.root, 1) << v.text;
