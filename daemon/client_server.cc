@@ -355,29 +355,22 @@ void ClientServer::HandleConnection(int fd) {
       const void* in = nullptr;
       void* out = nullptr;
       if (result.ok()) {
-        const unsigned __int128 es = DataTypeSize(spec.dtype);
-        const unsigned __int128 in_bytes =
-            static_cast<unsigned __int128>(algo::InputCount(spec, comm_->rank())) * es;
-        const unsigned __int128 out_bytes =
-            static_cast<unsigned __int128>(algo::OutputCount(spec, comm_->rank())) * es;
-        constexpr unsigned __int128 kMax = std::numeric_limits<uint64_t>::max();
-        if (in_bytes > kMax || out_bytes > kMax) {
-          result = InvalidArgumentError("count " + std::to_string(spec.count) +
-                                        " is too large for any shared buffer");
+        // Bounded by the guard above: at most world size x the largest region, far below
+        // 2^64 for the daemon's own (trusted) world size.
+        const uint64_t es = DataTypeSize(spec.dtype);
+        const uint64_t in_bytes = static_cast<uint64_t>(algo::InputCount(spec, comm_->rank())) * es;
+        const uint64_t out_bytes =
+            static_cast<uint64_t>(algo::OutputCount(spec, comm_->rank())) * es;
+        // Locate refuses bytes that do not lie inside the region they name.
+        auto ip = regions.Locate(c.input_region(), c.input_offset(), in_bytes, "input");
+        auto op = regions.Locate(c.output_region(), c.output_offset(), out_bytes, "output");
+        if (!ip.ok()) {
+          result = ip.status();
+        } else if (!op.ok()) {
+          result = op.status();
         } else {
-          // Locate refuses bytes that do not lie inside the region they name.
-          auto ip = regions.Locate(c.input_region(), c.input_offset(),
-                                   static_cast<uint64_t>(in_bytes), "input");
-          auto op = regions.Locate(c.output_region(), c.output_offset(),
-                                   static_cast<uint64_t>(out_bytes), "output");
-          if (!ip.ok()) {
-            result = ip.status();
-          } else if (!op.ok()) {
-            result = op.status();
-          } else {
-            in = *ip;
-            out = *op;
-          }
+          in = *ip;
+          out = *op;
         }
       }
       if (result.ok()) {
