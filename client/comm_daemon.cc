@@ -337,7 +337,8 @@ class DaemonComm final : public CommBase {
                                                           "set GYRE_SHM_DIR to a larger one)"
                                                         : ""));
     }
-    if (::ftruncate(fd, static_cast<off_t>(want)) != 0) {
+    // posix_fallocate sized the file already; only where it is unsupported does it need this.
+    if (reserved != 0 && ::ftruncate(fd, static_cast<off_t>(want)) != 0) {
       std::string e = std::strerror(errno);
       ::close(fd);
       ::unlink(file.c_str());
