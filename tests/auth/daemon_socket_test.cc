@@ -351,6 +351,34 @@ TEST_F(DaemonTest, AFullSharedMemoryFolderIsAClearErrorAndCallsThatFitGoOn) {
   EXPECT_TRUE((*comm)->FreeBuffer(*fits).ok());
 }
 
+// A client that keeps allocating runs into the daemon's cap of 4096 regions per connection
+// with an error saying so, and can allocate again once it frees one.
+TEST_F(DaemonTest, TheRegionCapIsAClearErrorAndFreeingMakesRoom) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<void*> blocks;
+  Status refused;
+  for (int i = 0; i < 5000 && refused.ok(); ++i) {
+    auto b = (*comm)->AllocBuffer(4096);
+    if (b.ok()) {
+      blocks.push_back(*b);
+    } else {
+      refused = b.status();
+    }
+  }
+  EXPECT_EQ(blocks.size(), 4096u);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("4096 shared buffers"), std::string::npos) << refused;
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_TRUE((*comm)->FreeBuffer(blocks.back()).ok());
+  blocks.pop_back();
+  auto again = (*comm)->AllocBuffer(4096);
+  ASSERT_TRUE(again.ok()) << again.status();
+  blocks.push_back(*again);
+  for (void* b : blocks) EXPECT_TRUE((*comm)->FreeBuffer(b).ok());
+  EXPECT_TRUE(Allreduce(**comm, 17).ok());
+}
+
 // A request naming a region the client never mapped, or bytes past a region's end, is
 // refused with the region named, and the connection serves the next request.
 TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
@@ -421,6 +449,21 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   c->set_count(int64_t{1} << 61);  // sizes that would overflow are refused first
   r = ask(unmapped);
   EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+
+  // A file that is not there, or smaller than announced, is refused naming it.
+  proto::ClientRequest bad_map = map;
+  bad_map.mutable_map_buffer()->set_path(dir_ + "/no-such-file");
+  bad_map.mutable_map_buffer()->set_region(3);
+  r = ask(bad_map);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("cannot open shared memory"), std::string::npos)
+      << r.DebugString();
+  bad_map.mutable_map_buffer()->set_path(file);
+  bad_map.mutable_map_buffer()->set_bytes(8192);
+  r = ask(bad_map);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("smaller than announced"), std::string::npos)
+      << r.DebugString();
 
   proto::ClientRequest unmap;
   unmap.mutable_unmap_buffer()->set_region(0);  // the staging area is never unmapped
