@@ -173,7 +173,7 @@ StatusOr<std::string> Connector::Proof(const std::string& challenge) {
   return proof.SerializeAsString();
 }
 
-Status Connector::CheckAck(const std::string& ack) const {
+Status Connector::CheckAck(const std::string& ack, bool* replies_here) const {
   proto::PeerHelloAck message;
   if (acceptor_nonce_.empty()) return InternalError("Connector::CheckAck before Proof");
   if (!message.ParseFromString(ack) || message.proof().size() != kProofBytes) {
@@ -190,6 +190,7 @@ Status Connector::CheckAck(const std::string& ack) const {
   if (!message.accepted()) {
     return UnavailableError("refused the connection: " + message.reason());
   }
+  if (replies_here != nullptr) *replies_here = message.replies_here();
   return Status::Ok();
 }
 
@@ -285,9 +286,11 @@ Status Acceptor::CheckProof(const std::string& proof_bytes) {
   return Status::Ok();
 }
 
-std::string Acceptor::AckMessage(bool accepted, const std::string& reason) const {
+std::string Acceptor::AckMessage(bool accepted, const std::string& reason,
+                                 bool replies_here) const {
   proto::PeerHelloAck ack;
   ack.set_accepted(accepted);
+  ack.set_replies_here(replies_here);
   ack.set_reason(reason);
   ack.set_rank(self_->rank);
   ack.set_proof(ComputeProof(self_->secret, true, channel_, peer_job_id_, peer_rank_, self_->rank,
@@ -295,14 +298,14 @@ std::string Acceptor::AckMessage(bool accepted, const std::string& reason) const
   return ack.SerializeAsString();
 }
 
-std::string Acceptor::Accept() const {
+std::string Acceptor::Accept(bool replies_here) const {
   CHECK(authenticated_) << "Acceptor::Accept before the proof checked out";
-  return AckMessage(true, "");
+  return AckMessage(true, "", replies_here);
 }
 
 std::string Acceptor::Refuse(const std::string& reason) const {
   CHECK(authenticated_) << "Acceptor::Refuse before the proof checked out";
-  return AckMessage(false, reason);
+  return AckMessage(false, reason, false);
 }
 
 }  // namespace gyre::auth

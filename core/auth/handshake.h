@@ -129,8 +129,9 @@ class Connector {
   StatusOr<std::string> Proof(const std::string& challenge);
   // OK once the acceptor proved it holds the secret and accepted. Unavailable with its reason
   // when it proved it and refused (it is a rank of this job, e.g. already connected);
-  // InvalidArgument for an answer that is malformed or lacks the right proof.
-  Status CheckAck(const std::string& ack) const;
+  // InvalidArgument for an answer that is malformed or lacks the right proof. `replies_here`
+  // (may be null) receives the acceptor's promise to send its messages on this connection.
+  Status CheckAck(const std::string& ack, bool* replies_here = nullptr) const;
 
  private:
   const Channel channel_;
@@ -155,8 +156,9 @@ class Acceptor {
   // OK once the connector has proved the secret for this job, these ranks and these nonces.
   Status CheckProof(const std::string& proof);
 
-  // The answers for an authenticated connector.
-  std::string Accept() const;
+  // The answers for an authenticated connector. `replies_here`: this side will send its own
+  // messages to the connector on the same connection.
+  std::string Accept(bool replies_here = false) const;
   std::string Refuse(const std::string& reason) const;
 
   Refusal refusal() const { return refusal_; }
@@ -168,7 +170,7 @@ class Acceptor {
 
  private:
   Status Fail(Refusal refusal, const std::string& why);
-  std::string AckMessage(bool accepted, const std::string& reason) const;
+  std::string AckMessage(bool accepted, const std::string& reason, bool replies_here) const;
 
   const Channel channel_;
   const Credentials* const self_;

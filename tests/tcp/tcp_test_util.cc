@@ -295,7 +295,8 @@ HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& rec
                                                        : HandshakeOutcome::kRefused;
 }
 
-bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello) {
+bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello,
+                       bool replies_here) {
   auth::Acceptor acceptor(auth::Channel::kPeer, &self, nullptr);
   std::string meta;
   if (ReadHandshake(socket, FrameType::kHello, &meta) != HandshakeOutcome::kAccepted ||
@@ -310,7 +311,7 @@ bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::
       !acceptor.CheckProof(meta).ok()) {
     return false;
   }
-  return socket.SendAll(EncodeControlFrame(FrameType::kHelloAck, acceptor.Accept()));
+  return socket.SendAll(EncodeControlFrame(FrameType::kHelloAck, acceptor.Accept(replies_here)));
 }
 
 }  // namespace gyre

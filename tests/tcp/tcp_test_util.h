@@ -110,6 +110,8 @@ HandshakeOutcome ConnectorHandshake(RawSocket& socket, const auth::Credentials& 
 HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& record);
 
 // Plays the accepting side as `self`: reads the hello into `hello` and accepts it.
-bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello);
+// `replies_here`: promise to send this side's messages on the same connection.
+bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello,
+                       bool replies_here = false);
 
 }  // namespace gyre

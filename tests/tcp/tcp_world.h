@@ -12,7 +12,8 @@
 
 namespace gyre {
 
-// Rank i of the result is element i. Connections open lazily on the first Send.
+// Rank i of the result is element i. Each rank connects to the higher ranks at SetPeers
+// (one connection per pair, both ways; see TcpTransportOptions::one_connection_per_pair).
 StatusOr<std::vector<std::unique_ptr<Transport>>> MakeTcpWorld(int n, const std::string& job_id);
 
 // Like MakeTcpWorld, with `base` for every option except rank and world_size.

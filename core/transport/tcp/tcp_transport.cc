@@ -1,9 +1,12 @@
 #include "core/transport/tcp/tcp_transport.h"
 
+#include <fcntl.h>
 #include <glog/logging.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,6 +46,8 @@ constexpr size_t kStageBytes = 16 << 10;
 // Bytes one socket may move per io turn before yielding, so a busy peer cannot starve the
 // other sockets or a waiting CancelOperation.
 constexpr size_t kIoTurnBytes = 16 << 20;
+// The largest write on a connection that carries messages both ways (PumpWrites).
+constexpr size_t kSharedWriteBytes = size_t{256} << 10;
 constexpr size_t kDiscardBufferBytes = 256 << 10;
 // Charged per buffered message on top of its payload, so floods of empty messages are capped.
 constexpr size_t kBufferedMessageOverhead = 64;
@@ -59,6 +65,11 @@ constexpr Duration kYieldRefusalMax = std::chrono::seconds(1);
 constexpr int kListenBacklog = 128;
 constexpr std::chrono::milliseconds kInitialBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{500};
+// How long a higher rank's first send waits for the lower rank's connection (see OutState)
+// before it connects itself: the lower rank connects when SetPeers is called, and ranks
+// call it within milliseconds of each other, unless one is dead or stopped, in which case
+// connecting finds out (and its error names the rank).
+constexpr std::chrono::milliseconds kAwaitPeerConnection{1000};
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 // A `done` callback must not block; if the io thread is unresponsive this long something did.
 constexpr std::chrono::seconds kIoStallLimit{60};
@@ -94,8 +105,8 @@ std::string FormatEndpoint(const tcp::endpoint& ep) {
 }
 
 // On a connected socket. `own_cpus`: this host has a CPU for each of its ranks (see
-// TcpTransportOptions::same_host_congestion_control). Connections carry data one way, so
-// the sender's end, set up in OnConnected after SetPeers, is the one whose choice counts.
+// TcpTransportOptions::same_host_congestion_control). Each end's choice governs what it
+// sends; OnConnected and Adopt set it once SetPeers has told whether this host is shared.
 void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, bool own_cpus) {
   asio::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
@@ -198,6 +209,9 @@ class TcpTransport::Impl {
     tcp protocol = tcp::v4();
     bool reply_in_flight = false;  // the hello ack is being written: the socket stays asio's
     bool unpark_posted = false;
+    // The connection also carries this rank's messages to the peer (out_conns_[peer] writes
+    // to a duplicate of the descriptor); closing one side closes the other.
+    bool shared = false;
     int fd() { return parked ? parked_fd : socket.native_handle(); }
     void Close() {
       asio::error_code ignored;
@@ -246,7 +260,13 @@ class TcpTransport::Impl {
     }
   };
 
-  enum class OutState { kIdle, kConnecting, kReady, kFailed };
+  // With one_connection_per_pair the lower rank of each pair connects, as soon as SetPeers
+  // is called, and the higher rank sends on that connection:
+  // kAwaiting: a higher rank's sends queue for up to kAwaitPeerConnection while the lower
+  //   rank's connection is on its way; then it connects itself.
+  // kAdopting: the peer's connection to this rank will carry this rank's messages once the
+  //   hello ack is written (OnAuthenticated); sends queue until then.
+  enum class OutState { kIdle, kAwaiting, kConnecting, kAdopting, kReady, kFailed };
 
   struct OutConn {
     OutConn(asio::io_context& io, int peer_rank)
@@ -272,6 +292,17 @@ class TcpTransport::Impl {
     std::array<uint8_t, kFrameHeaderBytes> ack_header{};
     std::vector<uint8_t> ack_meta;
     std::array<uint8_t, 64> probe{};
+    // Shared with an InConn (the one connection to the peer, both ways). Its descriptor is
+    // then kept out of the io thread's reactor (`raw_fd`, socket closed) except while the io
+    // thread waits for room: registered, every message arriving on the connection would wake
+    // that thread for nothing.
+    bool shared = false;
+    int raw_fd = -1;
+    tcp protocol = tcp::v4();
+    int fd() { return raw_fd >= 0 ? raw_fd : socket.native_handle(); }
+    ~OutConn() {
+      if (raw_fd >= 0) ::close(raw_fd);
+    }
   };
 
   // Wraps an io handler: it runs holding mu_, and callbacks produced while it ran are
@@ -361,6 +392,16 @@ class TcpTransport::Impl {
   void OnAck(const std::shared_ptr<OutConn>& o, uint64_t id);
   void AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id, const std::string& error);
   void WatchForClose(const std::shared_ptr<OutConn>& o);
+  // One connection per peer pair, both ways (see OnAuthenticated): the acceptor writes on a
+  // duplicate of the accepted socket, the connector reads a duplicate of its own.
+  void Adopt(const std::shared_ptr<InConn>& c, const std::shared_ptr<OutConn>& o);
+  // A higher rank's first send to a lower one: waits for that rank's connection.
+  void AwaitPeerConnection(const std::shared_ptr<OutConn>& o);
+  void ReadReplies(const std::shared_ptr<OutConn>& o);
+  // Takes a shared connection's descriptor out of the reactor (o->raw_fd).
+  Status Unregister(const std::shared_ptr<OutConn>& o);
+  // write_some of gather_, on the socket or the raw descriptor.
+  size_t WriteGathered(OutConn& o, asio::error_code& ec);
   void PumpWrites(const std::shared_ptr<OutConn>& o);
   // The socket is full: waits for room on the io thread, or leaves it to the driver.
   void ArmWritable(const std::shared_ptr<OutConn>& o);
@@ -506,7 +547,7 @@ Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
     if (!hp.ok()) return hp.status().WithContext("address of rank " + std::to_string(q));
     targets.push_back(*hp);
   }
-  std::lock_guard<std::mutex> lock(peers_mu_);
+  std::unique_lock<std::mutex> lock(peers_mu_);
   if (peers_set_) {
     return InvalidArgumentError("SetPeers was already called on rank " +
                                 std::to_string(options_.rank));
@@ -515,8 +556,21 @@ Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
   for (const HostPort& t : targets) local_ranks += t.host == targets[options_.rank].host ? 1 : 0;
   oversubscribed_ = static_cast<unsigned>(local_ranks) > std::thread::hardware_concurrency();
   peer_addresses_ = std::move(addresses);
-  peer_targets_ = std::move(targets);
+  peer_targets_ = targets;
   peers_set_ = true;
+  lock.unlock();
+  if (options_.one_connection_per_pair) {
+    // This rank connects to every higher rank now, so that each pair's one connection is
+    // the lower rank's whichever of the two sends first (see OutState).
+    std::unique_lock<std::mutex> io_lock(mu_);
+    for (int q = options_.rank + 1; q < options_.world_size && !shutdown_; ++q) {
+      const std::shared_ptr<OutConn>& o = out_conns_[q];
+      if (o->state != OutState::kIdle) continue;
+      o->target = targets[q];
+      StartConnect(o);
+    }
+    UnlockAndDeliver(io_lock);
+  }
   return Status::Ok();
 }
 
@@ -765,7 +819,7 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     }
     for (const std::shared_ptr<OutConn>& o : out_conns_) {
       if (o->driver_write && o->state == OutState::kReady) {
-        poll_fds_.push_back(pollfd{o->socket.native_handle(), POLLOUT, 0});
+        poll_fds_.push_back(pollfd{o->fd(), POLLOUT, 0});
       }
     }
     const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -837,10 +891,30 @@ void TcpTransport::Impl::SendOnIo(int peer, const MessageHeader& header, const u
   op.done = std::move(done);
   o->queue.push_back(std::move(op));
   if (o->state == OutState::kIdle) {
+    if (options_.one_connection_per_pair && peer < options_.rank) return AwaitPeerConnection(o);
     StartConnect(o);
   } else if (o->state == OutState::kReady) {
     PumpWrites(o);
   }
+}
+
+void TcpTransport::Impl::AwaitPeerConnection(const std::shared_ptr<OutConn>& o) {
+  o->state = OutState::kAwaiting;
+  auto arm = [this, o] {
+    if (o->state != OutState::kAwaiting) return;
+    const uint64_t id = o->attempt;
+    o->timer.expires_after(kAwaitPeerConnection);
+    o->timer.async_wait(Wrap([this, o, id](const asio::error_code& ec) {
+      if (ec || o->attempt != id || o->state != OutState::kAwaiting) return;
+      VLOG(1) << "rank " << options_.rank << ": no connection from " << DescribePeer(o->peer)
+              << " within " << FormatDuration(kAwaitPeerConnection) << "; connecting to it";
+      o->state = OutState::kIdle;
+      StartConnect(o);
+    }));
+  };
+  // Timers are armed on the io thread only.
+  if (OnIoThread()) return arm();
+  PostIfOpen([&] { return arm; });
 }
 
 void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t* data,
@@ -1304,13 +1378,38 @@ void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
   p.conn = c;
   VLOG(1) << "rank " << options_.rank << " accepted a connection from " << DescribePeer(q) << " at "
           << c->remote;
-  c->reply = EncodeControlFrame(FrameType::kHelloAck, c->acceptor->Accept());
+  // Messages travel both ways on one connection per pair, as on any socket: a reply then
+  // carries the ACK of the message it answers, where a connection each way sends every ACK
+  // in a segment of its own (an extra trip through the loopback and a softirq for each
+  // small message). So unless this rank has begun connecting to q itself (both connected at
+  // once: each keeps its own), it promises q its messages on this connection.
+  const std::shared_ptr<OutConn>& o = out_conns_[q];
+  bool adopt = options_.one_connection_per_pair &&
+               (o->state == OutState::kIdle || o->state == OutState::kAwaiting);
+  if (adopt) {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    adopt = peers_set_;
+    if (adopt) o->target = peer_targets_[q];
+  }
+  if (adopt) {
+    ++o->attempt;  // a waiting timer is stale now
+    o->timer.cancel();
+    o->state = OutState::kAdopting;
+  }
+  c->reply = EncodeControlFrame(FrameType::kHelloAck, c->acceptor->Accept(adopt));
   c->acceptor.reset();
   c->challenge.clear();
   c->reply_in_flight = true;
   asio::async_write(c->socket, asio::buffer(c->reply),
-                    Wrap([this, c](const asio::error_code& ec, size_t) {
+                    Wrap([this, c, adopt](const asio::error_code& ec, size_t) {
                       c->reply_in_flight = false;
+                      const std::shared_ptr<OutConn>& o = out_conns_[c->peer];
+                      if (adopt && o->state == OutState::kAdopting) {
+                        if (!ec && !c->closed && !shutdown_) return Adopt(c, o);
+                        // The connection is gone: what was queued for q connects anew.
+                        o->state = OutState::kIdle;
+                        if (!o->queue.empty() && !shutdown_) StartConnect(o);
+                      }
                       if (ec && !c->closed && !shutdown_) {
                         Drop(c, "cannot answer the hello: " + ec.message());
                       }
@@ -1426,6 +1525,7 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
     for (PendingRecv& r : recvs) Complete(std::move(r.done), reason);
   }
   p.posted.clear();
+  if (c->shared) FailOut(out_conns_[c->peer], reason);
 }
 
 // ---- Outgoing connections: connect, handshake and the send path ----------------------------
@@ -1551,7 +1651,9 @@ void TcpTransport::Impl::OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t
 }
 
 void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
-  Status checked = o->connector->CheckAck(std::string(o->ack_meta.begin(), o->ack_meta.end()));
+  bool replies_here = false;
+  Status checked =
+      o->connector->CheckAck(std::string(o->ack_meta.begin(), o->ack_meta.end()), &replies_here);
   if (!checked.ok()) {
     return FailOut(o, UnavailableError(DescribePeer(o->peer) + " " + checked.message() + " (rank " +
                                        std::to_string(options_.rank) + " connecting)"));
@@ -1565,9 +1667,122 @@ void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
   o->ack_meta.clear();
   o->hello.clear();
   VLOG(1) << "rank " << options_.rank << " connected to " << DescribePeer(o->peer) << " after "
-          << o->attempts << " attempt(s)";
-  WatchForClose(o);
+          << o->attempts << " attempt(s)" << (replies_here ? ", both ways" : "");
+  if (replies_here) {
+    ReadReplies(o);
+  } else {
+    WatchForClose(o);
+  }
   PumpWrites(o);
+}
+
+void TcpTransport::Impl::Adopt(const std::shared_ptr<InConn>& c,
+                               const std::shared_ptr<OutConn>& o) {
+  asio::error_code ec;
+  const tcp protocol = c->socket.local_endpoint(ec).protocol();
+  const int fd = ec ? -1 : ::fcntl(c->socket.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd >= 0) o->socket.assign(protocol, fd, ec);
+  if (fd >= 0 && ec) ::close(fd);
+  if (!ec && fd >= 0) o->socket.non_blocking(true, ec);
+  if (fd < 0 || ec) {
+    // Falls back to a connection of its own.
+    LOG(WARNING) << "rank " << options_.rank << " cannot send on the connection from "
+                 << DescribePeer(c->peer) << ": "
+                 << (fd < 0 ? std::string(std::strerror(errno)) : ec.message());
+    o->socket.close(ec);
+    o->state = OutState::kIdle;
+    if (!o->queue.empty()) StartConnect(o);
+    return;
+  }
+  SetSocketOptions(o->socket, options_, !oversubscribed_);
+  o->shared = true;
+  if (Status raw = Unregister(o); !raw.ok()) {
+    o->shared = false;
+    LOG(WARNING) << "rank " << options_.rank << " cannot send on the connection from "
+                 << DescribePeer(c->peer) << ": " << raw.message();
+    o->socket.close(ec);
+    o->state = OutState::kIdle;
+    if (!o->queue.empty()) StartConnect(o);
+    return;
+  }
+  o->state = OutState::kReady;
+  c->shared = true;
+  VLOG(1) << "rank " << options_.rank << " sends to " << DescribePeer(c->peer)
+          << " on the connection it accepted";
+  PumpWrites(o);
+}
+
+void TcpTransport::Impl::ReadReplies(const std::shared_ptr<OutConn>& o) {
+  RecvPeer& p = recv_peers_[o->peer];
+  asio::error_code ec;
+  const tcp protocol = o->socket.local_endpoint(ec).protocol();
+  const tcp::endpoint remote = ec ? tcp::endpoint() : o->socket.remote_endpoint(ec);
+  if (ec || p.conn || !p.closed.ok()) {
+    // Cannot happen: the peer promises replies only while it has no connection to this rank.
+    return FailOut(o, UnavailableError(
+                          "rank " + std::to_string(options_.rank) + " cannot read replies from " +
+                          DescribePeer(o->peer) +
+                          (ec ? ": " + ec.message() : std::string(": already connected from it"))));
+  }
+  const int fd = ::fcntl(o->socket.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return FailOut(o, ResourceExhaustedError("rank " + std::to_string(options_.rank) +
+                                             " cannot read replies from " + DescribePeer(o->peer) +
+                                             ": " + std::strerror(errno)));
+  }
+  tcp::socket socket(io_);
+  socket.assign(protocol, fd, ec);
+  if (!ec) socket.non_blocking(true, ec);
+  if (ec) {
+    socket.close(ec);
+    ::close(fd);
+    return FailOut(
+        o, UnavailableError("rank " + std::to_string(options_.rank) + " cannot read replies from " +
+                            DescribePeer(o->peer) + ": " + ec.message()));
+  }
+  auto c = std::make_shared<InConn>(std::move(socket), io_);
+  c->remote = FormatEndpoint(remote);
+  c->peer = o->peer;
+  c->handshake_done = true;
+  c->shared = true;
+  o->shared = true;
+  in_conns_.insert(c);
+  p.conn = c;
+  if (Status raw = Unregister(o); !raw.ok()) return FailOut(o, raw);
+  OnReadable(c);
+}
+
+Status TcpTransport::Impl::Unregister(const std::shared_ptr<OutConn>& o) {
+  asio::error_code ec;
+  const tcp protocol = o->socket.local_endpoint(ec).protocol();
+  const int fd = ec ? -1 : o->socket.release(ec);
+  if (ec) {
+    return UnavailableError("rank " + std::to_string(options_.rank) +
+                            " cannot use its connection to " + DescribePeer(o->peer) + ": " +
+                            ec.message());
+  }
+  o->protocol = protocol;
+  o->raw_fd = fd;
+  return Status::Ok();
+}
+
+size_t TcpTransport::Impl::WriteGathered(OutConn& o, asio::error_code& ec) {
+  if (o.raw_fd < 0) return o.socket.write_some(gather_, ec);
+  std::array<iovec, kMaxGatherBuffers> iov;
+  for (size_t i = 0; i < gather_.size(); ++i) {
+    iov[i].iov_base = const_cast<void*>(gather_[i].data());
+    iov[i].iov_len = gather_[i].size();
+  }
+  msghdr msg{};
+  msg.msg_iov = iov.data();
+  msg.msg_iovlen = gather_.size();
+  for (;;) {
+    const ssize_t n = ::sendmsg(o.raw_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    ec = asio::error_code(errno, asio::error::get_system_category());
+    return 0;
+  }
 }
 
 void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id,
@@ -1621,18 +1836,27 @@ void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
   size_t turn_left = kIoTurnBytes;
   while (!o->queue.empty()) {
     gather_.clear();
+    // On a shared connection the peer's data arrives while this rank writes, and the kernel
+    // holds the socket's lock for a whole write: what arrives meanwhile waits in the
+    // socket's backlog and is processed at the end of the write, on this rank's CPU, so
+    // long writes stall the other direction. Writes of at most kSharedWriteBytes keep
+    // both flowing (2 ranks, 16 MiB ring allreduce: 1.14x the time of a connection each
+    // way with whole-message writes, 1.01-1.04x with 256 KiB writes).
+    size_t budget = o->shared ? kSharedWriteBytes : std::numeric_limits<size_t>::max();
     for (const SendOp& op : o->queue) {
-      if (gather_.size() + 2 > kMaxGatherBuffers) break;
+      if (gather_.size() + 2 > kMaxGatherBuffers || budget == 0) break;
       if (op.sent < kFrameHeaderBytes) {
         gather_.emplace_back(op.header.data() + op.sent, kFrameHeaderBytes - op.sent);
       }
       size_t payload_sent = op.sent > kFrameHeaderBytes ? op.sent - kFrameHeaderBytes : 0;
       if (payload_sent < op.bytes) {
-        gather_.emplace_back(op.PayloadAt(payload_sent), op.bytes - payload_sent);
+        const size_t take = std::min(op.bytes - payload_sent, budget);
+        gather_.emplace_back(op.PayloadAt(payload_sent), take);
+        budget -= take;
       }
     }
     asio::error_code ec;
-    size_t n = o->socket.write_some(gather_, ec);
+    size_t n = WriteGathered(*o, ec);
     if (WouldBlock(ec)) return ArmWritable(o);
     if (ec) {
       return FailOut(
@@ -1671,9 +1895,22 @@ void TcpTransport::Impl::ArmWritable(const std::shared_ptr<OutConn>& o) {
 }
 
 void TcpTransport::Impl::WaitWritable(const std::shared_ptr<OutConn>& o) {
+  if (o->raw_fd >= 0) {
+    asio::error_code ec;
+    o->socket.assign(o->protocol, o->raw_fd, ec);
+    if (ec) {
+      return FailOut(o, UnavailableError("rank " + std::to_string(options_.rank) +
+                                         " cannot wait to write to " + DescribePeer(o->peer) +
+                                         ": " + ec.message()));
+    }
+    o->raw_fd = -1;
+  }
   o->write_waiting = true;
   o->socket.async_wait(tcp::socket::wait_write, Wrap([this, o](const asio::error_code& ec) {
                          o->write_waiting = false;
+                         if (o->shared && o->socket.is_open()) {
+                           if (Status raw = Unregister(o); !raw.ok()) return FailOut(o, raw);
+                         }
                          if (o->state != OutState::kReady || ec == asio::error::operation_aborted)
                            return;
                          if (ec) {
@@ -1699,6 +1936,11 @@ void TcpTransport::Impl::FailOut(const std::shared_ptr<OutConn>& o, const Status
   asio::error_code ignored;
   o->timer.cancel();
   o->resolver.cancel();
+  // The reading side of a shared connection holds another descriptor: shutting the socket
+  // down ends that side's reads too, and the peer sees the close.
+  if (o->shared) ::shutdown(o->fd(), SHUT_RDWR);
+  if (o->raw_fd >= 0) ::close(o->raw_fd);
+  o->raw_fd = -1;
   o->socket.close(ignored);
   for (SendOp& op : o->queue) Complete(std::move(op.done), status);
   o->queue.clear();
