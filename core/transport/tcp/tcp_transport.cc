@@ -447,6 +447,8 @@ class TcpTransport::Impl {
   TimePoint yield_refused_until_{};
   int late_yields_ = 0;
   std::vector<std::shared_ptr<InConn>> poll_in_;
+  std::vector<std::shared_ptr<InConn>> idle_in_;  // Drive: connections nothing waits on
+  std::vector<pollfd> idle_fds_;
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
@@ -771,12 +773,32 @@ void TcpTransport::Impl::Drive(TimePoint until) {
   }
   bool yielded_in_time = false;
   while (!shutdown_) {
+    // Connections with a receive posted, or in the middle of a frame, are read at once;
+    // the others (every peer is connected, most have nothing to say now) are read only
+    // when one poll finds them readable, rather than a recv each per turn.
     poll_in_.clear();
+    idle_in_.clear();
     for (const RecvPeer& p : recv_peers_) {
-      if (p.conn && !p.conn->closed && !p.conn->rejecting) poll_in_.push_back(p.conn);
+      const InConn* c = p.conn.get();
+      if (c == nullptr || c->closed || c->rejecting) continue;
+      const bool wanted =
+          !p.posted.empty() || c->phase != ReadPhase::kHeader || c->header_got > 0 || c->Staged();
+      (wanted ? poll_in_ : idle_in_).push_back(p.conn);
     }
     for (const std::shared_ptr<InConn>& c : poll_in_) {
       if (!c->closed) OnReadable(c, /*driven=*/true);
+    }
+    if (!idle_in_.empty()) {
+      idle_fds_.clear();
+      for (const std::shared_ptr<InConn>& c : idle_in_)
+        idle_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
+      if (::poll(idle_fds_.data(), idle_fds_.size(), 0) > 0) {
+        for (size_t i = 0; i < idle_in_.size(); ++i) {
+          if (idle_fds_[i].revents != 0 && !idle_in_[i]->closed) OnReadable(idle_in_[i], true);
+        }
+      }
+      // Whatever was read joins the next poll: it may have been cut at a frame boundary.
+      for (const std::shared_ptr<InConn>& c : idle_in_) poll_in_.push_back(c);
     }
     for (const std::shared_ptr<OutConn>& o : out_conns_) {
       if (!o->driver_write) continue;
