@@ -149,7 +149,7 @@ def render(records, jsonl_name=""):
     for mach in d.machines:
         w("- Limits (%s): loopback TCP with 2 concurrent pairs C = %.2f GB/s (best of the "
           "trials; median %.2f), one pair %.2f GB/s; 4 B ping-pong one way %.1f µs (%.1f µs with "
-          "one connection each way, as gyre sends); float32 a += b at 64 MiB "
+          "one connection each way, where no reply carries the ACK); float32 a += b at 64 MiB "
           "R = %.2f GB/s (gyre's kernel %.2f); memcpy %.2f GB/s." %
           (mach.get("when", "?"), mach.get("loopback_2pairs_GBps", 0),
            mach.get("loopback_2pairs_median_GBps", 0), mach.get("loopback_1pair_GBps", 0),

@@ -1,8 +1,9 @@
 // gyre-machine-limits: measures the limits BENCH.md bounds a local allreduce with, in the
 // same run as the benchmarks: the aggregate loopback TCP rate C of two concurrent
 // sender/receiver process pairs (and of one pair), the one-way latency of a 4-byte TCP
-// ping-pong (over one connection, and over one connection each way as gyre sends), the single-core
-// float32 `a[i] += b[i]` rate R at 64 MiB (a plain vectorised loop, and gyre's own kernel for
+// ping-pong (over one connection, as gyre, Open MPI and Gloo send, and over one connection each
+// way, where no reply carries the ACK of the message it answers), the single-core float32
+// `a[i] += b[i]` rate R at 64 MiB (a plain vectorised loop, and gyre's own kernel for
 // reference), and memcpy at 64 MiB.
 //
 //   gyre-machine-limits [--json] [--seconds 0.5]
@@ -236,9 +237,10 @@ void PinToNth(const cpu_set_t& allowed, int index) {
 }
 
 // One-way latency of a 4-byte TCP_NODELAY ping-pong between two processes on two CPUs,
-// both spinning on their reads (median, us). `split`: each direction on its own connection,
-// as gyre's transport sends (no reply carries the ACK of the message it answers);
-// otherwise both directions share one connection, as Open MPI and Gloo send.
+// both spinning on their reads (median, us). `split`: each direction on its own connection
+// (no reply carries the ACK of the message it answers; gyre's transport sent so until it
+// paired its connections); otherwise both directions share one connection, as gyre, Open MPI
+// and Gloo send.
 StatusOr<double> PingPongMicros(int round_trips, bool split) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
