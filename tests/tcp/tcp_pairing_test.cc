@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/transport/tcp/tcp_transport.h"
@@ -103,8 +104,9 @@ TEST(TcpPairingTest, WithoutItEachDirectionHasAConnectionOfItsOwn) {
   }
 }
 
-// Rank 0 has not called SetPeers, so it never connects: rank 1's message waits for it a
-// while, then rank 1 connects itself. Once rank 0 connects too, each keeps its own.
+// Rank 0 has not called SetPeers, so it does not connect: rank 1's message waits for it a
+// while, then rank 1 connects itself, and rank 0 (which had no connection of its own to
+// rank 1) sends back on that connection, before and after its SetPeers.
 TEST(TcpPairingTest, AHigherRankConnectsItselfWhenTheLowerNeverDoes) {
   std::vector<std::unique_ptr<TcpTransport>> world;
   std::vector<std::string> addresses;
@@ -138,7 +140,51 @@ TEST(TcpPairingTest, AHigherRankConnectsItselfWhenTheLowerNeverDoes) {
   ASSERT_TRUE(send_back.Wait().ok());
   ASSERT_TRUE(recv_back.Wait().ok());
   EXPECT_EQ(got_back, back);
-  EXPECT_TRUE(WaitUntil([&] { return AcceptedOn(PortOf(addresses[1])) == 1; }));
+  EXPECT_EQ(AcceptedOn(PortOf(addresses[0])), 1);
+  EXPECT_EQ(AcceptedOn(PortOf(addresses[1])), 0);
+}
+
+// Rank 0 connects before rank 1 has called SetPeers: rank 1 still sends on that connection
+// (it does not wait for a second connection, nor open one of its own).
+TEST(TcpPairingTest, AConnectionAcceptedBeforeSetPeersCarriesTheRepliesToo) {
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < 2; ++r) {
+    TcpTransportOptions options;
+    options.job_id = kJob;
+    options.secret = TestSecret();
+    options.rank = r;
+    options.world_size = 2;
+    auto t = TcpTransport::Create(options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    addresses.push_back((*t)->address());
+    world.push_back(std::move(t).value());
+  }
+  ASSERT_TRUE(world[0]->SetPeers(addresses).ok());
+  ASSERT_TRUE(WaitUntil([&] { return AcceptedOn(PortOf(addresses[1])) == 1; }));
+  ASSERT_TRUE(world[1]->SetPeers(addresses).ok());
+  std::vector<uint8_t> payload = Pattern(900, 5), got(900);
+  DoneWaiter send, recv;
+  world[0]->Recv(1, Header(1, 0), got.data(), got.size(), recv.Callback());
+  world[1]->Send(0, Header(1, 0), payload.data(), payload.size(), send.Callback());
+  ASSERT_TRUE(send.Wait().ok());
+  ASSERT_TRUE(recv.Wait().ok());
+  EXPECT_EQ(got, payload);
+  EXPECT_EQ(AcceptedOn(PortOf(addresses[0])), 0);
+  EXPECT_EQ(AcceptedOn(PortOf(addresses[1])), 1);
+}
+
+// A world larger than a rank's cap on connections in the handshake does not connect every
+// pair up front (so many handshakes at once would be refused); the first sender connects.
+TEST(TcpPairingTest, LargeWorldsConnectOnTheFirstSend) {
+  TcpTransportOptions options;
+  options.max_unauthenticated_connections = 3;
+  auto world = World(4, options);
+  ASSERT_EQ(world.size(), 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(AcceptedOn(PortOf(world[r]->address())), 0) << r;
+  ExchangeAll(world, 1);
+  ExchangeAll(world, 2);
 }
 
 // Either end going away fails the survivor's receives and sends, naming the peer.

@@ -217,6 +217,12 @@ class TcpTransport::Impl {
       asio::error_code ignored;
       if (parked_fd >= 0) ::close(parked_fd);
       parked_fd = -1;
+      // asio's close leaves the descriptor in epoll to the kernel, which drops it only when
+      // the last duplicate closes: a shared socket is taken out of the reactor first.
+      if (shared && socket.is_open()) {
+        const int fd = socket.release(ignored);
+        if (!ignored && fd >= 0) ::close(fd);
+      }
       socket.close(ignored);
     }
     ~InConn() {
@@ -397,9 +403,17 @@ class TcpTransport::Impl {
   void Adopt(const std::shared_ptr<InConn>& c, const std::shared_ptr<OutConn>& o);
   // A higher rank's first send to a lower one: waits for that rank's connection.
   void AwaitPeerConnection(const std::shared_ptr<OutConn>& o);
+  // An idle OutConn with sends queued: connects, once SetPeers has given the address.
+  void ConnectQueued(const std::shared_ptr<OutConn>& o);
   void ReadReplies(const std::shared_ptr<OutConn>& o);
   // Takes a shared connection's descriptor out of the reactor (o->raw_fd).
   Status Unregister(const std::shared_ptr<OutConn>& o);
+  // A receive from `peer` is posted or being filled.
+  bool AwaitingFrom(int peer) const {
+    const RecvPeer& p = recv_peers_[peer];
+    return !p.posted.empty() ||
+           (p.conn && p.conn->phase == ReadPhase::kPayload && p.conn->sink == Sink::kUser);
+  }
   // write_some of gather_, on the socket or the raw descriptor.
   size_t WriteGathered(OutConn& o, asio::error_code& ec);
   void PumpWrites(const std::shared_ptr<OutConn>& o);
@@ -448,6 +462,12 @@ class TcpTransport::Impl {
   int late_yields_ = 0;
   std::vector<std::shared_ptr<InConn>> poll_in_;
   std::vector<std::shared_ptr<InConn>> idle_in_;  // Drive: connections nothing waits on
+  // Connects to every higher rank at SetPeers (see OutState). Not in worlds larger than a
+  // rank's cap on connections in the handshake, which so many at once would exceed; there
+  // the first sender connects and the peer still sends back on that connection if it had
+  // none of its own.
+  const bool connect_up_ = options_.one_connection_per_pair &&
+                           options_.world_size <= options_.max_unauthenticated_connections;
   std::vector<pollfd> idle_fds_;
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
@@ -561,7 +581,7 @@ Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
   peer_targets_ = targets;
   peers_set_ = true;
   lock.unlock();
-  if (options_.one_connection_per_pair) {
+  if (connect_up_) {
     // This rank connects to every higher rank now, so that each pair's one connection is
     // the lower rank's whichever of the two sends first (see OutState).
     std::unique_lock<std::mutex> io_lock(mu_);
@@ -913,11 +933,23 @@ void TcpTransport::Impl::SendOnIo(int peer, const MessageHeader& header, const u
   op.done = std::move(done);
   o->queue.push_back(std::move(op));
   if (o->state == OutState::kIdle) {
-    if (options_.one_connection_per_pair && peer < options_.rank) return AwaitPeerConnection(o);
+    const RecvPeer& p = recv_peers_[peer];
+    if (connect_up_ && peer < options_.rank && !p.conn && p.closed.ok()) {
+      return AwaitPeerConnection(o);
+    }
     StartConnect(o);
   } else if (o->state == OutState::kReady) {
     PumpWrites(o);
   }
+}
+
+void TcpTransport::Impl::ConnectQueued(const std::shared_ptr<OutConn>& o) {
+  {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (!peers_set_) return;  // the sends wait for their callers' deadlines
+    o->target = peer_targets_[o->peer];
+  }
+  StartConnect(o);
 }
 
 void TcpTransport::Impl::AwaitPeerConnection(const std::shared_ptr<OutConn>& o) {
@@ -1406,13 +1438,8 @@ void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
   // small message). So unless this rank has begun connecting to q itself (both connected at
   // once: each keeps its own), it promises q its messages on this connection.
   const std::shared_ptr<OutConn>& o = out_conns_[q];
-  bool adopt = options_.one_connection_per_pair &&
-               (o->state == OutState::kIdle || o->state == OutState::kAwaiting);
-  if (adopt) {
-    std::lock_guard<std::mutex> lock(peers_mu_);
-    adopt = peers_set_;
-    if (adopt) o->target = peer_targets_[q];
-  }
+  const bool adopt = options_.one_connection_per_pair &&
+                     (o->state == OutState::kIdle || o->state == OutState::kAwaiting);
   if (adopt) {
     ++o->attempt;  // a waiting timer is stale now
     o->timer.cancel();
@@ -1428,9 +1455,11 @@ void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
                       const std::shared_ptr<OutConn>& o = out_conns_[c->peer];
                       if (adopt && o->state == OutState::kAdopting) {
                         if (!ec && !c->closed && !shutdown_) return Adopt(c, o);
-                        // The connection is gone: what was queued for q connects anew.
+                        // The connection is gone: what was queued for q connects anew
+                        // (or waits for q to connect again, which it does after a failed
+                        // handshake).
                         o->state = OutState::kIdle;
-                        if (!o->queue.empty() && !shutdown_) StartConnect(o);
+                        if (!o->queue.empty() && !shutdown_) ConnectQueued(o);
                       }
                       if (ec && !c->closed && !shutdown_) {
                         Drop(c, "cannot answer the hello: " + ec.message());
@@ -1703,30 +1732,29 @@ void TcpTransport::Impl::Adopt(const std::shared_ptr<InConn>& c,
   asio::error_code ec;
   const tcp protocol = c->socket.local_endpoint(ec).protocol();
   const int fd = ec ? -1 : ::fcntl(c->socket.native_handle(), F_DUPFD_CLOEXEC, 0);
-  if (fd >= 0) o->socket.assign(protocol, fd, ec);
-  if (fd >= 0 && ec) ::close(fd);
-  if (!ec && fd >= 0) o->socket.non_blocking(true, ec);
-  if (fd < 0 || ec) {
-    // Falls back to a connection of its own.
-    LOG(WARNING) << "rank " << options_.rank << " cannot send on the connection from "
-                 << DescribePeer(c->peer) << ": "
-                 << (fd < 0 ? std::string(std::strerror(errno)) : ec.message());
-    o->socket.close(ec);
-    o->state = OutState::kIdle;
-    if (!o->queue.empty()) StartConnect(o);
-    return;
+  if (fd >= 0) {
+    o->socket.assign(protocol, fd, ec);
+    if (ec) ::close(fd);  // not the socket's
+    if (!ec) o->socket.non_blocking(true, ec);
+  }
+  // The peer was promised this rank's messages on this connection, so a failure here ends
+  // the pair's connection for both, with the cause (out of descriptors, say) in the errors.
+  auto fail = [&](const std::string& why) {
+    const Status status = UnavailableError("rank " + std::to_string(options_.rank) +
+                                           " cannot send on the connection from " +
+                                           DescribePeer(c->peer) + ": " + why);
+    FailOut(o, status);
+    Drop(c, status.message());
+  };
+  if (fd < 0) return fail(std::strerror(errno));
+  if (ec) {
+    asio::error_code ignored;
+    o->socket.close(ignored);
+    return fail(ec.message());
   }
   SetSocketOptions(o->socket, options_, !oversubscribed_);
   o->shared = true;
-  if (Status raw = Unregister(o); !raw.ok()) {
-    o->shared = false;
-    LOG(WARNING) << "rank " << options_.rank << " cannot send on the connection from "
-                 << DescribePeer(c->peer) << ": " << raw.message();
-    o->socket.close(ec);
-    o->state = OutState::kIdle;
-    if (!o->queue.empty()) StartConnect(o);
-    return;
-  }
+  if (Status raw = Unregister(o); !raw.ok()) return fail(raw.message());
   o->state = OutState::kReady;
   c->shared = true;
   VLOG(1) << "rank " << options_.rank << " sends to " << DescribePeer(c->peer)
@@ -1754,10 +1782,14 @@ void TcpTransport::Impl::ReadReplies(const std::shared_ptr<OutConn>& o) {
   }
   tcp::socket socket(io_);
   socket.assign(protocol, fd, ec);
-  if (!ec) socket.non_blocking(true, ec);
   if (ec) {
-    socket.close(ec);
-    ::close(fd);
+    ::close(fd);  // not the socket's
+  } else {
+    socket.non_blocking(true, ec);
+  }
+  if (ec) {
+    asio::error_code ignored;
+    socket.close(ignored);
     return FailOut(
         o, UnavailableError("rank " + std::to_string(options_.rank) + " cannot read replies from " +
                             DescribePeer(o->peer) + ": " + ec.message()));
@@ -1865,9 +1897,8 @@ void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
     // peer, writes of at most kSharedWriteBytes keep both flowing (2 ranks, 16 MiB ring
     // allreduce: 1.14x the time of a connection each way with whole-message writes,
     // 1.01-1.04x with 256 KiB writes); a one-way stream keeps whole-message writes.
-    size_t budget = o->shared && !recv_peers_[o->peer].posted.empty()
-                        ? kSharedWriteBytes
-                        : std::numeric_limits<size_t>::max();
+    size_t budget =
+        o->shared && AwaitingFrom(o->peer) ? kSharedWriteBytes : std::numeric_limits<size_t>::max();
     for (const SendOp& op : o->queue) {
       if (gather_.size() + 2 > kMaxGatherBuffers || budget == 0) break;
       if (op.sent < kFrameHeaderBytes) {
@@ -1961,11 +1992,24 @@ void TcpTransport::Impl::FailOut(const std::shared_ptr<OutConn>& o, const Status
   asio::error_code ignored;
   o->timer.cancel();
   o->resolver.cancel();
-  // The reading side of a shared connection holds another descriptor: shutting the socket
-  // down ends that side's reads too, and the peer sees the close.
-  if (o->shared) ::shutdown(o->fd(), SHUT_RDWR);
-  if (o->raw_fd >= 0) ::close(o->raw_fd);
-  o->raw_fd = -1;
+  if (o->shared) {
+    const int fd = o->raw_fd >= 0 ? o->raw_fd : o->socket.release(ignored);
+    o->raw_fd = -1;
+    if (fd >= 0) {
+      // Closing a socket with unread bytes resets it, which throws away what this rank
+      // sent and the peer has not read yet: on an orderly shutdown (the reading side is
+      // closed already, nothing waits for them) the bytes that came are read first.
+      if (shutdown_) {
+        for (int i = 0; i < 64; ++i) {
+          if (::recv(fd, discard_.get(), kDiscardBufferBytes, MSG_DONTWAIT) <= 0) break;
+        }
+      }
+      // The reading side holds another descriptor: shutting the socket down ends its
+      // reads too, and the peer sees the close.
+      ::shutdown(fd, SHUT_RDWR);
+      ::close(fd);
+    }
+  }
   o->socket.close(ignored);
   for (SendOp& op : o->queue) Complete(std::move(op.done), status);
   o->queue.clear();

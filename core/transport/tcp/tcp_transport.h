@@ -69,7 +69,9 @@ struct TcpTransportOptions {
   // carries the ACK of the message it answers; with a connection each way every small
   // message costs a separate ACK segment (measured on 2 vCPUs, 4-byte ping-pong over
   // loopback: 4.6-5.1 us one way on one connection, 7.0-8.2 us on two). Two ranks that
-  // connect to each other at once keep a connection each way. false: always one each way.
+  // connect to each other at once keep a connection each way. The lower rank of each pair
+  // connects at SetPeers, unless the world is larger than max_unauthenticated_connections
+  // (then the first sender connects). false: always one each way.
   bool one_connection_per_pair = true;
   // How long a driver (core/transport/driven.h) polls its sockets before it sleeps in the
   // kernel, while every message it waits for is small (at most 256 KiB). Sleeping costs a
