@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace gyre {
 namespace {
@@ -50,6 +51,31 @@ TEST(FrameTest, LayoutIsLittleEndianWithMagicFirst) {
   EXPECT_EQ(bytes[12], 0x08);  // seq, low byte first
   EXPECT_EQ(bytes[19], 0x01);
   EXPECT_EQ(Crc32("123456789", 9), 0xCBF43926u);  // the standard CRC-32 check value
+}
+
+// Crc32 works eight bytes at a time; a bit at a time is the definition it must match, at
+// every length and starting offset.
+TEST(FrameTest, Crc32MatchesTheBitwiseDefinition) {
+  auto bitwise = [](const uint8_t* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
+    }
+    return c ^ 0xFFFFFFFFu;
+  };
+  std::vector<uint8_t> data(300);
+  uint32_t x = 12345;
+  for (uint8_t& b : data) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<uint8_t>(x >> 16);
+  }
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t n = 0; n + offset <= 200; ++n) {
+      ASSERT_EQ(Crc32(data.data() + offset, n), bitwise(data.data() + offset, n))
+          << "offset " << offset << ", " << n << " bytes";
+    }
+  }
 }
 
 TEST(FrameTest, EveryCorruptedByteIsRejected) {
