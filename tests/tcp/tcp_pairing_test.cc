@@ -27,6 +27,18 @@ std::vector<std::unique_ptr<TcpTransport>> World(int n, TcpTransportOptions opti
   return world.ok() ? std::move(world).value() : std::vector<std::unique_ptr<TcpTransport>>();
 }
 
+// Rank `rank` of a world of `n`, listening but without SetPeers (the test decides when).
+std::unique_ptr<TcpTransport> Unpeered(int rank, int n) {
+  TcpTransportOptions options;
+  options.job_id = kJob;
+  options.secret = TestSecret();
+  options.rank = rank;
+  options.world_size = n;
+  auto t = TcpTransport::Create(options);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
 int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
 // Established IPv4 connections whose local end is `port`: the accepted ends of connections
@@ -111,15 +123,9 @@ TEST(TcpPairingTest, AHigherRankConnectsItselfWhenTheLowerNeverDoes) {
   std::vector<std::unique_ptr<TcpTransport>> world;
   std::vector<std::string> addresses;
   for (int r = 0; r < 2; ++r) {
-    TcpTransportOptions options;
-    options.job_id = kJob;
-    options.secret = TestSecret();
-    options.rank = r;
-    options.world_size = 2;
-    auto t = TcpTransport::Create(options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    addresses.push_back((*t)->address());
-    world.push_back(std::move(t).value());
+    world.push_back(Unpeered(r, 2));
+    ASSERT_TRUE(world.back());
+    addresses.push_back(world.back()->address());
   }
   ASSERT_TRUE(world[1]->SetPeers(addresses).ok());
   std::vector<uint8_t> payload = Pattern(5000, 7), got(5000);
@@ -150,15 +156,9 @@ TEST(TcpPairingTest, AConnectionAcceptedBeforeSetPeersCarriesTheRepliesToo) {
   std::vector<std::unique_ptr<TcpTransport>> world;
   std::vector<std::string> addresses;
   for (int r = 0; r < 2; ++r) {
-    TcpTransportOptions options;
-    options.job_id = kJob;
-    options.secret = TestSecret();
-    options.rank = r;
-    options.world_size = 2;
-    auto t = TcpTransport::Create(options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    addresses.push_back((*t)->address());
-    world.push_back(std::move(t).value());
+    world.push_back(Unpeered(r, 2));
+    ASSERT_TRUE(world.back());
+    addresses.push_back(world.back()->address());
   }
   ASSERT_TRUE(world[0]->SetPeers(addresses).ok());
   ASSERT_TRUE(WaitUntil([&] { return AcceptedOn(PortOf(addresses[1])) == 1; }));
@@ -219,14 +219,8 @@ INSTANTIATE_TEST_SUITE_P(Leaver, SharedCloseTest, ::testing::Values(0, 1));
 // The connecting side of the pair, against a fake rank 1 that promises its replies on the
 // connection: they are read there, and a broken frame among them closes both directions.
 TEST(TcpPairingTest, RepliesArriveOnTheConnectionAndABrokenOneClosesIt) {
-  TcpTransportOptions options;
-  options.job_id = kJob;
-  options.secret = TestSecret();
-  options.rank = 0;
-  options.world_size = 2;
-  auto t = TcpTransport::Create(options);
-  ASSERT_TRUE(t.ok()) << t.status();
-  std::unique_ptr<TcpTransport> rank0 = std::move(t).value();
+  std::unique_ptr<TcpTransport> rank0 = Unpeered(0, 2);
+  ASSERT_TRUE(rank0);
   auto listener = RawListener::Listen();
   ASSERT_TRUE(listener);
   ASSERT_TRUE(rank0->SetPeers({rank0->address(), listener->address()}).ok());
