@@ -50,14 +50,10 @@ std::shared_ptr<Work> CallQueue::Submit(std::function<Status()> call) {
   return item;
 }
 
-Status CallQueue::RunInline(const std::function<Status()>& call) {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    // bounded: every queued call is itself bounded (see Work::Wait above).
-    cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
-  }
-  std::lock_guard<std::mutex> lock(call_mu_);
-  return call();
+void CallQueue::WaitForSubmitted() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // bounded: every queued call is itself bounded (see Work::Wait above).
+  cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
 }
 
 void CallQueue::Loop() {

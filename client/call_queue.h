@@ -19,12 +19,19 @@ class CallQueue {
   ~CallQueue();
 
   std::shared_ptr<Work> Submit(std::function<Status()> call);
-  // Runs `call` after all submitted calls finished.
-  Status RunInline(const std::function<Status()>& call);
+  // Runs `call` (a callable returning Status) after all submitted calls finished. A
+  // template, not a std::function: a blocking call allocates nothing to get here.
+  template <typename Call>
+  Status RunInline(Call&& call) {
+    WaitForSubmitted();
+    std::lock_guard<std::mutex> lock(call_mu_);
+    return call();
+  }
 
  private:
   struct Item;
   void Loop();
+  void WaitForSubmitted();
 
   std::mutex mu_;
   std::condition_variable cv_;

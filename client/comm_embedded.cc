@@ -58,8 +58,8 @@ class EmbeddedComm final : public CommBase {
     GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
     Status s = joined_.comm->Run(spec, in, out, co);
     const OpResult& r = joined_.comm->last();
-    CallInfo info;
-    info.algorithm = algo::AlgorithmName(r.spec.algorithm);
+    CallInfo& info = info_;  // reused: its algorithm string keeps its storage
+    info.algorithm.assign(algo::AlgorithmName(r.spec.algorithm));
     info.seq = r.seq;
     info.elapsed = r.elapsed;
     info.bytes_sent = r.counters.bytes_sent();
@@ -84,6 +84,7 @@ class EmbeddedComm final : public CommBase {
 
  private:
   job::Joined joined_;
+  CallInfo info_;  // Call's, filled in place
 };
 
 }  // namespace

@@ -45,52 +45,6 @@ OpDesc MakeOpDesc(const CollectiveSpec& spec) {
   return d;
 }
 
-namespace {
-
-// "4 B", "1.5 KiB", "64.0 MiB": one decimal above a KiB, rounded to nearest (no byte count
-// is ever exactly halfway, since units are powers of two). Integer arithmetic: this runs on
-// every call, and snprintf of a double was a tenth of a small call's bookkeeping.
-void AppendSize(std::string* out, uint64_t bytes) {
-  uint64_t unit = 1;
-  const char* suffix = " B";
-  if (bytes >= (uint64_t{1} << 20)) {
-    unit = uint64_t{1} << 20;
-    suffix = " MiB";
-  } else if (bytes >= 1024) {
-    unit = 1024;
-    suffix = " KiB";
-  }
-  if (unit == 1) {
-    *out += std::to_string(bytes);
-  } else {
-    const unsigned __int128 tenths = (static_cast<unsigned __int128>(bytes) * 10 + unit / 2) / unit;
-    *out += std::to_string(static_cast<uint64_t>(tenths / 10));
-    *out += '.';
-    *out += static_cast<char>('0' + static_cast<int>(tenths % 10));
-  }
-  *out += suffix;
-}
-
-std::string OpName(const CollectiveSpec& spec, uint64_t seq) {
-  std::string name;
-  name.reserve(64);
-  name += algo::CollectiveName(spec.collective);
-  name += " seq=";
-  name += std::to_string(seq);
-  name += " (";
-  name += algo::AlgorithmName(spec.algorithm);
-  if (spec.collective != Collective::kBarrier) {
-    name += ", ";
-    AppendSize(&name, static_cast<uint64_t>(spec.count) * DataTypeSize(spec.dtype));
-    name += ' ';
-    name += DataTypeName(spec.dtype);
-  }
-  name += ')';
-  return name;
-}
-
-}  // namespace
-
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
@@ -177,12 +131,12 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
                                          std::to_string(rank()));
   }
   spec = *resolved;
-  const std::string name = OpName(spec, seq);
+  const OpDesc desc = MakeOpDesc(spec);
   const int64_t in_count = algo::InputCount(spec, rank());
   const int64_t out_count = algo::OutputCount(spec, rank());
   if ((in_count > 0 && in == nullptr) || (out_count > 0 && out == nullptr)) {
     Status s = InvalidArgumentError(
-        name + " on rank " + std::to_string(rank()) + ": the " +
+        OpName(desc, seq) + " on rank " + std::to_string(rank()) + ": the " +
         (in_count > 0 && in == nullptr ? "input" : "output") + " buffer is null but must hold " +
         std::to_string(in_count > 0 && in == nullptr ? in_count : out_count) + " elements");
     last_ = OpResult{seq, spec, {}, {}, s};
@@ -193,20 +147,22 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
     last_ = OpResult{seq, spec, {}, {}, schedule.status()};
     return schedule.status();
   }
-  OpContext ctx;
+  OpContext ctx;  // named from desc and seq only if something prints it
   ctx.seq = seq;
-  ctx.desc = MakeOpDesc(spec);
-  ctx.name = name;
+  ctx.desc = desc;
   ExecOptions eo;
   eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   eo.total_deadline = opts.deadline;
   eo.monitor = &monitor_;
-  OpCounters counters;
-  recorder_.Record("op_start", seq, name);
-  Status st =
-      executor_.Run(**schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo, &counters);
-  total_.Add(counters);
-  last_ = OpResult{seq, spec, std::move(counters), transport_->clock().Now() - start, st};
+  recorder_.RecordOp("op_start", seq, desc);
+  // The counters live in last_ and are overwritten in place: no allocation per call.
+  Status st = executor_.Run(**schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo,
+                            &last_.counters);
+  total_.Add(last_.counters);
+  last_.seq = seq;
+  last_.spec = spec;
+  last_.elapsed = transport_->clock().Now() - start;
+  last_.status = st;
   if (!st.ok() && failure_handler_) {
     st = failure_handler_(last_);
     last_.status = st;

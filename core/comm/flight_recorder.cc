@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/exec/executor.h"
+
 namespace gyre {
 
 std::string JsonEscape(const std::string& s) {
@@ -36,18 +38,36 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-void FlightRecorder::Record(const char* kind, uint64_t seq, const std::string& detail) {
+FlightRecorder::Event& FlightRecorder::Next(const char* kind, uint64_t seq) {
   const int64_t t = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now().time_since_epoch())
                         .count();
-  std::lock_guard<std::mutex> lock(mu_);
-  Event e{t, kind, seq, detail};
+  Event* e;
   if (ring_.size() < capacity_) {
-    ring_.push_back(std::move(e));
+    e = &ring_.emplace_back();
   } else {
-    ring_[next_] = std::move(e);
+    e = &ring_[next_];
     next_ = (next_ + 1) % capacity_;
   }
+  e->t_us = t;
+  e->kind = kind;
+  e->seq = seq;
+  return *e;
+}
+
+void FlightRecorder::Record(const char* kind, uint64_t seq, const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event& e = Next(kind, seq);
+  e.detail.assign(detail);
+  e.named_by_desc = false;
+}
+
+void FlightRecorder::RecordOp(const char* kind, uint64_t seq, const OpDesc& desc) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event& e = Next(kind, seq);
+  e.detail.clear();
+  e.named_by_desc = true;
+  e.desc = desc;
 }
 
 size_t FlightRecorder::size() const {
@@ -63,7 +83,8 @@ std::string FlightRecorder::DumpJson(int rank) const {
   for (size_t k = 0; k < n; ++k) {
     const Event& e = ring_[(ring_.size() < capacity_ ? k : (next_ + k) % capacity_)];
     os << (k ? ", " : "") << "{\"t_us\": " << e.t_us << ", \"kind\": \"" << JsonEscape(e.kind)
-       << "\", \"seq\": " << e.seq << ", \"detail\": \"" << JsonEscape(e.detail) << "\"}";
+       << "\", \"seq\": " << e.seq << ", \"detail\": \""
+       << JsonEscape(e.named_by_desc ? OpName(e.desc, e.seq) : e.detail) << "\"}";
   }
   os << "]}";
   return os.str();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/transport/transport.h"
+
 namespace gyre {
 
 class FlightRecorder {
@@ -17,6 +19,9 @@ class FlightRecorder {
   // `kind`: "op_start", "op_end", "join", "verdict", ...: a string literal (it is kept by
   // pointer, so recording an event copies only `detail`); `seq` 0 when not an operation.
   void Record(const char* kind, uint64_t seq, const std::string& detail);
+  // An event whose detail is the operation's name, OpName(desc, seq) (core/exec/executor.h),
+  // built only when the ring is dumped: recording it copies no string.
+  void RecordOp(const char* kind, uint64_t seq, const OpDesc& desc);
 
   // {"rank": R, "events": [{"t_us": ..., "kind": ..., "seq": ..., "detail": ...}, ...]}
   // oldest first; t_us is microseconds on the steady clock.
@@ -26,11 +31,16 @@ class FlightRecorder {
 
  private:
   struct Event {
-    int64_t t_us;
-    const char* kind;
-    uint64_t seq;
-    std::string detail;
+    int64_t t_us = 0;
+    const char* kind = "";
+    uint64_t seq = 0;
+    std::string detail;  // unless named_by_desc
+    bool named_by_desc = false;
+    OpDesc desc;
   };
+  // The slot the next event goes to; slots are reused in place, keeping their strings'
+  // storage. Called with mu_ held.
+  Event& Next(const char* kind, uint64_t seq);
   size_t capacity_;
   mutable std::mutex mu_;
   std::vector<Event> ring_;

@@ -47,12 +47,62 @@ void OpCounters::Add(const OpCounters& o) {
   bytes_copied += o.bytes_copied;
 }
 
+namespace {
+
+// "4 B", "1.5 KiB", "64.0 MiB": one decimal above a KiB, rounded to nearest (no byte count
+// is ever exactly halfway, since units are powers of two). Integer arithmetic: this runs on
+// every call, and snprintf of a double was a tenth of a small call's bookkeeping.
+void AppendSize(std::string* out, uint64_t bytes) {
+  uint64_t unit = 1;
+  const char* suffix = " B";
+  if (bytes >= (uint64_t{1} << 20)) {
+    unit = uint64_t{1} << 20;
+    suffix = " MiB";
+  } else if (bytes >= 1024) {
+    unit = 1024;
+    suffix = " KiB";
+  }
+  if (unit == 1) {
+    *out += std::to_string(bytes);
+  } else {
+    const unsigned __int128 tenths = (static_cast<unsigned __int128>(bytes) * 10 + unit / 2) / unit;
+    *out += std::to_string(static_cast<uint64_t>(tenths / 10));
+    *out += '.';
+    *out += static_cast<char>('0' + static_cast<int>(tenths % 10));
+  }
+  *out += suffix;
+}
+
+}  // namespace
+
+std::string OpName(const OpDesc& d, uint64_t seq) {
+  std::string name;
+  name.reserve(64);
+  const bool known = d.collective < algo::kNumCollectives;
+  const auto c = static_cast<algo::Collective>(d.collective);
+  name += known ? algo::CollectiveName(c) : "operation";
+  name += " seq=";
+  name += std::to_string(seq);
+  name += " (";
+  name += algo::AlgorithmName(static_cast<algo::Algorithm>(d.algorithm));
+  if (known && c != algo::Collective::kBarrier) {
+    name += ", ";
+    const bool dtype_ok = IsValidDataType(d.dtype);
+    const size_t esize = dtype_ok ? DataTypeSize(static_cast<DataType>(d.dtype)) : 1;
+    AppendSize(&name, static_cast<uint64_t>(d.count) * esize);
+    name += ' ';
+    name += dtype_ok ? DataTypeName(static_cast<DataType>(d.dtype)) : "?";
+  }
+  name += ')';
+  return name;
+}
+
 // Completions arrive from transport threads. The queue is shared with the callbacks, so a
 // callback that runs late (after the OpRun is gone) touches nothing freed.
 struct OpRun::Queue {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<int, Status>> items;
+  std::vector<std::pair<int, Status>> items;
 
   void Push(int step, Status s) {
     {
@@ -63,9 +113,24 @@ struct OpRun::Queue {
   }
 };
 
+struct OpRun::Storage {
+  std::shared_ptr<Queue> queue;
+  std::vector<int> remaining;
+  std::vector<int> dependents_begin;
+  std::vector<int> dependents;
+  std::vector<int> ready;
+  std::vector<char> pending;
+  std::vector<uint64_t> issued_order;
+  std::vector<int64_t> op_bytes_from;
+  std::vector<uint64_t> progress_mark;
+  std::vector<std::pair<int, Status>> batch;  // completions being applied
+  std::vector<int> local;                     // ServeTransfers' local steps
+  OpCounters counters;
+};
+
 OpRun::OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
              const OpContext& ctx, OpBuffers buffers, unsigned char* scratch, Transport* transport,
-             bool phantom)
+             bool phantom, Storage* storage)
     : steps_(schedule.steps),
       spec_(spec),
       ctx_(ctx),
@@ -74,20 +139,47 @@ OpRun::OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spe
       transport_(transport),
       phantom_(phantom),
       esize_(DataTypeSize(spec.dtype)),
-      queue_(std::make_shared<Queue>()) {
+      own_storage_(storage == nullptr ? std::make_unique<Storage>() : nullptr),
+      storage_(storage == nullptr ? *own_storage_ : *storage),
+      queue_(storage_.queue),
+      remaining_(storage_.remaining),
+      dependents_begin_(storage_.dependents_begin),
+      dependents_(storage_.dependents),
+      ready_(storage_.ready),
+      pending_(storage_.pending),
+      issued_order_(storage_.issued_order),
+      op_bytes_from_(storage_.op_bytes_from),
+      progress_mark_(storage_.progress_mark),
+      counters_(storage_.counters) {
+  // A queue still held by a late callback of an earlier run is left to it.
+  if (queue_ == nullptr || queue_.use_count() != 1) queue_ = std::make_shared<Queue>();
+  queue_->items.clear();
   const int n = static_cast<int>(steps_.size());
   const int p = transport_->size();
   remaining_.assign(n, 0);
-  dependents_.assign(n, {});
   pending_.assign(n, 0);
-  issued_at_.assign(n, TimePoint{});
+  issued_order_.assign(n, 0);
+  ready_.clear();
+  dependents_begin_.assign(n + 1, 0);
   for (int i = 0; i < n; ++i) {
     remaining_[i] = static_cast<int>(steps_[i].deps.size());
-    for (int32_t d : steps_[i].deps) dependents_[d].push_back(i);
+    for (int32_t d : steps_[i].deps) ++dependents_begin_[d + 1];
   }
+  for (int i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+  dependents_.resize(dependents_begin_[n]);
+  // Filled in program order, as the steps list them; the cursor borrows `local`.
+  std::vector<int>& cursor = storage_.local;
+  cursor.assign(dependents_begin_.begin(), dependents_begin_.end() - 1);
+  for (int i = 0; i < n; ++i) {
+    for (int32_t d : steps_[i].deps) dependents_[cursor[d]++] = i;
+  }
+  cursor.clear();
   op_bytes_from_.assign(p, 0);
   progress_mark_.assign(p, 0);
   counters_.peers.assign(p, PeerCounters{});
+  counters_.bytes_reduced = 0;
+  counters_.bytes_copied = 0;
+  storage_.batch.clear();
   start_time_ = last_progress_ = transport_->clock().Now();
 }
 
@@ -97,18 +189,18 @@ Status OpRun::Prepare() {
   const int self = transport_->rank();
   if (algo::IsReducing(spec_.collective)) {
     auto fn = GetReduceFn(spec_.dtype, spec_.op);
-    if (!fn.ok()) return fn.status().WithContext(ctx_.name);
+    if (!fn.ok()) return fn.status().WithContext(ctx_.Name());
     reduce_fn_ = *fn;
   }
   if (phantom_) return Status::Ok();
   const int64_t in_count = algo::InputCount(spec_, self);
   const int64_t out_count = algo::OutputCount(spec_, self);
   if (in_count > 0 && buffers_.input == nullptr) {
-    return InvalidArgumentError(ctx_.name + ": the input buffer is null but must hold " +
+    return InvalidArgumentError(ctx_.Name() + ": the input buffer is null but must hold " +
                                 std::to_string(in_count) + " elements");
   }
   if (out_count > 0 && buffers_.output == nullptr) {
-    return InvalidArgumentError(ctx_.name + ": the output buffer is null but must hold " +
+    return InvalidArgumentError(ctx_.Name() + ": the output buffer is null but must hold " +
                                 std::to_string(out_count) + " elements");
   }
   return Status::Ok();
@@ -132,9 +224,18 @@ bool OpRun::finished() const {
 
 void OpRun::Release(int i) {
   ++completed_;
-  for (auto d = dependents_[i].rbegin(); d != dependents_[i].rend(); ++d) {
-    if (--remaining_[*d] == 0) ready_.push_back(*d);
+  for (int k = dependents_begin_[i + 1]; k-- > dependents_begin_[i];) {
+    const int d = dependents_[k];
+    if (--remaining_[d] == 0) ready_.push_back(d);
   }
+}
+
+TimePoint OpRun::last_progress() const {
+  if (progress_unstamped_) {
+    last_progress_ = transport_->clock().Now();
+    progress_unstamped_ = false;
+  }
+  return last_progress_;
 }
 
 namespace {
@@ -170,7 +271,7 @@ void OpRun::IssueTransfer(int i) {
   h.desc = ctx_.desc;
   auto q = queue_;
   pending_[i] = 1;
-  issued_at_[i] = transport_->clock().Now();
+  issued_order_[i] = ++issued_count_;
   ++outstanding_;
   if (recv) {
     transport_->Recv(st.peer, h, Address(st.dst), bytes,
@@ -216,15 +317,21 @@ void OpRun::RunLocal(int i) {
   Release(i);
 }
 
-void OpRun::ServeTransfers() {
-  std::deque<std::pair<int, Status>> batch;
+void OpRun::Drain() {
+  std::vector<std::pair<int, Status>>& batch = storage_.batch;
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     batch.swap(queue_->items);
   }
   for (auto& [i, s] : batch) ApplyCompletion(i, std::move(s));
+  batch.clear();
+}
+
+void OpRun::ServeTransfers() {
+  Drain();
   if (!failure_.ok()) return;
-  std::vector<int> local;                     // left for Issue, in their order on the stack
+  std::vector<int>& local = storage_.local;  // left for Issue, in their order on the stack
+  local.clear();
   for (size_t k = ready_.size(); k-- > 0;) {  // top of the stack first, as Issue would
     const int i = ready_[k];
     const algo::StepKind kind = steps_[i].kind;
@@ -264,7 +371,7 @@ void OpRun::ApplyCompletion(int i, Status s) {
   --outstanding_;
   if (!s.ok()) {
     if (failure_.ok()) {
-      Fail(Status(s.code(), ctx_.name + " failed on rank " + std::to_string(transport_->rank()) +
+      Fail(Status(s.code(), ctx_.Name() + " failed on rank " + std::to_string(transport_->rank()) +
                                 " at " + DescribeStep(i) + " after " +
                                 FormatDuration(transport_->clock().Now() - start_time_) + ": " +
                                 s.message()));
@@ -280,17 +387,12 @@ void OpRun::ApplyCompletion(int i, Status s) {
     counters_.peers[st.peer].msgs_recv += 1;
     op_bytes_from_[st.peer] += b;
   }
-  last_progress_ = transport_->clock().Now();
+  progress_unstamped_ = true;
   if (failure_.ok()) Release(i);
 }
 
 void OpRun::Poll() {
-  std::deque<std::pair<int, Status>> batch;
-  {
-    std::lock_guard<std::mutex> lock(queue_->mu);
-    batch.swap(queue_->items);
-  }
-  for (auto& [i, s] : batch) ApplyCompletion(i, std::move(s));
+  Drain();
   Issue();
 }
 
@@ -300,8 +402,7 @@ void OpRun::WaitForCompletion(TimePoint until) {
       std::lock_guard<std::mutex> lock(queue_->mu);
       if (!queue_->items.empty()) return;
     }
-    if (until <= transport_->clock().Now()) return;
-    driver_->Drive(until);
+    driver_->Drive(until);  // returns at once if `until` has passed
     return;
   }
   std::unique_lock<std::mutex> lock(queue_->mu);
@@ -321,7 +422,7 @@ void OpRun::Fail(Status reason) {
   failure_ = std::move(reason);
   if (!cancelled_) {
     cancelled_ = true;
-    transport_->CancelOperation(ctx_.seq, AbortedError(ctx_.name + " was cancelled on rank " +
+    transport_->CancelOperation(ctx_.seq, AbortedError(ctx_.Name() + " was cancelled on rank " +
                                                        std::to_string(transport_->rank())));
   }
 }
@@ -332,6 +433,7 @@ void OpRun::SampleProgress() {
     if (b != progress_mark_[q]) {
       progress_mark_[q] = b;
       last_progress_ = transport_->clock().Now();
+      progress_unstamped_ = false;
     }
   }
 }
@@ -342,7 +444,7 @@ int OpRun::OldestPendingStep() const {
     for (int i = 0; i < static_cast<int>(steps_.size()); ++i) {
       if (!pending_[i]) continue;
       if (pass == 0 && steps_[i].kind != algo::StepKind::kRecv) continue;
-      if (oldest < 0 || issued_at_[i] < issued_at_[oldest]) oldest = i;
+      if (oldest < 0 || issued_order_[i] < issued_order_[oldest]) oldest = i;
     }
   }
   return oldest;
@@ -365,6 +467,9 @@ namespace {
 // the kernel commits only when written (and gives back at once when the area is replaced).
 constexpr size_t kMappedScratchBytes = size_t{1} << 20;
 }  // namespace
+
+Executor::Executor() : storage_(std::make_unique<OpRun::Storage>()) {}
+Executor::~Executor() = default;
 
 Executor::Scratch::~Scratch() { Release(); }
 
@@ -408,11 +513,11 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
   unsigned char* scratch = scratch_.Reserve(scratch_bytes);
   if (scratch == nullptr && scratch_bytes > 0) {
     if (counters_out) *counters_out = OpCounters{};
-    return ResourceExhaustedError(ctx.name + " on rank " + std::to_string(self) +
+    return ResourceExhaustedError(ctx.Name() + " on rank " + std::to_string(self) +
                                   ": cannot allocate " +
                                   FormatBytes(static_cast<int64_t>(scratch_bytes)) + " of scratch");
   }
-  OpRun run(schedule, spec, ctx, buffers, scratch, transport);
+  OpRun run(schedule, spec, ctx, buffers, scratch, transport, /*phantom=*/false, storage_.get());
   auto finish = [&](Status s) {
     if (counters_out) *counters_out = run.counters();
     return s;
@@ -439,7 +544,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
       run.SetDriver(driven);
     }
   }
-  const TimePoint start = clock.Now();
+  const TimePoint start = run.start_time();
   OpMonitor* monitor = options.monitor;
   if (monitor != nullptr) {
     int64_t expected = 0;
@@ -448,7 +553,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
         expected += st.dst.count * static_cast<int64_t>(DataTypeSize(spec.dtype));
       }
     }
-    Status pending = monitor->Begin(&run, ctx.seq, ctx.desc, ctx.name, expected);
+    Status pending = monitor->Begin(&run, ctx, expected);
     if (!pending.ok()) {
       monitor->End(ctx.seq, pending);
       return finish(pending);
@@ -489,7 +594,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
     if (monitor != nullptr) monitor->Update(run);
     const TimePoint now = clock.Now();
     if (!options.total_deadline.infinite() && now >= options.total_deadline.when()) {
-      run.Fail(DeadlineExceededError(ctx.name + " on rank " + std::to_string(self) +
+      run.Fail(DeadlineExceededError(ctx.Name() + " on rank " + std::to_string(self) +
                                      " exceeded its operation deadline after " +
                                      FormatDuration(now - start)));
       continue;
@@ -497,7 +602,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
     if (now - run.last_progress() >= options.progress_timeout) {
       const int oldest = run.OldestPendingStep();
       std::ostringstream os;
-      os << ctx.name << " on rank " << self << ": no progress for "
+      os << ctx.Name() << " on rank " << self << ": no progress for "
          << FormatDuration(now - run.last_progress()) << " (progress timeout "
          << FormatDuration(options.progress_timeout) << ", " << FormatDuration(now - start)
          << " into the operation)";

@@ -53,10 +53,17 @@ struct ExecOptions {
   class OpMonitor* monitor = nullptr;
 };
 
+// "allreduce seq=41 (ring, 4.0 MiB float32)": how errors, the monitor and the flight
+// recorder name an operation.
+std::string OpName(const OpDesc& desc, uint64_t seq);
+
 struct OpContext {
   uint64_t seq = 0;
   OpDesc desc;
-  std::string name;  // "allreduce seq=41 (ring, 4 MiB float32)", used in every error
+  // Empty: the name is OpName(desc, seq), built only when something prints it (an error, a
+  // snapshot), so a call that succeeds builds no string.
+  std::string name;
+  std::string Name() const { return name.empty() ? OpName(desc, seq) : name; }
 };
 
 struct OpBuffers {
@@ -74,9 +81,12 @@ class OpRun {
   // Everything referenced must outlive the OpRun. `scratch` holds at least
   // schedule.scratch_count elements. With `phantom`, no byte is touched: reductions and
   // copies are skipped and messages carry sizes only (for a transport that models time).
+  // `storage` (optional) is working memory kept from an earlier run, so a run allocates
+  // nothing once its shape has been seen; one run at a time may use it.
+  struct Storage;
   OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
         const OpContext& context, OpBuffers buffers, unsigned char* scratch, Transport* transport,
-        bool phantom = false);
+        bool phantom = false, Storage* storage = nullptr);
   ~OpRun();
   OpRun(const OpRun&) = delete;
   OpRun& operator=(const OpRun&) = delete;
@@ -105,8 +115,10 @@ class OpRun {
   int completed_steps() const { return completed_; }
   int total_steps() const { return static_cast<int>(steps_.size()); }
   int outstanding() const { return outstanding_; }
-  // When the last message of this operation completed, or bytes from a peer arrived.
-  TimePoint last_progress() const { return last_progress_; }
+  // When the last message of this operation completed, or bytes from a peer arrived. A
+  // completion is stamped when this is next read (Poll does not read the clock).
+  TimePoint last_progress() const;
+  TimePoint start_time() const { return start_time_; }
   // Samples the transport's per-peer byte counters; bytes still streaming in are progress.
   void SampleProgress();
   // The receive this rank has waited on longest (-1 if none): the peer it depends on.
@@ -118,6 +130,8 @@ class OpRun {
 
  private:
   struct Queue;
+  // Applies the completions queued so far.
+  void Drain();
   void Issue();
   // Posts send or receive step `i` to the transport.
   void IssueTransfer(int i);
@@ -141,26 +155,33 @@ class OpRun {
   bool phantom_;
   size_t esize_;
   ReduceFn reduce_fn_ = nullptr;
-  std::shared_ptr<Queue> queue_;
-  std::vector<int> remaining_;
-  std::vector<std::vector<int>> dependents_;
-  std::vector<int> ready_;
-  std::vector<char> pending_;
-  std::vector<TimePoint> issued_at_;
-  std::vector<int64_t> op_bytes_from_;
-  std::vector<uint64_t> progress_mark_;
+  std::unique_ptr<Storage> own_storage_;  // when the caller gave none
+  Storage& storage_;
+  std::shared_ptr<Queue>& queue_;
+  std::vector<int>& remaining_;
+  // Step i's dependents are dependents_[dependents_begin_[i] .. dependents_begin_[i + 1]).
+  std::vector<int>& dependents_begin_;
+  std::vector<int>& dependents_;
+  std::vector<int>& ready_;
+  std::vector<char>& pending_;
+  std::vector<uint64_t>& issued_order_;  // when each pending transfer was issued, in order
+  std::vector<int64_t>& op_bytes_from_;
+  std::vector<uint64_t>& progress_mark_;
+  uint64_t issued_count_ = 0;
   TimePoint start_time_;
-  TimePoint last_progress_;
+  mutable TimePoint last_progress_;
+  mutable bool progress_unstamped_ = false;  // a completion since last_progress_ was read
   int completed_ = 0;
   int outstanding_ = 0;
   bool cancelled_ = false;
   Status failure_;
-  OpCounters counters_;
+  OpCounters& counters_;
 };
 
 class Executor {
  public:
-  Executor() = default;
+  Executor();
+  ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -192,6 +213,7 @@ class Executor {
     bool mapped_ = false;
   };
   Scratch scratch_;
+  std::unique_ptr<OpRun::Storage> storage_;
 };
 
 }  // namespace gyre

@@ -1,26 +1,31 @@
 #include "core/exec/monitor.h"
 
+#include <algorithm>
+
 #include "core/exec/executor.h"
 
 namespace gyre {
 
-Status OpMonitor::Begin(OpRun* run, uint64_t seq, const OpDesc& desc, const std::string& name,
-                        int64_t bytes_expected) {
+Status OpMonitor::Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected) {
+  const uint64_t seq = ctx.seq;
   std::lock_guard<std::mutex> lock(mu_);
   current_ = run;
+  began_ = true;
   snap_.in_op = true;
   snap_.seq = seq;
   snap_.last_started_seq = seq;
-  snap_.desc = desc;
-  snap_.op_name = name;
+  snap_.desc = ctx.desc;
+  snap_.op_name = ctx.name;
   snap_.steps_done = 0;
   snap_.steps_total = run->total_steps();
   snap_.waiting_on = -1;
   snap_.bytes_received = 0;
   snap_.bytes_expected = bytes_expected;
-  last_progress_ = clock_->Now();
-  snap_.recent.push_back(CallRecord{seq, desc, name});
-  if (snap_.recent.size() > kRecentCalls) snap_.recent.erase(snap_.recent.begin());
+  last_progress_ = run->start_time();
+  CallRecord& r = recent_[recent_next_++ % kRecentCalls];
+  r.seq = seq;
+  r.desc = ctx.desc;
+  r.op_name = ctx.name;
   auto it = pending_aborts_.find(seq);
   Status pending;
   if (it != pending_aborts_.end()) {
@@ -76,10 +81,27 @@ bool OpMonitor::WasAborted(uint64_t seq) const {
   return aborted_seq_ == seq;
 }
 
+OpMonitor::Progress OpMonitor::CurrentProgress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Progress p;
+  p.in_op = snap_.in_op;
+  p.seq = snap_.seq;
+  p.since_progress = p.in_op ? clock_->Now() - last_progress_ : Duration::zero();
+  return p;
+}
+
 OpSnapshot OpMonitor::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   OpSnapshot s = snap_;
   s.since_progress = s.in_op ? clock_->Now() - last_progress_ : Duration::zero();
+  if (began_ && s.op_name.empty()) s.op_name = OpName(s.desc, s.seq);
+  const size_t n = std::min(recent_next_, kRecentCalls);
+  s.recent.clear();
+  for (size_t k = recent_next_ - n; k < recent_next_; ++k) {
+    CallRecord r = recent_[k % kRecentCalls];
+    if (r.op_name.empty()) r.op_name = OpName(r.desc, r.seq);
+    s.recent.push_back(std::move(r));
+  }
   return s;
 }
 

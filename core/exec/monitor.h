@@ -4,6 +4,7 @@
 // operation this rank has not started yet is kept, and fails it the moment it starts.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -17,6 +18,7 @@
 namespace gyre {
 
 class OpRun;
+struct OpContext;
 
 struct CallRecord {
   uint64_t seq = 0;
@@ -49,9 +51,8 @@ class OpMonitor {
   explicit OpMonitor(const Clock* clock) : clock_(clock) {}
 
   // Called by the executor on its own thread.
-  // Returns a pending abort for `seq` (OK if none).
-  Status Begin(OpRun* run, uint64_t seq, const OpDesc& desc, const std::string& name,
-               int64_t bytes_expected);
+  // Returns a pending abort for `ctx.seq` (OK if none).
+  Status Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected);
   void Update(const OpRun& run);
   void End(uint64_t seq, const Status& status);
 
@@ -60,6 +61,13 @@ class OpMonitor {
   bool Abort(uint64_t seq, const Status& reason);
 
   OpSnapshot Snapshot() const;
+  // The part of a snapshot a watcher polls often: no strings, no copies.
+  struct Progress {
+    bool in_op = false;
+    uint64_t seq = 0;
+    Duration since_progress{};
+  };
+  Progress CurrentProgress() const;
   // Whether operation `seq` was stopped by Abort (its error is another rank's verdict).
   bool WasAborted(uint64_t seq) const;
 
@@ -67,7 +75,12 @@ class OpMonitor {
   const Clock* clock_;
   mutable std::mutex mu_;
   OpRun* current_ = nullptr;
-  OpSnapshot snap_;
+  OpSnapshot snap_;  // op_name and recent are filled in by Snapshot()
+  bool began_ = false;
+  // The last kRecentCalls calls: a ring, oldest at recent_next_ % kRecentCalls once full.
+  // Names are built when a snapshot is taken, not on every call.
+  std::array<CallRecord, kRecentCalls> recent_;
+  size_t recent_next_ = 0;
   TimePoint last_progress_{};
   std::map<uint64_t, Status> pending_aborts_;
   uint64_t aborted_seq_ = 0;

@@ -52,17 +52,20 @@ void StallProbe::Loop() {
     cv_.wait_for(lock, kPollInterval, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
-    const OpSnapshot snap = comm_->monitor()->Snapshot();
-    if (snap.in_op && snap.seq != seq) {
-      seq = snap.seq;
+    const OpMonitor::Progress now = comm_->monitor()->CurrentProgress();
+    if (now.in_op && now.seq != seq) {
+      seq = now.seq;
       probes = 0;
       next = first;
       seen = clock->Now();
     }
-    if (snap.in_op && probes < kMaxProbes && snap.since_progress >= next) {
-      ++probes;
-      next *= 2;
-      if (Probe(snap, clock->Now() - seen)) probes = kMaxProbes;
+    if (now.in_op && probes < kMaxProbes && now.since_progress >= next) {
+      const OpSnapshot snap = comm_->monitor()->Snapshot();
+      if (snap.in_op && snap.seq == seq) {
+        ++probes;
+        next *= 2;
+        if (Probe(snap, clock->Now() - seen)) probes = kMaxProbes;
+      }
     }
     lock.lock();
   }

@@ -76,6 +76,13 @@ constexpr std::chrono::seconds kIoStallLimit{60};
 
 using MessageKey = std::pair<uint64_t, uint64_t>;  // (seq, tag)
 
+// The earliest entry under `key` in a multimap (find may return any of them).
+template <typename Map>
+auto First(Map& map, const MessageKey& key) {
+  auto it = map.lower_bound(key);
+  return it != map.end() && it->first == key ? it : map.end();
+}
+
 struct HostPort {
   std::string host;
   std::string port;
@@ -183,8 +190,10 @@ class TcpTransport::Impl {
   // The accepted connection from a peer, once that peer has been identified.
   struct InConn;
   struct RecvPeer {
-    std::map<MessageKey, std::deque<PendingRecv>> posted;
-    std::map<MessageKey, std::deque<BufferedMessage>> unexpected;
+    // Equal keys keep their order (a multimap inserts at the end of their range; First
+    // finds the earliest). One node per message: a map of queues cost three allocations.
+    std::multimap<MessageKey, PendingRecv> posted;
+    std::multimap<MessageKey, BufferedMessage> unexpected;
     std::shared_ptr<InConn> conn;
     Status closed;  // not OK once the peer's connection to this rank is gone
   };
@@ -704,13 +713,18 @@ void TcpTransport::Impl::UnlockAndDeliver(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     return;
   }
-  std::vector<Completion> batch;
+  // The batch takes the items; completions_ gets an empty vector that kept its capacity
+  // (this thread's spare), so a steady stream of calls allocates nothing here.
+  thread_local std::vector<Completion> spare;
+  std::vector<Completion> batch = std::move(spare);
   batch.swap(completions_);
   // A driver waiting in poll would not see callbacks run on another thread.
   const bool wake_driver = driver_active_ && !OnDriverThread();
   // A callback may call back in (CancelOperation takes mu_ itself).
   lock.unlock();
   for (Completion& c : batch) c.done(std::move(c.status));
+  batch.clear();
+  if (spare.capacity() < batch.capacity()) spare = std::move(batch);
   if (wake_driver) Wake();
 }
 
@@ -756,10 +770,8 @@ void TcpTransport::Impl::Wake() {
 
 bool TcpTransport::Impl::WaitingForLittle() const {
   for (const RecvPeer& p : recv_peers_) {
-    for (const auto& [key, recvs] : p.posted) {
-      for (const PendingRecv& r : recvs) {
-        if (r.bytes > kSpinMaxBytes) return false;
-      }
+    for (const auto& [key, r] : p.posted) {
+      if (r.bytes > kSpinMaxBytes) return false;
     }
     const InConn* c = p.conn.get();
     if (c != nullptr && c->phase == ReadPhase::kPayload && c->sink == Sink::kUser &&
@@ -979,11 +991,10 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
   RecvPeer& p = recv_peers_[peer];
   MessageKey key{header.seq, header.tag};
 
-  auto buffered = p.unexpected.find(key);
+  auto buffered = First(p.unexpected, key);
   if (buffered != p.unexpected.end()) {
-    BufferedMessage msg = std::move(buffered->second.front());
-    buffered->second.pop_front();
-    if (buffered->second.empty()) p.unexpected.erase(buffered);
+    BufferedMessage msg = std::move(buffered->second);
+    p.unexpected.erase(buffered);
     unexpected_bytes_ -= msg.charge;
     FrameHeader frame;
     frame.seq = header.seq;
@@ -999,12 +1010,12 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
   // call's fingerprint: the ranks made different calls; say so at once.
   auto same_op = p.unexpected.lower_bound(MessageKey{header.seq, 0});
   if (same_op != p.unexpected.end() && same_op->first.first == header.seq &&
-      same_op->second.front().desc != header.desc) {
+      same_op->second.desc != header.desc) {
     FrameHeader frame;
     frame.seq = header.seq;
     frame.tag = same_op->first.second;
-    frame.payload_len = same_op->second.front().bytes;
-    frame.desc = same_op->second.front().desc;
+    frame.payload_len = same_op->second.bytes;
+    frame.desc = same_op->second.desc;
     return Complete(std::move(recv.done), CheckMatch(peer, frame, recv));
   }
 
@@ -1029,7 +1040,7 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
   }
 
   if (!p.closed.ok()) return Complete(std::move(recv.done), p.closed);
-  p.posted[key].push_back(std::move(recv));
+  p.posted.emplace(key, std::move(recv));
 }
 
 void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
@@ -1043,13 +1054,11 @@ void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
   for (RecvPeer& p : recv_peers_) {
     auto [posted_begin, posted_end] = in_seq(p.posted);
     for (auto it = posted_begin; it != posted_end; ++it) {
-      for (PendingRecv& r : it->second) Complete(std::move(r.done), reason);
+      Complete(std::move(it->second.done), reason);
     }
     p.posted.erase(posted_begin, posted_end);
     auto [early_begin, early_end] = in_seq(p.unexpected);
-    for (auto it = early_begin; it != early_end; ++it) {
-      for (const BufferedMessage& m : it->second) unexpected_bytes_ -= m.charge;
-    }
+    for (auto it = early_begin; it != early_end; ++it) unexpected_bytes_ -= it->second.charge;
     p.unexpected.erase(early_begin, early_end);
   }
 
@@ -1111,9 +1120,7 @@ void TcpTransport::Impl::ShutdownOnIo() {
   }
   in_conns_.clear();
   for (RecvPeer& p : recv_peers_) {
-    for (auto& [key, recvs] : p.posted) {
-      for (PendingRecv& r : recvs) Complete(std::move(r.done), status);
-    }
+    for (auto& [key, r] : p.posted) Complete(std::move(r.done), status);
     p.posted.clear();
     p.unexpected.clear();
     p.conn.reset();
@@ -1473,13 +1480,12 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
   const FrameHeader& f = c->frame;
   RecvPeer& p = recv_peers_[c->peer];
   MessageKey key{f.seq, f.tag};
-  auto posted = p.posted.find(key);
+  auto posted = First(p.posted, key);
   if (FindCancel(f.seq) != nullptr) {
     c->sink = Sink::kDiscard;
   } else if (posted != p.posted.end()) {
-    PendingRecv recv = std::move(posted->second.front());
-    posted->second.pop_front();
-    if (posted->second.empty()) p.posted.erase(posted);
+    PendingRecv recv = std::move(posted->second);
+    p.posted.erase(posted);
     Status match = CheckMatch(c->peer, f, recv);
     if (match.ok()) {
       c->recv = std::move(recv);
@@ -1494,10 +1500,9 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
     // than at its deadline (the message itself is kept, as any early one).
     auto same_op = p.posted.lower_bound(MessageKey{f.seq, 0});
     if (same_op != p.posted.end() && same_op->first.first == f.seq &&
-        same_op->second.front().header.desc != f.desc) {
-      PendingRecv other = std::move(same_op->second.front());
-      same_op->second.pop_front();
-      if (same_op->second.empty()) p.posted.erase(same_op);
+        same_op->second.header.desc != f.desc) {
+      PendingRecv other = std::move(same_op->second);
+      p.posted.erase(same_op);
       Complete(std::move(other.done), CheckMatch(c->peer, f, other));
     }
     size_t charge = static_cast<size_t>(f.payload_len) + kBufferedMessageOverhead;
@@ -1527,8 +1532,7 @@ void TcpTransport::Impl::FinishPayload(const std::shared_ptr<InConn>& c) {
     msg.bytes = static_cast<size_t>(c->frame.payload_len);
     msg.charge = c->buffer_charge;
     c->buffer_charge = 0;
-    recv_peers_[c->peer].unexpected[MessageKey{c->frame.seq, c->frame.tag}].push_back(
-        std::move(msg));
+    recv_peers_[c->peer].unexpected.emplace(MessageKey{c->frame.seq, c->frame.tag}, std::move(msg));
   }
   c->sink = Sink::kDiscard;
   c->phase = ReadPhase::kHeader;
@@ -1572,9 +1576,7 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
     c->buffer_charge = 0;
     c->sink = Sink::kDiscard;
   }
-  for (auto& [key, recvs] : p.posted) {
-    for (PendingRecv& r : recvs) Complete(std::move(r.done), reason);
-  }
+  for (auto& [key, r] : p.posted) Complete(std::move(r.done), reason);
   p.posted.clear();
   if (c->shared) FailOut(out_conns_[c->peer], reason);
 }

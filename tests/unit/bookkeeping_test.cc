@@ -1,0 +1,204 @@
+// A call's bookkeeping is built lazily (names only when printed) and kept in reused storage
+// (the flight recorder's ring, the monitor's recent calls, the executor's working memory).
+// These tests check that what is printed is still right after the storage is reused.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm/communicator.h"
+#include "core/comm/flight_recorder.h"
+#include "core/exec/executor.h"
+#include "core/exec/monitor.h"
+#include "core/transport/loopback.h"
+
+namespace gyre {
+namespace {
+
+OpDesc Desc(algo::Collective c, algo::Algorithm a, int64_t count, DataType dtype) {
+  OpDesc d;
+  d.collective = static_cast<uint8_t>(c);
+  d.algorithm = static_cast<uint8_t>(a);
+  d.count = count;
+  d.dtype = static_cast<uint8_t>(dtype);
+  return d;
+}
+
+TEST(OpNameTest, NamesCollectiveSeqAlgorithmAndSize) {
+  EXPECT_EQ(
+      OpName(Desc(algo::Collective::kAllreduce, algo::Algorithm::kRing, 1024, DataType::kFloat32),
+             41),
+      "allreduce seq=41 (ring, 4.0 KiB float32)");
+  EXPECT_EQ(
+      OpName(Desc(algo::Collective::kBroadcast, algo::Algorithm::kBinomial, 3, DataType::kFloat32),
+             7),
+      "broadcast seq=7 (binomial, 12 B float32)");
+  EXPECT_EQ(
+      OpName(Desc(algo::Collective::kBarrier, algo::Algorithm::kDissemination, 0, DataType::kUint8),
+             2),
+      "barrier seq=2 (dissemination)");
+  // A descriptor from a corrupt frame still gets a printable name.
+  OpDesc bad = Desc(algo::Collective::kAllreduce, algo::Algorithm::kRing, 4, DataType::kFloat32);
+  bad.collective = 200;
+  bad.dtype = 250;
+  EXPECT_EQ(OpName(bad, 3).rfind("operation seq=3 (", 0), 0u) << OpName(bad, 3);
+}
+
+TEST(OpContextTest, AnExplicitNameWins) {
+  OpContext ctx;
+  ctx.seq = 5;
+  ctx.desc = Desc(algo::Collective::kAllgather, algo::Algorithm::kBruck, 2, DataType::kInt32);
+  EXPECT_EQ(ctx.Name(), "allgather seq=5 (bruck, 8 B int32)");
+  ctx.name = "allgather seq=1 (bruck, simulated)";
+  EXPECT_EQ(ctx.Name(), "allgather seq=1 (bruck, simulated)");
+}
+
+std::vector<std::string> Details(const std::string& dump) {
+  std::vector<std::string> out;
+  std::regex re(R"re("kind": "([a-z_]+)", "seq": (\d+), "detail": "([^"]*)")re");
+  for (auto it = std::sregex_iterator(dump.begin(), dump.end(), re); it != std::sregex_iterator();
+       ++it) {
+    out.push_back((*it)[1].str() + " " + (*it)[2].str() + " " + (*it)[3].str());
+  }
+  return out;
+}
+
+TEST(FlightRecorderTest, ReusedSlotsKeepEachEventsOwnDetail) {
+  FlightRecorder rec(3);
+  const OpDesc ar =
+      Desc(algo::Collective::kAllreduce, algo::Algorithm::kRing, 256, DataType::kFloat32);
+  rec.Record("join", 0, "a detail long enough to live on the heap, not in the string itself");
+  rec.RecordOp("op_start", 1, ar);
+  rec.Record("op_end", 1, "ok");
+  // The ring is full: these overwrite the oldest slots, one of them the long detail's.
+  rec.RecordOp("op_start", 2, ar);
+  rec.Record("op_end", 2, "DEADLINE_EXCEEDED: no progress");
+  EXPECT_EQ(rec.size(), 3u);
+  EXPECT_EQ(
+      Details(rec.DumpJson(0)),
+      (std::vector<std::string>{"op_end 1 ok", "op_start 2 allreduce seq=2 (ring, 1.0 KiB float32)",
+                                "op_end 2 DEADLINE_EXCEEDED: no progress"}));
+  // A slot that held a name from a descriptor now holds a plain detail, and back.
+  rec.Record("verdict", 0, "rank 1 is dead");
+  rec.RecordOp("op_start", 3, ar);
+  EXPECT_EQ(Details(rec.DumpJson(0)),
+            (std::vector<std::string>{"op_end 2 DEADLINE_EXCEEDED: no progress",
+                                      "verdict 0 rank 1 is dead",
+                                      "op_start 3 allreduce seq=3 (ring, 1.0 KiB float32)"}));
+}
+
+// Runs `calls` collectives of assorted shapes on a world of `p` ranks (one thread each) and
+// returns every rank's communicator, for their monitors and recorders.
+std::vector<std::unique_ptr<Communicator>> RunAssorted(int p, int calls) {
+  auto transports = LoopbackHub::CreateWorld(p);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& t : transports) comms.push_back(std::make_unique<Communicator>(std::move(t)));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator& c = *comms[r];
+      for (int k = 0; k < calls; ++k) {
+        // Shapes change from call to call, so the executor's reused storage is resized
+        // both ways; every result is checked exactly.
+        const int64_t n = 1 + (k * 37) % 300;
+        std::vector<int32_t> in(n), out(n, -1);
+        std::iota(in.begin(), in.end(), r * 1000);
+        if (k % 3 == 0) {
+          ASSERT_TRUE(c.Allreduce(in.data(), out.data(), n, DataType::kInt32, ReduceOp::kSum).ok());
+          for (int64_t i = 0; i < n; ++i) {
+            // sum over ranks q of (q * 1000 + i)
+            ASSERT_EQ(out[i], 1000 * p * (p - 1) / 2 + p * i) << "call " << k << " element " << i;
+          }
+        } else if (k % 3 == 1) {
+          std::vector<int32_t> all(n * p, -1);
+          ASSERT_TRUE(c.Allgather(in.data(), all.data(), n, DataType::kInt32).ok());
+          for (int q = 0; q < p; ++q) {
+            for (int64_t i = 0; i < n; ++i) ASSERT_EQ(all[q * n + i], q * 1000 + i);
+          }
+        } else {
+          const int root = k % p;
+          std::vector<int32_t> buf = r == root ? in : std::vector<int32_t>(n, -1);
+          ASSERT_TRUE(c.Broadcast(buf.data(), buf.data(), n, DataType::kInt32, root).ok());
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(buf[i], root * 1000 + i);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+TEST(MonitorTest, RecentCallsAreTheLastSixteenOldestFirstWithTheirNames) {
+  constexpr int kCalls = 21;
+  auto comms = RunAssorted(3, kCalls);
+  for (auto& c : comms) {
+    const OpSnapshot s = c->monitor()->Snapshot();
+    EXPECT_FALSE(s.in_op);
+    ASSERT_EQ(s.recent.size(), kRecentCalls);
+    for (size_t k = 0; k < kRecentCalls; ++k) {
+      const CallRecord& r = s.recent[k];
+      EXPECT_EQ(r.seq, s.recent[0].seq + k);
+      EXPECT_EQ(r.op_name, OpName(r.desc, r.seq));
+    }
+    EXPECT_EQ(s.recent.back().seq, s.last_completed_seq);
+    EXPECT_EQ(s.op_name, s.recent.back().op_name);
+    // Call k = kCalls - 1 = 20 is a broadcast (20 % 3 == 2) of 1 + (20 * 37) % 300 = 141
+    // int32 elements.
+    EXPECT_EQ(s.op_name.substr(0, 10), "broadcast ") << s.op_name;
+    EXPECT_NE(s.op_name.find("564 B int32"), std::string::npos) << s.op_name;
+    const OpMonitor::Progress pr = c->monitor()->CurrentProgress();
+    EXPECT_FALSE(pr.in_op);
+    EXPECT_EQ(pr.seq, s.seq);
+  }
+}
+
+TEST(MonitorTest, FewerCallsThanTheRingHolds) {
+  auto comms = RunAssorted(2, 4);
+  const OpSnapshot s = comms[0]->monitor()->Snapshot();
+  ASSERT_EQ(s.recent.size(), 4u);
+  EXPECT_EQ(s.recent.front().op_name.substr(0, 10), "allreduce ");
+  EXPECT_EQ(s.recent.back().seq, s.last_completed_seq);
+}
+
+TEST(MonitorTest, NoCallYetMeansNoName) {
+  auto comms = RunAssorted(2, 0);
+  const OpSnapshot s = comms[1]->monitor()->Snapshot();
+  EXPECT_TRUE(s.recent.empty());
+  EXPECT_TRUE(s.op_name.empty());
+}
+
+TEST(CommunicatorTest, CountersOfEachCallAreItsOwn) {
+  // last() reuses its counters' storage from call to call: each call's counts must still be
+  // that call's alone (ring allreduce: 2(p-1) messages each way per rank).
+  auto transports = LoopbackHub::CreateWorld(4);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& t : transports) comms.push_back(std::make_unique<Communicator>(std::move(t)));
+  std::vector<std::thread> threads;
+  std::vector<std::vector<int64_t>> sent(4);
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      CallOptions o;
+      o.algorithm = algo::Algorithm::kRing;
+      std::vector<float> in(400, 1.0f), out(400);
+      for (int k = 0; k < 3; ++k) {
+        ASSERT_TRUE(
+            comms[r]
+                ->Allreduce(in.data(), out.data(), 400, DataType::kFloat32, ReduceOp::kSum, o)
+                .ok());
+        sent[r].push_back(comms[r]->last().counters.msgs_sent());
+        sent[r].push_back(comms[r]->last().counters.bytes_sent());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 4; ++r) {
+    // 2(p-1) = 6 messages of n/p = 100 floats each, every call.
+    EXPECT_EQ(sent[r], (std::vector<int64_t>{6, 2400, 6, 2400, 6, 2400})) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace gyre
