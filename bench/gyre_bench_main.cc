@@ -41,6 +41,11 @@ DEFINE_string(op, "allreduce",
               "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|barrier");
 DEFINE_string(algo, "auto", "an algorithm name, 'auto', or 'all' (every algorithm, then auto)");
 DEFINE_int32(root, 0, "root of broadcast and reduce");
+DEFINE_string(timing_barrier, "auto",
+              "the barrier before each timed iteration: auto, dissemination or binomial. With "
+              "more ranks than cores its exit skew shows in small rooted collectives: a "
+              "binomial barrier releases the root first (see bench/results/"
+              "2026-12-03-timing-barrier.md)");
 DEFINE_bool(inplace, false, "allreduce/broadcast/reduce: one buffer for input and output");
 DEFINE_string(jsonl, "", "also write one JSON line per cell to this file (rank 0)");
 DEFINE_string(format, "table", "what rank 0 prints on stdout: table or jsonl");
@@ -104,10 +109,12 @@ algo::Collective CollectiveOf(Op op) {
 
 class GyreCollectives : public Collectives {
  public:
-  explicit GyreCollectives(Comm& comm) : comm_(comm) {}
+  explicit GyreCollectives(Comm& comm) : comm_(comm) {
+    if (FLAGS_timing_barrier != "auto") barrier_options_.algorithm = FLAGS_timing_barrier;
+  }
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
-  Status Barrier() override { return comm_.Barrier(); }
+  Status Barrier() override { return comm_.Barrier(barrier_options_); }
   Status MaxOverRanks(std::vector<double>* values) override {
     if (values->empty()) return Status::Ok();
     return comm_.Allreduce(values->data(), values->data(), static_cast<int64_t>(values->size()),
@@ -116,6 +123,7 @@ class GyreCollectives : public Collectives {
 
  private:
   Comm& comm_;
+  Options barrier_options_;
 };
 
 // Page-aligned so that every implementation sees buffers alike: from Comm::AllocBuffer
