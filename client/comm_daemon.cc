@@ -37,7 +37,7 @@ constexpr Duration kAnswerSpin = std::chrono::microseconds(50);
 
 class DaemonComm final : public CommBase {
  public:
-  DaemonComm(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     for (const auto& [start, block] : blocks_) {
@@ -261,9 +261,11 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(
         ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
     while (true) {
-      if (spin_) ipc::SpinForMessage(fd_, kAnswerSpin);
-      Status s =
-          ipc::ReadMessage(fd_, resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what);
+      const bool spin = spin_ && reader_.buffered() == 0;
+      if (spin) ipc::SpinForMessage(fd_, kAnswerSpin);
+      // Not spinning, the answer cannot be there yet: sleep in poll at once.
+      Status s = reader_.Read(resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what,
+                              spin ? ipc::ReadStart::kTryFirst : ipc::ReadStart::kWaitFirst);
       if (s.code() == StatusCode::kDeadlineExceeded) {
         return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +
                                      FormatDuration(kDaemonSilence) +
@@ -287,7 +289,7 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
     do {
       // A heartbeat (id 0) can only precede a collective's answer, but is harmless here too.
-      GYRE_RETURN_IF_ERROR(ipc::ReadMessage(fd_, resp, deadline, what));
+      GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
     } while (resp->id() == 0 && req.id() != 0);
     if (resp->id() != req.id()) {
       return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
@@ -367,6 +369,7 @@ class DaemonComm final : public CommBase {
   }
 
   int fd_;
+  ipc::MessageReader reader_;  // every read of fd_ after the handshake
   std::string path_;
   int rank_ = 0;
   int size_ = 1;

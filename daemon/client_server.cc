@@ -293,15 +293,19 @@ void ClientServer::HandleConnection(int fd) {
   const std::string what = "client connection";
   const bool authenticated = Authenticate(fd).ok();
   Heartbeat beat(fd, &write_mu_, what);
-  const bool spin = ipc::SpinWaitPays(comm_->size());
+  const bool spin_pays = ipc::SpinWaitPays(comm_->size());
+  ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
+    const bool spin = spin_pays && reader.buffered() == 0;
     if (spin) ipc::SpinForMessage(fd, kRequestSpin);
-    // Idle clients are allowed (a program may compute for hours between calls); the read
-    // wakes every second to notice a shutdown.
+    // Not spinning, the next request cannot be there yet (this thread has just answered the
+    // last one): sleep in poll at once. Idle clients are allowed; the read wakes every second
+    // to notice a shutdown.
     // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts the
     // socket down) ends this read.
-    Status rs = ipc::ReadMessage(fd, &req, Deadline::Infinite(), what);
+    Status rs = reader.Read(&req, Deadline::Infinite(), what,
+                            spin ? ipc::ReadStart::kTryFirst : ipc::ReadStart::kWaitFirst);
     if (!rs.ok()) {
       if (rs.code() != StatusCode::kUnavailable) {
         LOG(WARNING) << prefix_ << "dropping a client connection: " << rs.message();

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +146,54 @@ Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline
   GYRE_RETURN_IF_ERROR(ReadAll(fd, body.data(), n, deadline, what));
   if (!msg->ParseFromString(body)) return InvalidArgumentError(what + ": unparsable message");
   return Status::Ok();
+}
+
+Status MessageReader::Read(google::protobuf::MessageLite* msg, Deadline deadline,
+                           const std::string& what, ReadStart read_start) {
+  const TimePoint start = SteadyClock::Get()->Now();
+  bool may_wait_first = read_start == ReadStart::kWaitFirst;
+  while (true) {
+    size_t need = 4;
+    if (buffered() >= 4) {
+      const unsigned char* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
+      const uint32_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+      if (n > kMaxMessageBytes) {
+        return InvalidArgumentError(what + ": length prefix " + std::to_string(n) +
+                                    " exceeds the cap of " + std::to_string(kMaxMessageBytes));
+      }
+      need = 4 + size_t{n};
+      if (buffered() >= need) {
+        const bool parsed = msg->ParseFromArray(buf_.data() + begin_ + 4, static_cast<int>(n));
+        begin_ += need;
+        if (begin_ == end_) begin_ = end_ = 0;
+        if (!parsed) return InvalidArgumentError(what + ": unparsable message");
+        return Status::Ok();
+      }
+    }
+    // Room for at least the rest of this message, and for a small one whole.
+    if (begin_ > 0) {
+      std::memmove(buf_.data(), buf_.data() + begin_, buffered());
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (buf_.size() < std::max<size_t>(need, 4096)) buf_.resize(std::max<size_t>(need, 4096));
+    if (may_wait_first && buffered() == 0) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
+    }
+    may_wait_first = false;
+    const ssize_t r = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, MSG_DONTWAIT);
+    if (r > 0) {
+      end_ += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return UnavailableError(what + ": connection closed by the other side");
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+  }
 }
 
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/base/clock.h"
 #include "core/base/status.h"
@@ -15,12 +16,38 @@ namespace gyre::ipc {
 
 inline constexpr uint32_t kMaxMessageBytes = 1 << 20;
 
+// Whether a read first tries the socket or first waits for it to be readable. A reader that
+// knows the message cannot be there yet (a request was just sent, or the last one just
+// answered) waits first and saves a recv that would only say EAGAIN.
+enum class ReadStart { kTryFirst, kWaitFirst };
+
 // Writes all of `msg`; DeadlineExceeded or Unavailable (peer gone) naming `what`.
 Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
                     const std::string& what);
 // Reads one message; Unavailable on EOF, InvalidArgument on a bad length or bad bytes.
 Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
                    const std::string& what);
+
+// Reads the length-prefixed messages of one socket through a buffer, so a message that has
+// arrived whole costs one recv instead of one for the prefix and one for the body: with
+// ReadStart::kWaitFirst, a call through the daemon makes two syscalls fewer on each side.
+// Bytes read past a message are kept for the next Read, so all reads of the socket go
+// through its one MessageReader from its creation on. Errors as ReadMessage's.
+class MessageReader {
+ public:
+  explicit MessageReader(int fd) : fd_(fd) {}
+  Status Read(google::protobuf::MessageLite* msg, Deadline deadline, const std::string& what,
+              ReadStart start = ReadStart::kTryFirst);
+  // Bytes received and not yet handed out: a waiter that spins on the socket (SpinForMessage)
+  // must not, while these may already hold the next message.
+  size_t buffered() const { return end_ - begin_; }
+
+ private:
+  int fd_;
+  std::vector<char> buf_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
 
 // Writes / reads exactly n bytes on a non-blocking-capable socket by `deadline`:
 // DeadlineExceeded ("<what>: timed out after X"), or Unavailable when the peer is gone.
