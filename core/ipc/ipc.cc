@@ -64,15 +64,17 @@ Status WriteAll(int fd, const void* buf, size_t n, Deadline deadline, const std:
   return Status::Ok();
 }
 
-Status ReadAll(int fd, void* buf, size_t n, Deadline deadline, const std::string& what) {
-  char* data = static_cast<char*>(buf);
-  const TimePoint start = SteadyClock::Get()->Now();
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::recv(fd, data + done, n - done, MSG_DONTWAIT);
+namespace {
+
+// Receives at least one and at most n bytes into `data` (n > 0), waiting for them by
+// `deadline`; `*got` is how many. Unavailable on EOF or a broken connection.
+Status RecvSome(int fd, char* data, size_t n, size_t* got, Deadline deadline,
+                const std::string& what, TimePoint start) {
+  while (true) {
+    const ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
     if (r > 0) {
-      done += static_cast<size_t>(r);
-      continue;
+      *got = static_cast<size_t>(r);
+      return Status::Ok();
     }
     if (r == 0) return UnavailableError(what + ": connection closed by the other side");
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -81,6 +83,29 @@ Status ReadAll(int fd, void* buf, size_t n, Deadline deadline, const std::string
     }
     if (errno == EINTR) continue;
     return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+  }
+}
+
+uint32_t DecodeLength(const unsigned char* p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+Status CheckLength(uint32_t n, const std::string& what) {
+  if (n <= kMaxMessageBytes) return Status::Ok();
+  return InvalidArgumentError(what + ": length prefix " + std::to_string(n) +
+                              " exceeds the cap of " + std::to_string(kMaxMessageBytes));
+}
+
+}  // namespace
+
+Status ReadAll(int fd, void* buf, size_t n, Deadline deadline, const std::string& what) {
+  char* data = static_cast<char*>(buf);
+  const TimePoint start = SteadyClock::Get()->Now();
+  size_t done = 0;
+  while (done < n) {
+    size_t got = 0;
+    GYRE_RETURN_IF_ERROR(RecvSome(fd, data + done, n - done, &got, deadline, what, start));
+    done += got;
   }
   return Status::Ok();
 }
@@ -95,8 +120,7 @@ void SpinForMessage(int fd, Duration spin) {
     const ssize_t got = ::recv(fd, len, sizeof(len), MSG_PEEK | MSG_DONTWAIT);
     if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return;  // EOF, error
     if (got == 4) {
-      const uint32_t n =
-          len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
+      const uint32_t n = DecodeLength(len);
       int ready = 0;
       if (::ioctl(fd, FIONREAD, &ready) != 0 || static_cast<uint32_t>(ready) >= n + 4) return;
     }
@@ -136,12 +160,8 @@ Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline
                    const std::string& what) {
   unsigned char len[4];
   GYRE_RETURN_IF_ERROR(ReadAll(fd, len, 4, deadline, what));
-  const uint32_t n =
-      len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
-  if (n > kMaxMessageBytes) {
-    return InvalidArgumentError(what + ": length prefix " + std::to_string(n) +
-                                " exceeds the cap of " + std::to_string(kMaxMessageBytes));
-  }
+  const uint32_t n = DecodeLength(len);
+  GYRE_RETURN_IF_ERROR(CheckLength(n, what));
   std::string body(n, '\0');
   GYRE_RETURN_IF_ERROR(ReadAll(fd, body.data(), n, deadline, what));
   if (!msg->ParseFromString(body)) return InvalidArgumentError(what + ": unparsable message");
@@ -155,12 +175,8 @@ Status MessageReader::Read(google::protobuf::MessageLite* msg, Deadline deadline
   while (true) {
     size_t need = 4;
     if (buffered() >= 4) {
-      const unsigned char* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
-      const uint32_t n = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
-      if (n > kMaxMessageBytes) {
-        return InvalidArgumentError(what + ": length prefix " + std::to_string(n) +
-                                    " exceeds the cap of " + std::to_string(kMaxMessageBytes));
-      }
+      const uint32_t n = DecodeLength(reinterpret_cast<const unsigned char*>(buf_.data() + begin_));
+      GYRE_RETURN_IF_ERROR(CheckLength(n, what));
       need = 4 + size_t{n};
       if (buffered() >= need) {
         const bool parsed = msg->ParseFromArray(buf_.data() + begin_ + 4, static_cast<int>(n));
@@ -181,18 +197,10 @@ Status MessageReader::Read(google::protobuf::MessageLite* msg, Deadline deadline
       GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
     }
     may_wait_first = false;
-    const ssize_t r = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, MSG_DONTWAIT);
-    if (r > 0) {
-      end_ += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) return UnavailableError(what + ": connection closed by the other side");
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
-      continue;
-    }
-    if (errno == EINTR) continue;
-    return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+    size_t got = 0;
+    GYRE_RETURN_IF_ERROR(
+        RecvSome(fd_, buf_.data() + end_, buf_.size() - end_, &got, deadline, what, start));
+    end_ += got;
   }
 }
 

@@ -59,6 +59,30 @@ int AcceptedOn(int port) {
   return count;
 }
 
+// Two ranks of an n = 2 world that have not called SetPeers yet; their addresses out.
+std::vector<std::unique_ptr<TcpTransport>> UnpeeredPair(std::vector<std::string>* addresses) {
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  for (int r = 0; r < 2; ++r) {
+    world.push_back(Unpeered(r, 2));
+    if (!world.back()) return {};
+    addresses->push_back(world.back()->address());
+  }
+  return world;
+}
+
+// One message of `bytes` from rank `from` to rank `to` (receive posted first); it must arrive
+// intact and both sides must complete OK.
+void SendOne(std::vector<std::unique_ptr<TcpTransport>>& world, int from, int to, uint64_t seq,
+             size_t bytes, uint32_t seed) {
+  std::vector<uint8_t> payload = Pattern(bytes, seed), got(bytes);
+  DoneWaiter send, recv;
+  world[to]->Recv(from, Header(seq, 0), got.data(), got.size(), recv.Callback());
+  world[from]->Send(to, Header(seq, 0), payload.data(), payload.size(), send.Callback());
+  ASSERT_TRUE(send.Wait().ok());
+  ASSERT_TRUE(recv.Wait().ok());
+  EXPECT_EQ(got, payload);
+}
+
 // Every rank sends one message to every other at once; each must arrive intact.
 void ExchangeAll(std::vector<std::unique_ptr<TcpTransport>>& world, uint64_t seq) {
   const int n = static_cast<int>(world.size());
@@ -120,32 +144,16 @@ TEST(TcpPairingTest, WithoutItEachDirectionHasAConnectionOfItsOwn) {
 // while, then rank 1 connects itself, and rank 0 (which had no connection of its own to
 // rank 1) sends back on that connection, before and after its SetPeers.
 TEST(TcpPairingTest, AHigherRankConnectsItselfWhenTheLowerNeverDoes) {
-  std::vector<std::unique_ptr<TcpTransport>> world;
   std::vector<std::string> addresses;
-  for (int r = 0; r < 2; ++r) {
-    world.push_back(Unpeered(r, 2));
-    ASSERT_TRUE(world.back());
-    addresses.push_back(world.back()->address());
-  }
+  auto world = UnpeeredPair(&addresses);
+  ASSERT_EQ(world.size(), 2u);
   ASSERT_TRUE(world[1]->SetPeers(addresses).ok());
-  std::vector<uint8_t> payload = Pattern(5000, 7), got(5000);
-  DoneWaiter send, recv;
-  world[0]->Recv(1, Header(1, 0), got.data(), got.size(), recv.Callback());
-  world[1]->Send(0, Header(1, 0), payload.data(), payload.size(), send.Callback());
-  ASSERT_TRUE(send.Wait().ok());
-  ASSERT_TRUE(recv.Wait().ok());
-  EXPECT_EQ(got, payload);
+  ASSERT_NO_FATAL_FAILURE(SendOne(world, 1, 0, 1, 5000, 7));
   EXPECT_EQ(AcceptedOn(PortOf(addresses[0])), 1);
   EXPECT_EQ(AcceptedOn(PortOf(addresses[1])), 0);
 
   ASSERT_TRUE(world[0]->SetPeers(addresses).ok());
-  std::vector<uint8_t> back = Pattern(3000, 8), got_back(3000);
-  DoneWaiter send_back, recv_back;
-  world[1]->Recv(0, Header(2, 0), got_back.data(), got_back.size(), recv_back.Callback());
-  world[0]->Send(1, Header(2, 0), back.data(), back.size(), send_back.Callback());
-  ASSERT_TRUE(send_back.Wait().ok());
-  ASSERT_TRUE(recv_back.Wait().ok());
-  EXPECT_EQ(got_back, back);
+  ASSERT_NO_FATAL_FAILURE(SendOne(world, 0, 1, 2, 3000, 8));
   EXPECT_EQ(AcceptedOn(PortOf(addresses[0])), 1);
   EXPECT_EQ(AcceptedOn(PortOf(addresses[1])), 0);
 }
@@ -153,23 +161,13 @@ TEST(TcpPairingTest, AHigherRankConnectsItselfWhenTheLowerNeverDoes) {
 // Rank 0 connects before rank 1 has called SetPeers: rank 1 still sends on that connection
 // (it does not wait for a second connection, nor open one of its own).
 TEST(TcpPairingTest, AConnectionAcceptedBeforeSetPeersCarriesTheRepliesToo) {
-  std::vector<std::unique_ptr<TcpTransport>> world;
   std::vector<std::string> addresses;
-  for (int r = 0; r < 2; ++r) {
-    world.push_back(Unpeered(r, 2));
-    ASSERT_TRUE(world.back());
-    addresses.push_back(world.back()->address());
-  }
+  auto world = UnpeeredPair(&addresses);
+  ASSERT_EQ(world.size(), 2u);
   ASSERT_TRUE(world[0]->SetPeers(addresses).ok());
   ASSERT_TRUE(WaitUntil([&] { return AcceptedOn(PortOf(addresses[1])) == 1; }));
   ASSERT_TRUE(world[1]->SetPeers(addresses).ok());
-  std::vector<uint8_t> payload = Pattern(900, 5), got(900);
-  DoneWaiter send, recv;
-  world[0]->Recv(1, Header(1, 0), got.data(), got.size(), recv.Callback());
-  world[1]->Send(0, Header(1, 0), payload.data(), payload.size(), send.Callback());
-  ASSERT_TRUE(send.Wait().ok());
-  ASSERT_TRUE(recv.Wait().ok());
-  EXPECT_EQ(got, payload);
+  ASSERT_NO_FATAL_FAILURE(SendOne(world, 1, 0, 1, 900, 5));
   EXPECT_EQ(AcceptedOn(PortOf(addresses[0])), 0);
   EXPECT_EQ(AcceptedOn(PortOf(addresses[1])), 1);
 }
