@@ -1,8 +1,10 @@
-// The daemon Comm: each call is a request to this rank's gyred over its Unix socket; payloads
-// sit in shared-memory files that this process creates and maps, and the daemon maps too, so
-// no tensor byte crosses the socket. A buffer from AllocBuffer is such a file and is used in
-// place; any other buffer is copied through a staging file (region 0).
+// The daemon Comm: each call is a request to this rank's gyred, written into a shared doorbell
+// block (core/ipc/doorbell.h) once the Unix socket has carried the handshake and the attach;
+// payloads sit in shared-memory files that this process creates and maps, and the daemon
+// maps too, so no tensor byte crosses the socket. A buffer from AllocBuffer is such a file and is
+// used in place; any other buffer is copied through a staging file (region 0).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 
 #include "client/comm_impl.h"
 #include "core/auth/fd_handshake.h"
+#include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "proto/client.pb.h"
 
@@ -40,6 +43,7 @@ class DaemonComm final : public CommBase {
   DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    if (bell_mem_ != nullptr) ::munmap(bell_mem_, ipc::Doorbell::kBlockBytes);
     for (const auto& [start, block] : blocks_) {
       ::munmap(reinterpret_cast<void*>(start), block.bytes);
     }
@@ -88,6 +92,24 @@ class DaemonComm final : public CommBase {
     rank_ = resp.rank();
     size_ = resp.world_size();
     spin_ = ipc::SpinWaitPays(size_);
+    return Status::Ok();
+  }
+
+  // Moves requests and answers from the socket to a shared doorbell block (core/ipc/doorbell.h).
+  Status AttachDoorbell(Deadline deadline) {
+    std::string file;
+    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(ipc::Doorbell::kBlockBytes, &file));
+    bell_mem_ = m;
+    const ipc::Doorbell bell = ipc::Doorbell::Create(m);
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    req.mutable_attach_doorbell()->set_path(file);
+    req.mutable_attach_doorbell()->set_bytes(ipc::Doorbell::kBlockBytes);
+    proto::ClientResponse resp;
+    Status s = RoundTrip(req, &resp, deadline);
+    ::unlink(file.c_str());
+    GYRE_RETURN_IF_ERROR(s);
+    bell_ = bell;
     return Status::Ok();
   }
 
@@ -257,6 +279,8 @@ class DaemonComm final : public CommBase {
   // sends a heartbeat every second. Silence for kDaemonSilence means the daemon is stopped or
   // frozen, and the call fails rather than waiting on it.
   Status CallDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
+    // bounded: by the daemon's heartbeat, as below.
+    if (bell_.valid()) return RingDaemon(req, resp, Deadline::Infinite());
     const std::string what = "gyre client talking to daemon at " + path_;
     GYRE_RETURN_IF_ERROR(
         ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
@@ -286,18 +310,73 @@ class DaemonComm final : public CommBase {
   Status RoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
                    Deadline deadline) {
     const std::string what = "gyre client talking to daemon at " + path_;
-    GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
-    do {
-      // A heartbeat (id 0) can only precede a collective's answer, but is harmless here too.
-      GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
-    } while (resp->id() == 0 && req.id() != 0);
-    if (resp->id() != req.id()) {
-      return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
-                           std::to_string(req.id()));
+    if (bell_.valid()) {
+      GYRE_RETURN_IF_ERROR(RingDaemon(req, resp, deadline));
+    } else {
+      GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
+      do {
+        // A heartbeat (id 0) can only precede a collective's answer, but is harmless here too.
+        GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
+      } while (resp->id() == 0 && req.id() != 0);
+      if (resp->id() != req.id()) {
+        return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
+                             std::to_string(req.id()));
+      }
     }
     if (!req.has_collective()) return FromProto(resp->status());
     return Status::Ok();
   }
+
+  // One request and its answer through the doorbell, by `deadline`. Between sleeps it looks
+  // at the socket, whose EOF means the daemon died, and at the daemon's heartbeat counter,
+  // which ticks every second while a call runs: kDaemonSilence without a tick means the
+  // daemon is stopped or frozen.
+  Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp,
+                    Deadline deadline) {
+    uint32_t seq = 0;
+    GYRE_RETURN_IF_ERROR(bell_.PostRequest(req, &seq));
+    const Clock& clock = *SteadyClock::Get();
+    Duration spin = spin_ ? kAnswerSpin : Duration::zero();
+    uint64_t beat = bell_.heartbeat();
+    TimePoint heard = TimePoint{};
+    for (; !bell_.WaitAnswer(seq, spin, kBellSlice); spin = Duration::zero()) {
+      const TimePoint now = clock.Now();
+      if (heard == TimePoint{} || bell_.heartbeat() != beat) {
+        heard = now;
+        beat = bell_.heartbeat();
+      }
+      const std::string what = "gyre client talking to daemon at " + path_;
+      if (DaemonHungUp()) {
+        return UnavailableError(what +
+                                ": connection closed by the other side (the daemon "
+                                "exited)");
+      }
+      if (now - heard >= kDaemonSilence) {
+        return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +
+                                     FormatDuration(kDaemonSilence) +
+                                     " during a call (no heartbeat): it is stopped or frozen");
+      }
+      if (deadline.Expired(clock)) {
+        return DeadlineExceededError(what + ": no answer by the deadline");
+      }
+    }
+    GYRE_RETURN_IF_ERROR(bell_.ReadAnswer(resp));
+    if (resp->id() != req.id()) {
+      return InternalError("gyre client talking to daemon at " + path_ + ": reply " +
+                           std::to_string(resp->id()) + " to request " + std::to_string(req.id()));
+    }
+    return Status::Ok();
+  }
+
+  // Whether the daemon closed the socket: once the doorbell is attached it writes nothing
+  // there, so anything readable is its EOF.
+  bool DaemonHungUp() const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+  // How long a wait on the doorbell sleeps before it looks at the daemon's liveness.
+  static constexpr Duration kBellSlice = std::chrono::milliseconds(100);
 
   // Grows the staging area (region 0) to at least `bytes`, doubling, at least 1 MiB.
   Status EnsureMapped(size_t bytes) {
@@ -312,12 +391,32 @@ class DaemonComm final : public CommBase {
   }
 
   // A new shared-memory file of `bytes` (rounded up to pages), mapped here and by the daemon
-  // as region `region`, then unlinked so nothing is left behind whoever dies first. The file
-  // lives in GYRE_SHM_DIR, else /dev/shm (a container's is often 64 MiB: point GYRE_SHM_DIR
-  // at a larger tmpfs). Its pages are reserved now, so a full tmpfs is this error rather than
-  // a SIGBUS at the first touch of a page it has no room for.
+  // as region `region`.
   StatusOr<void*> MapShared(size_t bytes, uint32_t region) {
     const size_t want = PageRound(bytes);
+    std::string file;
+    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(want, &file));
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    req.mutable_map_buffer()->set_path(file);
+    req.mutable_map_buffer()->set_bytes(want);
+    req.mutable_map_buffer()->set_region(region);
+    proto::ClientResponse resp;
+    Status s = RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    ::unlink(file.c_str());
+    if (!s.ok()) {
+      ::munmap(m, want);
+      return s;
+    }
+    return m;
+  }
+
+  // A new shared-memory file of `want` bytes (whole pages), mapped here; the caller has the
+  // daemon map it too and then unlinks it, so nothing is left behind whoever dies first. The
+  // file lives in GYRE_SHM_DIR, else /dev/shm (a container's is often 64 MiB: point
+  // GYRE_SHM_DIR at a larger tmpfs). Its pages are reserved now, so a full tmpfs is this
+  // error rather than a SIGBUS at the first touch of a page it has no room for.
+  StatusOr<void*> CreateShared(size_t want, std::string* path) {
     static std::atomic<int> counter{0};
     const char* dir_env = std::getenv("GYRE_SHM_DIR");
     const std::string dir = dir_env != nullptr && *dir_env != '\0' ? dir_env : "/dev/shm";
@@ -353,18 +452,7 @@ class DaemonComm final : public CommBase {
       ::unlink(file.c_str());
       return ResourceExhaustedError("cannot map " + file + ": " + std::strerror(errno));
     }
-    proto::ClientRequest req;
-    req.set_id(++next_id_);
-    req.mutable_map_buffer()->set_path(file);
-    req.mutable_map_buffer()->set_bytes(want);
-    req.mutable_map_buffer()->set_region(region);
-    proto::ClientResponse resp;
-    Status s = RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
-    ::unlink(file.c_str());
-    if (!s.ok()) {
-      ::munmap(m, want);
-      return s;
-    }
+    *path = file;
     return m;
   }
 
@@ -379,6 +467,8 @@ class DaemonComm final : public CommBase {
   size_t map_bytes_ = 0;
   std::map<uintptr_t, Block> blocks_;  // from AllocBuffer, by start address
   uint32_t next_region_ = 1;
+  void* bell_mem_ = nullptr;  // the doorbell block, once created
+  ipc::Doorbell bell_;        // valid once the daemon attached it
 };
 
 }  // namespace
@@ -395,6 +485,7 @@ StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path,
   GYRE_RETURN_IF_ERROR(auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, deadline,
                                          "gyre client connecting to the daemon at " + socket_path));
   GYRE_RETURN_IF_ERROR(comm->Hello(deadline));
+  GYRE_RETURN_IF_ERROR(comm->AttachDoorbell(deadline));
   return std::unique_ptr<Comm>(std::move(comm));
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/algo/collective.h"
 #include "core/auth/fd_handshake.h"
+#include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "glog/logging.h"
 #include "proto/client.pb.h"
@@ -63,6 +64,33 @@ struct Mapping {
   }
 };
 
+// Maps the first `bytes` of the client's shared-memory file at `path`, which must be at least
+// that long and owned by this user.
+StatusOr<std::unique_ptr<Mapping>> MapFile(const std::string& path, size_t bytes) {
+  struct stat st {};
+  int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (mfd < 0) {
+    return InvalidArgumentError("cannot open shared memory " + path + ": " + std::strerror(errno));
+  }
+  if (::fstat(mfd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes ||
+      st.st_uid != ::geteuid()) {
+    ::close(mfd);
+    return InvalidArgumentError("shared memory " + path +
+                                " is smaller than announced or not owned by this user");
+  }
+  void* m =
+      bytes == 0 ? MAP_FAILED : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  ::close(mfd);
+  if (m == MAP_FAILED) {
+    return ResourceExhaustedError("cannot map " + path + " (" + std::to_string(bytes) +
+                                  " bytes): " + std::strerror(errno));
+  }
+  auto mapping = std::make_unique<Mapping>();
+  mapping->data = m;
+  mapping->bytes = bytes;
+  return mapping;
+}
+
 // A client's regions. A connection may hold at most kMaxRegions, so a program that leaks
 // blocks runs out of them with an error instead of exhausting the daemon's address space.
 class Regions {
@@ -75,28 +103,7 @@ class Regions {
       return ResourceExhaustedError("this client already has " + std::to_string(kMaxRegions) +
                                     " shared buffers mapped; free some with FreeBuffer");
     }
-    struct stat st {};
-    int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (mfd < 0) {
-      return InvalidArgumentError("cannot open shared memory " + path + ": " +
-                                  std::strerror(errno));
-    }
-    if (::fstat(mfd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes ||
-        st.st_uid != ::geteuid()) {
-      ::close(mfd);
-      return InvalidArgumentError("shared memory " + path +
-                                  " is smaller than announced or not owned by this user");
-    }
-    void* m = bytes == 0 ? MAP_FAILED
-                         : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    ::close(mfd);
-    if (m == MAP_FAILED) {
-      return ResourceExhaustedError("cannot map " + path + " (" + std::to_string(bytes) +
-                                    " bytes): " + std::strerror(errno));
-    }
-    auto mapping = std::make_unique<Mapping>();
-    mapping->data = m;
-    mapping->bytes = bytes;
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<Mapping> mapping, MapFile(path, bytes));
     regions_[id] = std::move(mapping);
     Recount();
     return Status::Ok();
@@ -146,10 +153,11 @@ class Regions {
 // calling collectives in a loop sends it within this.
 constexpr Duration kRequestSpin = std::chrono::microseconds(50);
 
-// While a collective runs, a heartbeat (id 0) every second tells the client this daemon is
-// alive, so a client never waits on a stopped or frozen daemon unbounded. One thread per
-// connection that ticks once a second whether or not a call runs: starting a thread per
-// call, or waking one at every call's start, cost tens of microseconds per small collective.
+// While a collective runs, a heartbeat every second tells the client this daemon is alive, so
+// a client never waits on a stopped or frozen daemon unbounded: a message with id 0 on the
+// socket, or, once the client has attached a doorbell, a tick of the doorbell's counter. One thread
+// per connection that ticks once a second whether or not a call runs: starting a thread per call,
+// or waking one at every call's start, cost tens of microseconds per small collective.
 class Heartbeat {
  public:
   Heartbeat(int fd, std::mutex* write_mu, const std::string& what)
@@ -168,6 +176,11 @@ class Heartbeat {
   void CallStarted() {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = true;
+  }
+  // From now on beats tick `bell`'s counter instead of going out on the socket.
+  void UseDoorbell(ipc::Doorbell* bell) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bell_ = bell;
   }
   // Waits for a beat being written, so no beat follows the call's answer on the socket.
   void CallEnded() {
@@ -188,6 +201,10 @@ class Heartbeat {
       const TimePoint now = SteadyClock::Get()->Now();
       if (tick < now) tick = now + kInterval;  // fell behind (a slow write): no burst
       if (!running_) continue;
+      if (bell_ != nullptr) {
+        bell_->Beat();
+        continue;
+      }
       std::lock_guard<std::mutex> wl(*write_mu_);
       ipc::WriteMessage(fd_, beat, Deadline::After(*SteadyClock::Get(), Seconds(5)), what_)
           .IgnoreError();
@@ -201,10 +218,33 @@ class Heartbeat {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool running_ = false;
+  ipc::Doorbell* bell_ = nullptr;
   std::thread thread_;  // last: starts once the fields above exist
 };
 
+// How long a connection waiting on its doorbell sleeps before it looks at its socket (for the
+// client's EOF) and at Stop().
+constexpr Duration kDoorbellSlice = std::chrono::milliseconds(100);
+
 }  // namespace
+
+Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_t* seq,
+                                 proto::ClientRequest* req) {
+  // bounded: an idle client may compute for hours between calls; its EOF or Stop() ends the
+  // wait, each looked at every kDoorbellSlice.
+  for (Duration s = spin ? kRequestSpin : Duration::zero();
+       !bell.WaitRequest(*seq, s, kDoorbellSlice); s = Duration::zero()) {
+    if (stopping_) return UnavailableError("the daemon is stopping");
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) continue;
+    char c = 0;
+    const ssize_t r = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    if (r <= 0) return UnavailableError("the client closed its connection");
+    return InvalidArgumentError("the client wrote to its socket after attaching a doorbell");
+  }
+  return bell.ReadRequest(req, seq);
+}
 
 ClientServer::ClientServer(Communicator* comm, std::string job_id, std::string log_prefix)
     : comm_(comm), job_id_(std::move(job_id)), prefix_(std::move(log_prefix)) {}
@@ -292,20 +332,28 @@ void ClientServer::HandleConnection(int fd) {
   bool said_hello = false;
   const std::string what = "client connection";
   const bool authenticated = Authenticate(fd).ok();
+  // Once the client attaches one, requests and answers go through this shared block.
+  std::unique_ptr<Mapping> bell_block;
+  ipc::Doorbell bell;
+  uint32_t bell_seq = 0;  // the last request read through it
   Heartbeat beat(fd, &write_mu_, what);
   const bool spin_pays = ipc::SpinWaitPays(comm_->size());
   ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
-    const bool spin = spin_pays && reader.buffered() == 0;
-    if (spin) ipc::SpinForMessage(fd, kRequestSpin);
-    // Not spinning, the next request cannot be there yet (this thread has just answered the
-    // last one): sleep in poll at once. Idle clients are allowed; the read wakes every second
-    // to notice a shutdown.
-    // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts the
-    // socket down) ends this read.
-    Status rs = reader.Read(&req, Deadline::Infinite(), what,
-                            spin ? ipc::ReadStart::kTryFirst : ipc::ReadStart::kWaitFirst);
+    Status rs;
+    if (bell.valid()) {
+      rs = NextRequest(bell, fd, spin_pays, &bell_seq, &req);
+    } else {
+      const bool spin = spin_pays && reader.buffered() == 0;
+      if (spin) ipc::SpinForMessage(fd, kRequestSpin);
+      // Not spinning, the next request cannot be there yet (this thread has just answered the
+      // last one): sleep in poll at once.
+      // bounded: an idle client may compute for hours between calls; EOF or Stop() (which shuts
+      // the socket down) ends this read.
+      rs = reader.Read(&req, Deadline::Infinite(), what,
+                       spin ? ipc::ReadStart::kTryFirst : ipc::ReadStart::kWaitFirst);
+    }
     if (!rs.ok()) {
       if (rs.code() != StatusCode::kUnavailable) {
         LOG(WARNING) << prefix_ << "dropping a client connection: " << rs.message();
@@ -317,6 +365,7 @@ void ClientServer::HandleConnection(int fd) {
     proto::ClientResponse resp;
     resp.set_id(req.id());
     Status result;
+    ipc::Doorbell attached;  // a doorbell this request attaches
     if (req.has_hello()) {
       said_hello = true;
       resp.set_rank(comm_->rank());
@@ -330,6 +379,21 @@ void ClientServer::HandleConnection(int fd) {
           regions.Map(req.map_buffer().region(), req.map_buffer().path(), req.map_buffer().bytes());
     } else if (req.has_unmap_buffer()) {
       result = regions.Unmap(req.unmap_buffer().region());
+    } else if (req.has_attach_doorbell()) {
+      if (bell.valid()) {
+        result = InvalidArgumentError("a doorbell is attached already");
+      } else {
+        auto block = MapFile(req.attach_doorbell().path(), req.attach_doorbell().bytes());
+        result = block.status();
+        if (result.ok()) {
+          auto opened = ipc::Doorbell::Open((*block)->data, (*block)->bytes);
+          result = opened.status();
+          if (result.ok()) {
+            bell_block = std::move(*block);
+            attached = *opened;
+          }
+        }
+      }
     } else if (req.has_collective()) {
       const proto::CollectiveCall& c = req.collective();
       algo::CollectiveSpec spec;
@@ -423,9 +487,21 @@ void ClientServer::HandleConnection(int fd) {
     }
     ToProto(result, resp.mutable_status());
     Status ws;
-    {
+    if (bell.valid()) {
+      // An answer that cannot fit the slot can only be a long error: cut its message short.
+      if (resp.ByteSizeLong() > ipc::Doorbell::kMaxMessage) {
+        resp.mutable_status()->mutable_message()->resize(ipc::Doorbell::kMaxMessage / 2);
+        resp.mutable_status()->mutable_message()->append(" [cut short]");
+      }
+      ws = bell.PostAnswer(resp, bell_seq);
+    } else {
       std::lock_guard<std::mutex> wl(write_mu_);
       ws = ipc::WriteMessage(fd, resp, Deadline::After(*SteadyClock::Get(), Seconds(30)), what);
+    }
+    // The attach is answered on the socket; the next request comes through the doorbell.
+    if (ws.ok() && attached.valid()) {
+      bell = attached;
+      beat.UseDoorbell(&bell);
     }
     if (!ws.ok()) {
       LOG(WARNING) << prefix_ << "cannot answer the client: " << ws.message();

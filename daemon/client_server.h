@@ -1,7 +1,8 @@
 // The daemon's client endpoint: a Unix socket (owner-only) on which local programs call
 // collectives. Each connection gets a thread (and one heartbeat thread for its lifetime);
-// requests are length-prefixed protobufs (proto/client.proto) and payloads live in a
-// shared-memory file the client maps and names.
+// requests are protobufs (proto/client.proto), length-prefixed on the socket until the client
+// attaches a doorbell (core/ipc/doorbell.h) and in its shared slots from then on; payloads
+// live in shared-memory files the client maps and names.
 // Calls from all connections run one at a time on the rank's Communicator. Every connection
 // first proves the job's secret (core/auth/handshake.h) before a single request is read.
 #pragma once
@@ -17,6 +18,8 @@
 
 #include "core/auth/handshake.h"
 #include "core/comm/communicator.h"
+#include "core/ipc/doorbell.h"
+#include "proto/client.pb.h"
 
 namespace gyre::daemon {
 
@@ -46,6 +49,10 @@ class ClientServer {
   static constexpr size_t kMaxConnections = 64;
 
   void HandleConnection(int fd);
+  // The next request through a connection's doorbell (after request `*seq`, which it
+  // advances); Unavailable once the client has closed the socket or Stop() was called.
+  Status NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_t* seq,
+                     proto::ClientRequest* req);
   Status Authenticate(int fd);
   // Joins the connection threads that have finished. Requires threads_mu_.
   void ReapFinishedThreads();

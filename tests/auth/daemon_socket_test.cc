@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +33,7 @@
 #include "core/auth/fd_handshake.h"
 #include "core/auth/handshake.h"
 #include "core/auth/secret.h"
+#include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "core/transport/tcp/frame.h"
 #include "proto/client.pb.h"
@@ -475,6 +477,174 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_TRUE(Allreduce(**comm, 11).ok());
+}
+
+// Whether every thread of `pid` is stopped (state T): SIGSTOP takes effect thread by thread,
+// after kill() returns.
+bool AllThreadsStopped(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(task.c_str());
+  if (dir == nullptr) return false;
+  bool stopped = true;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string stat = ReadFile(task + "/" + e->d_name + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() ||
+        (stat[paren + 2] != 't' && stat[paren + 2] != 'T')) {
+      stopped = false;
+    }
+  }
+  closedir(dir);
+  return stopped;
+}
+
+// A raw client that has proved the secret and said hello; -1 on failure.
+int HelloClient(const std::string& socket, const auth::Secret& secret) {
+  int fd = ConnectSocket(socket);
+  if (fd < 0) return -1;
+  auth::Credentials me;
+  me.secret = secret;
+  me.job_id = "dsock";
+  proto::ClientRequest hello;
+  hello.set_id(1);
+  hello.mutable_hello()->set_protocol_version(1);
+  proto::ClientResponse resp;
+  if (!auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, In(Seconds(5)), "test")
+           .ok() ||
+      !ipc::WriteMessage(fd, hello, In(Seconds(5)), "test").ok() ||
+      !ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok() || resp.status().code() != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A shared file of `bytes` at `path`, mapped here; null on failure.
+void* SharedFile(const std::string& path, size_t bytes) {
+  int mfd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) return nullptr;
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  ::close(mfd);
+  return m == MAP_FAILED ? nullptr : m;
+}
+
+proto::ClientResponse Attach(int fd, const std::string& path, uint64_t bytes) {
+  proto::ClientRequest req;
+  req.set_id(2);
+  req.mutable_attach_doorbell()->set_path(path);
+  req.mutable_attach_doorbell()->set_bytes(bytes);
+  proto::ClientResponse resp;
+  EXPECT_TRUE(ipc::WriteMessage(fd, req, In(Seconds(5)), "test").ok());
+  EXPECT_TRUE(ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok());
+  return resp;
+}
+
+// Once a client attaches a doorbell its requests and answers go through shared memory; a
+// block that is no doorbell is refused, and a client that writes nonsense into the slot, or
+// goes on writing to its socket, is dropped with the reason logged, while others go on.
+TEST_F(DaemonTest, DoorbellRequestsAreAnsweredAndAbuseDropsOnlyThatClient) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const size_t bytes = ipc::Doorbell::kBlockBytes;
+  int fd = HelloClient(socket_, secret_);
+  ASSERT_GE(fd, 0);
+  // Zeros of the right size: no doorbell. A file shorter than announced: refused too.
+  const std::string blank = dir_ + "/blank";
+  void* zeros = SharedFile(blank, bytes);
+  ASSERT_NE(zeros, nullptr);
+  proto::ClientResponse r = Attach(fd, blank, bytes);
+  EXPECT_NE(r.status().message().find("not a gyre doorbell"), std::string::npos) << r.DebugString();
+  const std::string tiny = dir_ + "/tiny";
+  void* tiny_map = SharedFile(tiny, 4096);
+  ASSERT_NE(tiny_map, nullptr);
+  r = Attach(fd, tiny, bytes);
+  EXPECT_NE(r.status().message().find("smaller than announced"), std::string::npos)
+      << r.DebugString();
+
+  // A real doorbell: requests through it are answered through it, errors included.
+  ipc::Doorbell bell = ipc::Doorbell::Create(zeros);
+  ASSERT_EQ(Attach(fd, blank, bytes).status().code(), 0);
+  auto call = [&](const proto::ClientRequest& req) {
+    uint32_t seq = 0;
+    proto::ClientResponse resp;
+    EXPECT_TRUE(bell.PostRequest(req, &seq).ok());
+    const Deadline deadline = In(Seconds(10));
+    while (!bell.WaitAnswer(seq, Duration::zero(), Millis(100)) &&
+           !deadline.Expired(*SteadyClock::Get())) {
+    }
+    EXPECT_TRUE(bell.ReadAnswer(&resp).ok());
+    EXPECT_EQ(resp.id(), req.id());
+    return resp;
+  };
+  proto::ClientRequest unmapped;
+  unmapped.set_id(3);
+  proto::CollectiveCall* c = unmapped.mutable_collective();
+  c->set_collective(static_cast<int>(algo::Collective::kAllreduce));
+  c->set_count(16);
+  c->set_dtype(static_cast<int>(DataType::kFloat32));
+  c->set_has_input(true);
+  c->set_has_output(true);
+  r = call(unmapped);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("does not fit any mapped shared memory"), std::string::npos)
+      << r.DebugString();
+  proto::ClientRequest again;
+  again.set_id(4);
+  again.mutable_attach_doorbell()->set_path(blank);
+  again.mutable_attach_doorbell()->set_bytes(bytes);
+  r = call(again);
+  EXPECT_NE(r.status().message().find("attached already"), std::string::npos) << r.DebugString();
+
+  // A length past the slot's end, rung: the daemon drops this client and names why. Post
+  // writes a good request; its length is overwritten after, as a hostile program could,
+  // while the daemon is stopped so that it reads the slot only after.
+  const uint32_t huge = 0x7fffffffu;
+  uint32_t seq = 0;
+  proto::ClientRequest any;
+  any.set_id(5);
+  ASSERT_EQ(::kill(pid_, SIGSTOP), 0);
+  ASSERT_TRUE(Eventually([&] { return AllThreadsStopped(pid_); }, Seconds(10)));
+  EXPECT_TRUE(bell.PostRequest(any, &seq).ok());
+  std::memcpy(static_cast<unsigned char*>(zeros) + ipc::Doorbell::kHeaderBytes, &huge, 4);
+  ASSERT_EQ(::kill(pid_, SIGCONT), 0);
+  EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
+  ::close(fd);
+  EXPECT_TRUE(Logged("claims 2147483647 bytes"));
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+
+  // Bytes on the socket after the attach: dropped, named.
+  fd = HelloClient(socket_, secret_);
+  ASSERT_GE(fd, 0);
+  const std::string second = dir_ + "/second";
+  void* second_map = SharedFile(second, bytes);
+  ASSERT_NE(second_map, nullptr);
+  ipc::Doorbell::Create(second_map);
+  ASSERT_EQ(Attach(fd, second, bytes).status().code(), 0);
+  ASSERT_TRUE(SendAll(fd, "stray"));
+  EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
+  ::close(fd);
+  EXPECT_TRUE(Logged("wrote to its socket after attaching a doorbell"));
+  EXPECT_TRUE(Allreduce(**comm, 9).ok());
+  ::munmap(zeros, bytes);
+  ::munmap(tiny_map, 4096);
+  ::munmap(second_map, bytes);
+}
+
+// The doorbell is shared memory, which outlives the daemon: the program learns of the death
+// from the socket, looked at between sleeps, and its call fails naming the daemon.
+TEST_F(DaemonTest, ACallToADeadDaemonFailsInsteadOfWaiting) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_TRUE(Allreduce(**comm, 2).ok());
+  ASSERT_EQ(::kill(pid_, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  Status s = Allreduce(**comm, 4);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("daemon at " + socket_), std::string::npos) << s;
+  EXPECT_NE(s.message().find("the daemon exited"), std::string::npos) << s;
 }
 
 TEST_F(DaemonTest, RefusedSendAndRecvComeBackAsErrors) {
