@@ -31,6 +31,7 @@ Status OpMonitor::Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected
   if (it != pending_aborts_.end()) {
     pending = it->second;
     aborted_seq_ = seq;
+    abort_reason_ = pending;
   }
   // Aborts for operations already behind us will never be needed.
   pending_aborts_.erase(pending_aborts_.begin(), pending_aborts_.upper_bound(seq));
@@ -67,6 +68,7 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
   if (current_ != nullptr && snap_.seq == seq) {
     current_->Interrupt(reason);
     aborted_seq_ = seq;
+    abort_reason_ = reason;
     return true;
   }
   if (seq > snap_.last_started_seq) {
@@ -76,9 +78,10 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
   return false;
 }
 
-bool OpMonitor::WasAborted(uint64_t seq) const {
+bool OpMonitor::StoppedByAbort(uint64_t seq, const Status& failure) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return aborted_seq_ == seq;
+  return aborted_seq_ == seq && failure.code() == abort_reason_.code() &&
+         failure.message() == abort_reason_.message();
 }
 
 OpMonitor::Progress OpMonitor::CurrentProgress() const {

@@ -68,8 +68,11 @@ class OpMonitor {
     Duration since_progress{};
   };
   Progress CurrentProgress() const;
-  // Whether operation `seq` was stopped by Abort (its error is another rank's verdict).
-  bool WasAborted(uint64_t seq) const;
+  // Whether operation `seq` failed with `failure` because of Abort: its error is then another
+  // rank's verdict. An operation that failed on its own (its own timeout, say) just before an
+  // abort came in keeps its own error, and this is false for it: its rank still has to find
+  // out who is to blame.
+  bool StoppedByAbort(uint64_t seq, const Status& failure) const;
 
  private:
   const Clock* clock_;
@@ -84,6 +87,7 @@ class OpMonitor {
   TimePoint last_progress_{};
   std::map<uint64_t, Status> pending_aborts_;
   uint64_t aborted_seq_ = 0;
+  Status abort_reason_;  // of aborted_seq_
 };
 
 }  // namespace gyre

@@ -167,7 +167,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       if (!flight_dir.empty()) WriteFlightRecord(comm, flight_dir).status().IgnoreError();
     };
     // An operation stopped by another rank's verdict already carries it.
-    if (comm->monitor()->WasAborted(failed.seq)) {
+    if (comm->monitor()->StoppedByAbort(failed.seq, failed.status)) {
       dump();
       return failed.status;
     }

@@ -170,6 +170,34 @@ TEST(MonitorTest, NoCallYetMeansNoName) {
   EXPECT_TRUE(s.op_name.empty());
 }
 
+// A call stopped by another rank's abort fails with that rank's verdict, which the failure
+// handler passes on; a call that failed on its own (here its progress timeout: rank 1 never
+// calls) is not taken for an aborted one, so its rank goes on to find out who is to blame.
+TEST(MonitorTest, OnlyACallStoppedByTheAbortIsTakenForAborted) {
+  auto transports = LoopbackHub::CreateWorld(2);
+  Communicator c(std::move(transports[0]));
+  std::vector<std::pair<uint64_t, bool>> seen;  // (seq, stopped by abort) per failure
+  c.SetFailureHandler([&](const OpResult& failed) {
+    seen.push_back({failed.seq, c.monitor()->StoppedByAbort(failed.seq, failed.status)});
+    return failed.status;
+  });
+  CallOptions opts;
+  opts.timeout = Millis(100);
+  std::vector<int32_t> v(8, 1);
+  const uint64_t first = c.monitor()->Snapshot().last_started_seq + 1;
+  const Status verdict = AbortedError("verdict: rank 1 dead");
+  ASSERT_TRUE(c.monitor()->Abort(first, verdict));
+  Status s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+  s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(first, true));
+  EXPECT_EQ(seen[1], std::make_pair(first + 1, false));
+  // The same sequence number with another error is not the abort either.
+  EXPECT_FALSE(c.monitor()->StoppedByAbort(first, DeadlineExceededError("no progress")));
+}
+
 TEST(CommunicatorTest, CountersOfEachCallAreItsOwn) {
   // last() reuses its counters' storage from call to call: each call's counts must still be
   // that call's alone (ring allreduce: 2(p-1) messages each way per rank).
