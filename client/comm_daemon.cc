@@ -336,10 +336,10 @@ class DaemonComm final : public CommBase {
     uint32_t seq = 0;
     GYRE_RETURN_IF_ERROR(bell_.PostRequest(req, &seq));
     const Clock& clock = *SteadyClock::Get();
-    Duration spin = spin_ ? kAnswerSpin : Duration::zero();
+    ipc::WaitPolicy policy = ipc::DoorbellPolicy(spin_, kAnswerSpin);
     uint64_t beat = bell_.heartbeat();
     TimePoint heard = TimePoint{};
-    for (; !bell_.WaitAnswer(seq, spin, kBellSlice); spin = Duration::zero()) {
+    for (; !bell_.WaitAnswer(seq, policy, kBellSlice); policy = ipc::WaitPolicy{}) {
       const TimePoint now = clock.Now();
       if (heard == TimePoint{} || bell_.heartbeat() != beat) {
         heard = now;

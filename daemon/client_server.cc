@@ -232,8 +232,8 @@ Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_
                                  proto::ClientRequest* req) {
   // bounded: an idle client may compute for hours between calls; its EOF or Stop() ends the
   // wait, each looked at every kDoorbellSlice.
-  for (Duration s = spin ? kRequestSpin : Duration::zero();
-       !bell.WaitRequest(*seq, s, kDoorbellSlice); s = Duration::zero()) {
+  for (ipc::WaitPolicy w = ipc::DoorbellPolicy(spin, kRequestSpin);
+       !bell.WaitRequest(*seq, w, kDoorbellSlice); w = ipc::WaitPolicy{}) {
     if (stopping_) return UnavailableError("the daemon is stopping");
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) continue;

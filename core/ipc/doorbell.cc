@@ -1,6 +1,7 @@
 #include "core/ipc/doorbell.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,12 +17,25 @@ namespace {
 constexpr uint32_t kMagic = 0x67797264;  // "gyrd"
 constexpr uint32_t kVersion = 1;
 
+// A sched_yield that returns later than this gave the core to a task that kept it for a time
+// slice (a CPU hog): yielding again would only wait for it again, so the waiter sleeps.
+constexpr Duration kYieldTooLate = std::chrono::milliseconds(1);
+
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// Whether this thread may run on more than one CPU. Spinning for the other process is worth
+// it only then: pinned to one CPU (as a benchmark pins a program and its daemon together),
+// the spinner holds the very CPU the other side needs. Asked at each wait, as the affinity
+// can change after the connection starts (gyre-bench pins after connecting).
+bool MayRunElsewhere() {
+  cpu_set_t allowed;
+  return ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
 }
 
 // A futex shared between processes: no FUTEX_PRIVATE_FLAG.
@@ -73,18 +87,32 @@ Status ReadSlot(const unsigned char* slot, google::protobuf::MessageLite* msg, c
 
 }  // namespace
 
+WaitPolicy DoorbellPolicy(bool spin_pays, Duration spin) {
+  return spin_pays ? WaitPolicy{spin, {}} : WaitPolicy{{}, kDoorbellYield};
+}
+
 bool WaitWhile(std::atomic<uint32_t>* word, uint32_t value, std::atomic<uint32_t>* sleeping,
-               Duration spin, Duration slice) {
+               const WaitPolicy& policy, Duration slice) {
   if (word->load(std::memory_order_acquire) != value) return true;
-  if (spin > Duration::zero()) {
-    const Clock& clock = *SteadyClock::Get();
-    const TimePoint until = clock.Now() + spin;
+  const Clock& clock = *SteadyClock::Get();
+  if (policy.spin > Duration::zero() && MayRunElsewhere()) {
+    const TimePoint until = clock.Now() + policy.spin;
     while (true) {
       for (int i = 0; i < 64; ++i) {
         if (word->load(std::memory_order_acquire) != value) return true;
         CpuRelax();
       }
       if (clock.Now() >= until) break;
+    }
+  }
+  if (policy.yield > Duration::zero()) {
+    const TimePoint until = clock.Now() + policy.yield;
+    while (true) {
+      const TimePoint before = clock.Now();
+      if (before >= until) break;
+      ::sched_yield();
+      if (word->load(std::memory_order_acquire) != value) return true;
+      if (clock.Now() - before > kYieldTooLate) break;
     }
   }
   // Announce the sleep, then look once more: the writer stores the word before it reads the
@@ -129,10 +157,10 @@ Status Doorbell::PostRequest(const google::protobuf::MessageLite& req, uint32_t*
   return Status::Ok();
 }
 
-bool Doorbell::WaitAnswer(uint32_t seq, Duration spin, Duration slice) {
+bool Doorbell::WaitAnswer(uint32_t seq, const WaitPolicy& policy, Duration slice) {
   const uint32_t now = header()->answer_seq.load(std::memory_order_acquire);
   if (now == seq) return true;
-  WaitWhile(&header()->answer_seq, now, &header()->program_sleeping, spin, slice);
+  WaitWhile(&header()->answer_seq, now, &header()->program_sleeping, policy, slice);
   return header()->answer_seq.load(std::memory_order_acquire) == seq;
 }
 
@@ -140,8 +168,8 @@ Status Doorbell::ReadAnswer(google::protobuf::MessageLite* resp) const {
   return ReadSlot(answer_slot(), resp, "answer");
 }
 
-bool Doorbell::WaitRequest(uint32_t last, Duration spin, Duration slice) {
-  return WaitWhile(&header()->request_seq, last, &header()->daemon_sleeping, spin, slice);
+bool Doorbell::WaitRequest(uint32_t last, const WaitPolicy& policy, Duration slice) {
+  return WaitWhile(&header()->request_seq, last, &header()->daemon_sleeping, policy, slice);
 }
 
 Status Doorbell::ReadRequest(google::protobuf::MessageLite* req, uint32_t* seq) const {

@@ -27,6 +27,20 @@
 
 namespace gyre::ipc {
 
+// How a side waits before it sleeps on the futex: spinning on the word (when every process
+// has a CPU of its own), or looking at it between sched_yield calls (when processes outnumber
+// the CPUs: the other side may need this very CPU, and a yield hands it over for a microsecond
+// where a futex sleep and wake-up cost several). Either for up to the given time.
+struct WaitPolicy {
+  Duration spin{};
+  Duration yield{};
+};
+
+// A side's policy: spin for up to `spin` when every process has a CPU (`spin_pays`, see
+// ipc::SpinWaitPays), else yield for up to kDoorbellYield.
+WaitPolicy DoorbellPolicy(bool spin_pays, Duration spin);
+inline constexpr Duration kDoorbellYield = std::chrono::milliseconds(2);
+
 class Doorbell {
  public:
   // The size of the shared block: a header page and two slots.
@@ -46,16 +60,16 @@ class Doorbell {
   // The program's side. Post writes `req` and rings; its number is returned in *seq.
   Status PostRequest(const google::protobuf::MessageLite& req, uint32_t* seq);
   bool Answered(uint32_t seq) const { return header()->answer_seq.load() == seq; }
-  // Sleeps (after spinning up to `spin`) until the answer to `seq` is there, or `slice`
+  // Waits (as `policy` says, then asleep) until the answer to `seq` is there, or `slice`
   // passes: returns whether it is.
-  bool WaitAnswer(uint32_t seq, Duration spin, Duration slice);
+  bool WaitAnswer(uint32_t seq, const WaitPolicy& policy, Duration slice);
   Status ReadAnswer(google::protobuf::MessageLite* resp) const;
   uint64_t heartbeat() const { return header()->heartbeat.load(std::memory_order_relaxed); }
 
-  // The daemon's side. WaitRequest returns whether a request after `last` is there (after
-  // spinning up to `spin`, sleeping up to `slice`); ReadRequest copies it out, parses it and
+  // The daemon's side. WaitRequest returns whether a request after `last` is there (waiting as
+  // `policy` says, then asleep up to `slice`); ReadRequest copies it out, parses it and
   // names its number; PostAnswer answers request `seq`.
-  bool WaitRequest(uint32_t last, Duration spin, Duration slice);
+  bool WaitRequest(uint32_t last, const WaitPolicy& policy, Duration slice);
   Status ReadRequest(google::protobuf::MessageLite* req, uint32_t* seq) const;
   Status PostAnswer(const google::protobuf::MessageLite& resp, uint32_t seq);
   void Beat() { header()->heartbeat.fetch_add(1, std::memory_order_relaxed); }
@@ -84,11 +98,13 @@ class Doorbell {
   unsigned char* mem_ = nullptr;
 };
 
-// Waits while `word` holds `value`: spins up to `spin`, then sleeps on a futex up to `slice`,
-// announcing the sleep in `sleeping` so the writer knows to wake it. Returns whether the word
-// changed. Ring is the writer's half: it stores `value` and wakes a sleeper.
+// Waits while `word` holds `value`: spins up to policy.spin (not at all when this thread may
+// run on one CPU only), yields up to policy.yield (stopping at a yield that comes back late: a
+// CPU hog has the core), then sleeps on a futex up to `slice`, announcing the sleep in
+// `sleeping` so the writer knows to wake it. Returns whether the word changed. Ring is the
+// writer's half: it stores `value` and wakes a sleeper.
 bool WaitWhile(std::atomic<uint32_t>* word, uint32_t value, std::atomic<uint32_t>* sleeping,
-               Duration spin, Duration slice);
+               const WaitPolicy& policy, Duration slice);
 void Ring(std::atomic<uint32_t>* word, uint32_t value, std::atomic<uint32_t>* sleeping);
 
 }  // namespace gyre::ipc

@@ -570,7 +570,7 @@ TEST_F(DaemonTest, DoorbellRequestsAreAnsweredAndAbuseDropsOnlyThatClient) {
     proto::ClientResponse resp;
     EXPECT_TRUE(bell.PostRequest(req, &seq).ok());
     const Deadline deadline = In(Seconds(10));
-    while (!bell.WaitAnswer(seq, Duration::zero(), Millis(100)) &&
+    while (!bell.WaitAnswer(seq, ipc::WaitPolicy{}, Millis(100)) &&
            !deadline.Expired(*SteadyClock::Get())) {
     }
     EXPECT_TRUE(bell.ReadAnswer(&resp).ok());

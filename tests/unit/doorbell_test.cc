@@ -57,9 +57,9 @@ constexpr Duration kBound = std::chrono::seconds(15);
 
 // The daemon's side of a call: wait for a request after `*last`, answer it with its id and
 // count doubled. Returns false if none came within kBound or it did not parse.
-bool Serve(Doorbell& bell, uint32_t* last, Duration spin) {
+bool Serve(Doorbell& bell, uint32_t* last, const WaitPolicy& policy) {
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), kBound);
-  while (!bell.WaitRequest(*last, spin, kSlice)) {
+  while (!bell.WaitRequest(*last, policy, kSlice)) {
     if (deadline.Expired(*SteadyClock::Get())) return false;
   }
   proto::ClientRequest req;
@@ -71,12 +71,12 @@ bool Serve(Doorbell& bell, uint32_t* last, Duration spin) {
 }
 
 // The program's side: post, wait for the answer within kBound, check it.
-::testing::AssertionResult Call(Doorbell& bell, uint64_t id, Duration spin) {
+::testing::AssertionResult Call(Doorbell& bell, uint64_t id, const WaitPolicy& policy) {
   uint32_t seq = 0;
   Status s = bell.PostRequest(Request(id, static_cast<int64_t>(id) + 7), &seq);
   if (!s.ok()) return ::testing::AssertionFailure() << s;
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), kBound);
-  while (!bell.WaitAnswer(seq, spin, kSlice)) {
+  while (!bell.WaitAnswer(seq, policy, kSlice)) {
     if (deadline.Expired(*SteadyClock::Get())) {
       return ::testing::AssertionFailure() << "no answer to request " << id << " in time";
     }
@@ -90,10 +90,12 @@ bool Serve(Doorbell& bell, uint32_t* last, Duration spin) {
   return ::testing::AssertionSuccess();
 }
 
-// Many calls back to back between two processes, sleeping on every wait and then spinning
-// first: every answer belongs to its request, and no wake-up is lost.
+// Many calls back to back between two processes, sleeping on every wait, then spinning first,
+// then yielding first: every answer belongs to its request, and no wake-up is lost.
 TEST_F(DoorbellTest, ThousandsOfCallsBetweenTwoProcessesEachGetTheirAnswer) {
-  for (Duration spin : {Duration::zero(), Duration(std::chrono::microseconds(20))}) {
+  const WaitPolicy policies[] = {WaitPolicy{}, WaitPolicy{std::chrono::microseconds(20), {}},
+                                 WaitPolicy{{}, kDoorbellYield}};
+  for (const WaitPolicy& policy : policies) {
     Doorbell bell = Doorbell::Create(mem_);
     constexpr int kCalls = 5000;
     const pid_t pid = Child([&] {
@@ -101,12 +103,12 @@ TEST_F(DoorbellTest, ThousandsOfCallsBetweenTwoProcessesEachGetTheirAnswer) {
       if (!opened.ok()) return 2;
       uint32_t last = 0;
       for (int i = 0; i < kCalls; ++i) {
-        if (!Serve(*opened, &last, spin)) return 3;
+        if (!Serve(*opened, &last, policy)) return 3;
       }
       return 0;
     });
     ASSERT_GT(pid, 0);
-    for (int i = 1; i <= kCalls; ++i) ASSERT_TRUE(Call(bell, static_cast<uint64_t>(i), spin));
+    for (int i = 1; i <= kCalls; ++i) ASSERT_TRUE(Call(bell, static_cast<uint64_t>(i), policy));
     EXPECT_EQ(Wait(pid), 0);
     std::memset(mem_, 0, Doorbell::kBlockBytes);
   }
@@ -118,7 +120,7 @@ TEST_F(DoorbellTest, ASleepingDaemonIsWokenByTheRing) {
   const pid_t pid = Child([&] {
     Doorbell daemon = *Doorbell::Open(mem_, Doorbell::kBlockBytes);
     const TimePoint start = SteadyClock::Get()->Now();
-    if (!daemon.WaitRequest(0, Duration::zero(), Seconds(30))) return 2;
+    if (!daemon.WaitRequest(0, WaitPolicy{}, Seconds(30))) return 2;
     return SteadyClock::Get()->Now() - start < Seconds(10) ? 0 : 3;
   });
   ASSERT_GT(pid, 0);
@@ -132,8 +134,9 @@ TEST_F(DoorbellTest, ASleepingDaemonIsWokenByTheRing) {
 TEST_F(DoorbellTest, AWaitWithNothingToComeEndsAfterItsSlice) {
   Doorbell bell = Doorbell::Create(mem_);
   const TimePoint start = SteadyClock::Get()->Now();
-  EXPECT_FALSE(bell.WaitRequest(0, std::chrono::microseconds(50), std::chrono::milliseconds(30)));
-  EXPECT_FALSE(bell.WaitAnswer(1, Duration::zero(), std::chrono::milliseconds(30)));
+  EXPECT_FALSE(bell.WaitRequest(0, WaitPolicy{std::chrono::microseconds(50), {}},
+                                std::chrono::milliseconds(30)));
+  EXPECT_FALSE(bell.WaitAnswer(1, WaitPolicy{}, std::chrono::milliseconds(30)));
   EXPECT_GE(SteadyClock::Get()->Now() - start, std::chrono::milliseconds(50));
 }
 
@@ -168,7 +171,7 @@ TEST_F(DoorbellTest, AMessageTooBigForTheSlotIsRefusedBeforeAnythingIsWritten) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("does not fit the shared slot"), std::string::npos) << s;
   Doorbell daemon = *Doorbell::Open(mem_, Doorbell::kBlockBytes);
-  EXPECT_FALSE(daemon.WaitRequest(0, Duration::zero(), std::chrono::milliseconds(1)));
+  EXPECT_FALSE(daemon.WaitRequest(0, WaitPolicy{}, std::chrono::milliseconds(1)));
 }
 
 TEST_F(DoorbellTest, ABlockThatIsNoDoorbellIsRefused) {
