@@ -1,9 +1,10 @@
 // A request/answer channel in shared memory between a program and its gyred: the fast path of
 // a call through the daemon. The program writes a length-prefixed protobuf request into the
 // block's request slot and rings (bumps a sequence word, and wakes the daemon with a futex
-// only if it sleeps); the daemon answers into the answer slot the same way. A call costs one
-// futex wake and one futex wait on each side, where the Unix socket cost a send, a poll and
-// a recv on each side, and a wake through the socket layer.
+// only if it sleeps); the daemon answers into the answer slot the same way. Each side waits
+// for the other by spinning (every process has a CPU), else by yielding the CPU, before it
+// sleeps on the futex (WaitPolicy), so a hand-off is at most a futex wake and wait on each
+// side, where the Unix socket cost a send, a poll and a recv on each side.
 //
 // The socket stays: it carries the handshake and the attach request, and its EOF is how each
 // side learns that the other died. Liveness is not left to the futex: every wait sleeps in
