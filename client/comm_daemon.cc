@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -77,8 +76,7 @@ class DaemonComm final : public CommBase {
       proto::ClientRequest req;
       req.set_id(++next_id_);
       req.mutable_unmap_buffer()->set_region(b.region);
-      proto::ClientResponse resp;
-      return RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
+      return Ask(req);
     });
   }
 
@@ -88,7 +86,7 @@ class DaemonComm final : public CommBase {
     req.mutable_hello()->set_protocol_version(kProtocolVersion);
     req.mutable_hello()->set_client_pid(::getpid());
     proto::ClientResponse resp;
-    GYRE_RETURN_IF_ERROR(RoundTrip(req, &resp, deadline));
+    GYRE_RETURN_IF_ERROR(SocketRoundTrip(req, &resp, deadline));
     rank_ = resp.rank();
     size_ = resp.world_size();
     spin_ = ipc::SpinWaitPays(size_);
@@ -106,7 +104,7 @@ class DaemonComm final : public CommBase {
     req.mutable_attach_doorbell()->set_path(file);
     req.mutable_attach_doorbell()->set_bytes(ipc::Doorbell::kBlockBytes);
     proto::ClientResponse resp;
-    Status s = RoundTrip(req, &resp, deadline);
+    Status s = SocketRoundTrip(req, &resp, deadline);
     ::unlink(file.c_str());
     GYRE_RETURN_IF_ERROR(s);
     bell_ = bell;
@@ -170,10 +168,7 @@ class DaemonComm final : public CommBase {
     c->set_has_input(in_bytes > 0);
     c->set_has_output(out_bytes > 0);
     proto::ClientResponse resp;
-    // The daemon bounds the operation by its own progress and total deadlines and always
-    // answers; the only way for this wait to end otherwise is the daemon dying, which
-    // closes the socket.
-    GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
+    GYRE_RETURN_IF_ERROR(RingDaemon(req, &resp));
     Status st = FromProto(resp.status());
     const bool copy_out = st.ok() && stage_out;
     if (copy_out) std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
@@ -267,7 +262,7 @@ class DaemonComm final : public CommBase {
     m->set_region(block ? block->region : 0);
     m->set_offset(block ? block->offset : 0);
     proto::ClientResponse resp;
-    GYRE_RETURN_IF_ERROR(CallDaemon(req, &resp));
+    GYRE_RETURN_IF_ERROR(RingDaemon(req, &resp));
     Status st = FromProto(resp.status());
     const bool copy_out = st.ok() && staged && !send;
     if (copy_out) std::memcpy(buf, map_, bytes);
@@ -275,64 +270,34 @@ class DaemonComm final : public CommBase {
     return st;
   }
 
-  // A collective: the daemon bounds the operation by its own deadlines and, while it runs,
-  // sends a heartbeat every second. Silence for kDaemonSilence means the daemon is stopped or
-  // frozen, and the call fails rather than waiting on it.
-  Status CallDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
-    // bounded: by the daemon's heartbeat, as below.
-    if (bell_.valid()) return RingDaemon(req, resp, Deadline::Infinite());
+  // A request before the doorbell is attached (hello, the attach itself), on the socket.
+  Status SocketRoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
+                         Deadline deadline) {
     const std::string what = "gyre client talking to daemon at " + path_;
-    GYRE_RETURN_IF_ERROR(
-        ipc::WriteMessage(fd_, req, Deadline::After(*SteadyClock::Get(), Seconds(30)), what));
-    while (true) {
-      const bool spin = spin_ && reader_.buffered() == 0;
-      if (spin) ipc::SpinForMessage(fd_, kAnswerSpin);
-      // Not spinning, the answer cannot be there yet: sleep in poll at once.
-      Status s = reader_.Read(resp, Deadline::After(*SteadyClock::Get(), kDaemonSilence), what,
-                              spin ? ipc::ReadStart::kTryFirst : ipc::ReadStart::kWaitFirst);
-      if (s.code() == StatusCode::kDeadlineExceeded) {
-        return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +
-                                     FormatDuration(kDaemonSilence) +
-                                     " during a call (no heartbeat): it is stopped or frozen");
-      }
-      GYRE_RETURN_IF_ERROR(s);
-      if (resp->id() == 0) continue;  // heartbeat
-      if (resp->id() != req.id()) {
-        return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
-                             std::to_string(req.id()));
-      }
-      return Status::Ok();
+    GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
+    GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
+    if (resp->id() != req.id()) {
+      return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
+                           std::to_string(req.id()));
     }
+    return FromProto(resp->status());
+  }
+
+  // A request that is not a call (map or unmap a buffer): its answer's status is the result.
+  Status Ask(const proto::ClientRequest& req) {
+    proto::ClientResponse resp;
+    GYRE_RETURN_IF_ERROR(RingDaemon(req, &resp));
+    return FromProto(resp.status());
   }
 
   static constexpr Duration kDaemonSilence = std::chrono::seconds(10);
 
-  Status RoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
-                   Deadline deadline) {
-    const std::string what = "gyre client talking to daemon at " + path_;
-    if (bell_.valid()) {
-      GYRE_RETURN_IF_ERROR(RingDaemon(req, resp, deadline));
-    } else {
-      GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
-      do {
-        // A heartbeat (id 0) can only precede a collective's answer, but is harmless here too.
-        GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
-      } while (resp->id() == 0 && req.id() != 0);
-      if (resp->id() != req.id()) {
-        return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
-                             std::to_string(req.id()));
-      }
-    }
-    if (!req.has_collective()) return FromProto(resp->status());
-    return Status::Ok();
-  }
-
-  // One request and its answer through the doorbell, by `deadline`. Between sleeps it looks
-  // at the socket, whose EOF means the daemon died, and at the daemon's heartbeat counter,
-  // which ticks every second while a call runs: kDaemonSilence without a tick means the
-  // daemon is stopped or frozen.
-  Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp,
-                    Deadline deadline) {
+  // One request and its answer through the doorbell. The daemon bounds a call by its own
+  // progress and total deadlines and always answers; between sleeps this looks at the socket,
+  // whose EOF means the daemon died, and at the daemon's heartbeat counter, which ticks every
+  // second while a call runs: kDaemonSilence without a tick means the daemon is stopped or
+  // frozen, and the call fails rather than waiting on it.
+  Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
     uint32_t seq = 0;
     GYRE_RETURN_IF_ERROR(bell_.PostRequest(req, &seq));
     const Clock& clock = *SteadyClock::Get();
@@ -345,19 +310,14 @@ class DaemonComm final : public CommBase {
         heard = now;
         beat = bell_.heartbeat();
       }
-      const std::string what = "gyre client talking to daemon at " + path_;
       if (DaemonHungUp()) {
-        return UnavailableError(what +
-                                ": connection closed by the other side (the daemon "
-                                "exited)");
+        return UnavailableError("gyre client talking to daemon at " + path_ +
+                                ": connection closed by the other side (the daemon exited)");
       }
       if (now - heard >= kDaemonSilence) {
         return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +
                                      FormatDuration(kDaemonSilence) +
                                      " during a call (no heartbeat): it is stopped or frozen");
-      }
-      if (deadline.Expired(clock)) {
-        return DeadlineExceededError(what + ": no answer by the deadline");
       }
     }
     GYRE_RETURN_IF_ERROR(bell_.ReadAnswer(resp));
@@ -401,8 +361,7 @@ class DaemonComm final : public CommBase {
     req.mutable_map_buffer()->set_path(file);
     req.mutable_map_buffer()->set_bytes(want);
     req.mutable_map_buffer()->set_region(region);
-    proto::ClientResponse resp;
-    Status s = RoundTrip(req, &resp, Deadline::After(*SteadyClock::Get(), Seconds(30)));
+    Status s = Ask(req);
     ::unlink(file.c_str());
     if (!s.ok()) {
       ::munmap(m, want);
@@ -457,7 +416,7 @@ class DaemonComm final : public CommBase {
   }
 
   int fd_;
-  ipc::MessageReader reader_;  // every read of fd_ after the handshake
+  ipc::MessageReader reader_;  // the answers to hello and attach, after the handshake
   std::string path_;
   int rank_ = 0;
   int size_ = 1;

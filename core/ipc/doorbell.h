@@ -60,7 +60,6 @@ class Doorbell {
 
   // The program's side. Post writes `req` and rings; its number is returned in *seq.
   Status PostRequest(const google::protobuf::MessageLite& req, uint32_t* seq);
-  bool Answered(uint32_t seq) const { return header()->answer_seq.load() == seq; }
   // Waits (as `policy` says, then asleep) until the answer to `seq` is there, or `slice`
   // passes: returns whether it is.
   bool WaitAnswer(uint32_t seq, const WaitPolicy& policy, Duration slice);
