@@ -383,16 +383,84 @@ TEST_F(DaemonTest, TheRegionCapIsAClearErrorAndFreeingMakesRoom) {
 
 // A request naming a region the client never mapped, or bytes past a region's end, is
 // refused with the region named, and the connection serves the next request.
-TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
-  int fd = ConnectSocket(socket_);
-  ASSERT_GE(fd, 0);
+// Whether every thread of `pid` is stopped (state T): SIGSTOP takes effect thread by thread,
+// after kill() returns.
+bool AllThreadsStopped(pid_t pid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(task.c_str());
+  if (dir == nullptr) return false;
+  bool stopped = true;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string stat = ReadFile(task + "/" + e->d_name + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size() ||
+        (stat[paren + 2] != 't' && stat[paren + 2] != 'T')) {
+      stopped = false;
+    }
+  }
+  closedir(dir);
+  return stopped;
+}
+
+// A raw client that has proved the secret and said hello; -1 on failure.
+int HelloClient(const std::string& socket, const auth::Secret& secret) {
+  int fd = ConnectSocket(socket);
+  if (fd < 0) return -1;
   auth::Credentials me;
-  me.secret = secret_;
+  me.secret = secret;
   me.job_id = "dsock";
-  ASSERT_TRUE(auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, In(Seconds(5)),
-                                "test client")
-                  .ok());
-  uint64_t id = 0;
+  proto::ClientRequest hello;
+  hello.set_id(1);
+  hello.mutable_hello()->set_protocol_version(1);
+  proto::ClientResponse resp;
+  if (!auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, In(Seconds(5)), "test")
+           .ok() ||
+      !ipc::WriteMessage(fd, hello, In(Seconds(5)), "test").ok() ||
+      !ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok() || resp.status().code() != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A shared file of `bytes` at `path`, mapped here; null on failure.
+void* SharedFile(const std::string& path, size_t bytes) {
+  int mfd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) return nullptr;
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  ::close(mfd);
+  return m == MAP_FAILED ? nullptr : m;
+}
+
+proto::ClientResponse Attach(int fd, const std::string& path, uint64_t bytes) {
+  proto::ClientRequest req;
+  req.set_id(2);
+  req.mutable_attach_doorbell()->set_path(path);
+  req.mutable_attach_doorbell()->set_bytes(bytes);
+  proto::ClientResponse resp;
+  EXPECT_TRUE(ipc::WriteMessage(fd, req, In(Seconds(5)), "test").ok());
+  EXPECT_TRUE(ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok());
+  return resp;
+}
+
+// An allreduce of 16 float32 in place, its buffers in region 0 at offset 0 unless changed.
+proto::ClientRequest AllreduceRequest(uint64_t id) {
+  proto::ClientRequest req;
+  req.set_id(id);
+  proto::CollectiveCall* c = req.mutable_collective();
+  c->set_collective(static_cast<int>(algo::Collective::kAllreduce));
+  c->set_count(16);
+  c->set_dtype(static_cast<int>(DataType::kFloat32));
+  c->set_has_input(true);
+  c->set_has_output(true);
+  return req;
+}
+
+TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
+  const int fd = HelloClient(socket_, secret_);
+  ASSERT_GE(fd, 0);
+  uint64_t id = 1;
   auto ask = [&](proto::ClientRequest req) {
     req.set_id(++id);
     proto::ClientResponse resp;
@@ -402,17 +470,8 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
     } while (resp.id() == 0 && !::testing::Test::HasFailure());
     return resp;
   };
-  proto::ClientRequest hello;
-  hello.mutable_hello()->set_protocol_version(1);
-  EXPECT_EQ(ask(hello).status().code(), 0);
-
-  proto::ClientRequest unmapped;
+  proto::ClientRequest unmapped = AllreduceRequest(0);
   proto::CollectiveCall* c = unmapped.mutable_collective();
-  c->set_collective(static_cast<int>(algo::Collective::kAllreduce));
-  c->set_count(16);
-  c->set_dtype(static_cast<int>(DataType::kFloat32));
-  c->set_has_input(true);
-  c->set_has_output(true);
   c->set_input_region(5);
   // Nothing mapped yet: no region could hold the call.
   proto::ClientResponse r = ask(unmapped);
@@ -479,67 +538,6 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   EXPECT_TRUE(Allreduce(**comm, 11).ok());
 }
 
-// Whether every thread of `pid` is stopped (state T): SIGSTOP takes effect thread by thread,
-// after kill() returns.
-bool AllThreadsStopped(pid_t pid) {
-  const std::string task = "/proc/" + std::to_string(pid) + "/task";
-  DIR* dir = opendir(task.c_str());
-  if (dir == nullptr) return false;
-  bool stopped = true;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    const std::string stat = ReadFile(task + "/" + e->d_name + "/stat");
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size() ||
-        (stat[paren + 2] != 't' && stat[paren + 2] != 'T')) {
-      stopped = false;
-    }
-  }
-  closedir(dir);
-  return stopped;
-}
-
-// A raw client that has proved the secret and said hello; -1 on failure.
-int HelloClient(const std::string& socket, const auth::Secret& secret) {
-  int fd = ConnectSocket(socket);
-  if (fd < 0) return -1;
-  auth::Credentials me;
-  me.secret = secret;
-  me.job_id = "dsock";
-  proto::ClientRequest hello;
-  hello.set_id(1);
-  hello.mutable_hello()->set_protocol_version(1);
-  proto::ClientResponse resp;
-  if (!auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, In(Seconds(5)), "test")
-           .ok() ||
-      !ipc::WriteMessage(fd, hello, In(Seconds(5)), "test").ok() ||
-      !ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok() || resp.status().code() != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// A shared file of `bytes` at `path`, mapped here; null on failure.
-void* SharedFile(const std::string& path, size_t bytes) {
-  int mfd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) return nullptr;
-  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-  ::close(mfd);
-  return m == MAP_FAILED ? nullptr : m;
-}
-
-proto::ClientResponse Attach(int fd, const std::string& path, uint64_t bytes) {
-  proto::ClientRequest req;
-  req.set_id(2);
-  req.mutable_attach_doorbell()->set_path(path);
-  req.mutable_attach_doorbell()->set_bytes(bytes);
-  proto::ClientResponse resp;
-  EXPECT_TRUE(ipc::WriteMessage(fd, req, In(Seconds(5)), "test").ok());
-  EXPECT_TRUE(ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok());
-  return resp;
-}
-
 // Once a client attaches a doorbell its requests and answers go through shared memory; a
 // block that is no doorbell is refused, and a client that writes nonsense into the slot, or
 // goes on writing to its socket, is dropped with the reason logged, while others go on.
@@ -577,15 +575,7 @@ TEST_F(DaemonTest, DoorbellRequestsAreAnsweredAndAbuseDropsOnlyThatClient) {
     EXPECT_EQ(resp.id(), req.id());
     return resp;
   };
-  proto::ClientRequest unmapped;
-  unmapped.set_id(3);
-  proto::CollectiveCall* c = unmapped.mutable_collective();
-  c->set_collective(static_cast<int>(algo::Collective::kAllreduce));
-  c->set_count(16);
-  c->set_dtype(static_cast<int>(DataType::kFloat32));
-  c->set_has_input(true);
-  c->set_has_output(true);
-  r = call(unmapped);
+  r = call(AllreduceRequest(3));
   EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
   EXPECT_NE(r.status().message().find("does not fit any mapped shared memory"), std::string::npos)
       << r.DebugString();
@@ -645,6 +635,23 @@ TEST_F(DaemonTest, ACallToADeadDaemonFailsInsteadOfWaiting) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("daemon at " + socket_), std::string::npos) << s;
   EXPECT_NE(s.message().find("the daemon exited"), std::string::npos) << s;
+}
+
+// The doorbell is a shared-memory file too: where none can be made, connecting fails naming
+// the folder, and the daemon goes on serving others.
+TEST_F(DaemonTest, NoRoomForTheDoorbellFailsTheConnectNamingTheFolder) {
+  const std::string missing = dir_ + "/no-such-folder";
+  ::setenv("GYRE_SHM_DIR", missing.c_str(), 1);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ::unsetenv("GYRE_SHM_DIR");
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kResourceExhausted) << comm.status();
+  EXPECT_NE(comm.status().message().find("cannot create shared memory " + missing),
+            std::string::npos)
+      << comm.status();
+  auto other = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(Allreduce(**other, 6).ok());
 }
 
 TEST_F(DaemonTest, RefusedSendAndRecvComeBackAsErrors) {
