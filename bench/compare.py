@@ -275,6 +275,21 @@ def machine_limits(bindir, when, workdir):
     return None
 
 
+def cpu_probe(bindir):
+    """The cache-line round trip between the first two CPUs in ns (gyre-machine-limits
+    --probe), or None. This VM's host moves its two CPUs between a near and a far placement
+    every second to every few tens of seconds, and a loopback exchange takes up to twice as
+    long in the far one, so every job is probed before and after."""
+    try:
+        res = subprocess.run([os.path.join(bindir, "gyre-machine-limits"), "--probe"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             timeout=10)
+        ns = json.loads(res.stdout.strip().splitlines()[-1]).get("cpu_rt_ns", 0)
+        return ns if ns > 0 else None
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return None
+
+
 def calibrate(bindir, ranks, workdir, timeout):
     """Measures the cost model's parameters for every world size (gyre-bench --calibrate),
     so that gyre's automatic choice runs on this machine's numbers, as it would in a job
@@ -378,9 +393,12 @@ def main():
                 jsonl = os.path.join(workdir, name + ".jsonl")
                 cmd = build(jsonl, sizes)
                 meta["commands"].setdefault(impl, shlex.join(cmd).replace(workdir, "$WORK"))
+                before = cpu_probe(bindir)
                 t0 = time.monotonic()
                 rc = run_bounded(cmd, os.path.join(workdir, name + ".log"), args.run_timeout,
                                  workdir)
+                elapsed = time.monotonic() - t0
+                probes = [before, cpu_probe(bindir)]
                 got = 0
                 if os.path.exists(jsonl):
                     with open(jsonl) as f:
@@ -388,10 +406,12 @@ def main():
                             if line.strip():
                                 rec = json.loads(line)
                                 rec["round"] = rnd
+                                rec["cpu_rt_ns"] = probes
                                 records.append(rec)
                                 got += 1
-                log("  round %d %-9s p=%d %-11s %-20s rc=%d cells=%d %.1fs" %
-                    (rnd, op, p, impl, algo, rc, got, time.monotonic() - t0))
+                log("  round %d %-9s p=%d %-11s %-20s rc=%d cells=%d %.1fs cpu rt %s ns" %
+                    (rnd, op, p, impl, algo, rc, got, elapsed,
+                     "/".join("%.0f" % x if x else "?" for x in probes)))
                 if rc != 0:
                     failures.append({"impl": "failure", "round": rnd, "op": op, "ranks": p,
                                      "who": impl, "algo": algo, "rc": rc,

@@ -6,6 +6,10 @@
 Per (op, p, size): the median over rounds of each implementation's best algorithm in that
 round, gyre's automatic choice, and ratios taken per round and then their median over
 rounds (BENCH.md: only ratios from one interleaved run mean anything). Standard library only.
+
+Where compare.py probed the CPU placement around every job (`cpu_rt_ns`: the cache-line round
+trip between the first two CPUs before and after it; gyre-machine-limits --probe), a second
+headline table compares only jobs measured in the same placement throughout.
 """
 
 import collections
@@ -71,6 +75,16 @@ class Data:
             self.by[(r["op"], r["ranks"], r["bytes"], r["impl"], r.get("round", 1))].append(
                 (r["median_us"], r["algo"]))
         self.rounds = sorted({r.get("round", 1) for r in self.cells}) or [1]
+        # Placement of each job (near, far, changed, or None where it was not probed), and
+        # the same index as `by` with it: (op, p, bytes, impl, round) -> [(median_us, algo,
+        # placement)].
+        self.cut = placement_cut([x for r in self.cells for x in (r.get("cpu_rt_ns") or [])])
+        self.by_place = collections.defaultdict(list)
+        for r in self.cells:
+            if r.get("ok") is not False:
+                self.by_place[(r["op"], r["ranks"], r["bytes"], r["impl"],
+                               r.get("round", 1))].append(
+                    (r["median_us"], r["algo"], placement(r.get("cpu_rt_ns"), self.cut)))
 
     def keys(self, op):
         return sorted({(k[1], k[2]) for k in self.by if k[0] == op})
@@ -104,6 +118,54 @@ class Data:
             if cands:
                 out[rnd] = min(cands)
         return out
+
+
+    def matched_ratios(self, op, p, b):
+        """gyre's best / the best peer's best per (round, placement), over the jobs measured
+        in that one placement throughout, for every pair where both exist."""
+        out = []
+        for rnd in self.rounds:
+            for where in ("near", "far"):
+                def best(impls):
+                    return min((e[0] for impl in impls
+                                for e in self.by_place.get((op, p, b, impl, rnd), [])
+                                if e[2] == where), default=None)
+                g, peer = best(["gyre"]), best(PEERS)
+                if g is not None and peer:
+                    out.append(g / peer)
+        return out
+
+    def placements(self):
+        """Counts jobs (not cells) per placement, and the median probe of near and far."""
+        jobs = {}
+        for r in self.cells:
+            key = (r.get("round", 1), r["op"], r["ranks"], r["impl"], r["algo"].split(":")[0])
+            jobs[key] = r.get("cpu_rt_ns")
+        count = collections.Counter(placement(v, self.cut) for v in jobs.values())
+        probes = [x for v in jobs.values() for x in (v or []) if x]
+        near = [x for x in probes if x < self.cut]
+        far = [x for x in probes if x >= self.cut]
+        return count, (statistics.median(near) if near else None,
+                       statistics.median(far) if far else None)
+
+
+def placement_cut(probes):
+    """The round trip (ns) that parts near from far: the geometric middle of the fastest and
+    slowest probe, when the slowest is at least twice the fastest (else every job is near)."""
+    probes = [x for x in probes if x]
+    if not probes or max(probes) < 2 * min(probes):
+        return float("inf")
+    return (min(probes) * max(probes)) ** 0.5
+
+
+def placement(probes, cut):
+    if not probes or any(not x for x in probes):
+        return None
+    if max(probes) < cut:
+        return "near"
+    if min(probes) >= cut:
+        return "far"
+    return "changed"
 
 
 def is_auto(a):
@@ -161,6 +223,15 @@ def render(records, jsonl_name=""):
       (m.get("rounds", len(d.rounds)),
        "; after round 1 each algorithm runs only at the sizes where it was its "
        "implementation's best (gyre's auto always runs every size)" if m.get("pruned") else ""))
+    count, (near_ns, far_ns) = d.placements()
+    if sum(n for k, n in count.items() if k):
+        w("- CPU placement, from the cache-line round trip between the two CPUs probed before "
+          "and after every job (`gyre-machine-limits --probe`): %d jobs near (median %s ns), "
+          "%d far (median %s ns), %d changed during the job%s. A loopback exchange between "
+          "the two CPUs takes up to twice as long far as near." %
+          (count.get("near", 0), "%.0f" % near_ns if near_ns else "-", count.get("far", 0),
+           "%.0f" % far_ns if far_ns else "-", count.get("changed", 0),
+           ", %d not probed" % count[None] if count.get(None) else ""))
     w("- Open MPI: `--mca pml ob1 --mca btl tcp,self`, with and without "
       "`--mca mpi_yield_when_idle 1` (labels `default` / `yield`); the faster counts.")
     skipped = m.get("model_skipped") or {}
@@ -190,6 +261,32 @@ def render(records, jsonl_name=""):
                 row.append("%.2f" % statistics.median(r) if r else "-")
             w("| p=%d | %s |" % (p, " | ".join(row)))
         w("")
+
+    short_matched, unmatched = [], 0
+    if any(e[2] in ("near", "far") for v in d.by_place.values() for e in v):
+        w("## The same, placement-matched: only jobs measured in one placement throughout, "
+          "gyre against the peers in the same placement (median over the (round, placement) "
+          "pairs; `-` where there was none)")
+        w("")
+        for op in d.ops():
+            sizes = sorted({b for _, b in d.keys(op)})
+            w("| %s | %s |" % (op, " | ".join(fmt_size(b) for b in sizes)))
+            w("|---|%s" % ("---|" * len(sizes)))
+            for p in sorted({p for p, _ in d.keys(op)}):
+                row = []
+                for b in sizes:
+                    if (p, b) not in d.keys(op):
+                        row.append("-")
+                        continue
+                    r = d.matched_ratios(op, p, b)
+                    row.append("%.2f" % statistics.median(r) if r else "-")
+                    if not r:
+                        unmatched += 1
+                    elif statistics.median(r) > 0.9:
+                        short_matched.append("%s p=%d %s: %.2f" % (op, p, fmt_size(b),
+                                                                   statistics.median(r)))
+                w("| p=%d | %s |" % (p, " | ".join(row)))
+            w("")
 
     short_peer, short_auto, short_choice, short_daemon, near = [], [], [], [], []
     for op in d.ops():
@@ -285,6 +382,10 @@ def render(records, jsonl_name=""):
     total = sum(len(d.keys(op)) for op in d.ops())
     w("- gyre best <= 0.9 x best peer: %d of %d cells short%s" % (
         len(short_peer), total, ": " + "; ".join(short_peer) if short_peer else "."))
+    if short_matched or unmatched:
+        w("- the same, placement-matched: %d of %d cells short (%d without a matched pair)%s" % (
+            len(short_matched), total - unmatched, unmatched,
+            ": " + "; ".join(short_matched) if short_matched else "."))
     w("- auto within 10%% of gyre's best forced algorithm: %d cells short%s" % (
         len(short_auto), ": " + "; ".join(short_auto) if short_auto else "."))
     w("- auto's choice, judged by the forced jobs of the same round (the chosen algorithm's "

@@ -4,9 +4,17 @@
 // ping-pong (over one connection, as gyre, Open MPI and Gloo send, and over one connection each
 // way, where no reply carries the ACK of the message it answers), the single-core float32
 // `a[i] += b[i]` rate R at 64 MiB (a plain vectorised loop, and gyre's own kernel for
-// reference), and memcpy at 64 MiB.
+// reference), memcpy at 64 MiB, and how far apart the first two CPUs are (below).
 //
 //   gyre-machine-limits [--json] [--seconds 0.5]
+//   gyre-machine-limits --probe        (only the CPU distance, as one JSON line; ~10 ms)
+//
+// The CPU distance is the round trip of one cache line between threads on the first two CPUs
+// this process may use. On this VM it takes one of two values that the host switches between
+// every few seconds, about 60 ns and about 320 ns, and a TCP exchange between processes on
+// those two CPUs takes up to twice as long in the second state (4 B to 1 MiB;
+// bench/results/2026-12-03-placement.md). compare.sh probes before and after every job, so
+// that jobs are compared in the same state.
 //
 // Children are forked, each with an alarm so that none outlives a stuck peer.
 #include <arpa/inet.h>
@@ -19,12 +27,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/base/dtype.h"
@@ -306,6 +317,61 @@ StatusOr<double> PingPongMicros(int round_trips, bool split) {
   return Median(one_way);
 }
 
+// Median round trip (ns) of one cache line between a thread on the first and a thread on the
+// second CPU this process may use, over batches of round trips; 0 with fewer than two CPUs,
+// or when the other thread does not answer within a second (it could not get its CPU).
+double CpuRoundTripNanos(int batches) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return 0;
+  constexpr int kPerBatch = 500;
+  // The ball alone on its pair of cache lines (CPUs fetch lines in pairs): nothing else may
+  // move with it.
+  struct Lines {
+    alignas(128) std::atomic<int64_t> ball{0};
+    alignas(128) std::atomic<bool> stop{false};
+  };
+  auto lines = std::make_unique<Lines>();
+  std::atomic<int64_t>& ball = lines->ball;
+  std::atomic<bool>& stop = lines->stop;
+  const auto give_up = SteadyTime::now() + std::chrono::seconds(1);
+  // bounded: both loops end by `stop`, or at give_up, checked every 4096 spins.
+  std::thread echo([&] {
+    PinToNth(allowed, 1);
+    int64_t want = 1;
+    for (uint32_t spins = 0; !stop.load(std::memory_order_relaxed);) {
+      if (ball.load(std::memory_order_acquire) == want) {
+        ball.store(want + 1, std::memory_order_release);
+        want += 2;
+      } else if ((++spins & 4095) == 0 && SteadyTime::now() > give_up) {
+        return;
+      }
+    }
+  });
+  PinToNth(allowed, 0);
+  std::vector<double> per_trip;
+  int64_t next = 0;
+  bool answered = true;
+  for (int b = 0; b < batches && answered; ++b) {
+    const auto start = SteadyTime::now();
+    for (int i = 0; i < kPerBatch && answered; ++i) {
+      ball.store(next + 1, std::memory_order_release);
+      for (uint32_t spins = 0; ball.load(std::memory_order_acquire) != next + 2;) {
+        if ((++spins & 4095) == 0 && SteadyTime::now() > give_up) {
+          answered = false;
+          break;
+        }
+      }
+      next += 2;
+    }
+    per_trip.push_back(SecondsSince(start) * 1e9 / kPerBatch);
+  }
+  stop = true;
+  echo.join();
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  return answered ? Median(per_trip) : 0;
+}
+
 // The loop the bound assumes: one core, float32, written so the compiler vectorises it.
 __attribute__((noinline)) void AddInto(float* __restrict dst, const float* __restrict src,
                                        size_t n) {
@@ -332,12 +398,16 @@ int Main(int argc, char** argv) {
   double seconds = 0.5;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--probe") {
+      std::printf("{\"impl\": \"probe\", \"cpu_rt_ns\": %.0f}\n", CpuRoundTripNanos(20));
+      return 0;
+    }
     if (arg == "--json") {
       json = true;
     } else if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gyre-machine-limits [--json] [--seconds S]\n");
+      std::fprintf(stderr, "usage: gyre-machine-limits [--json] [--seconds S] | --probe\n");
       return 1;
     }
   }
@@ -370,14 +440,16 @@ int Main(int argc, char** argv) {
   const double copy = KernelRate(
       [](float* d, const float* s, size_t n) { std::memcpy(d, s, n * sizeof(float)); }, 9);
   const double c = *std::max_element(two.begin(), two.end());
+  const double cpu_rt = CpuRoundTripNanos(20);
   if (json) {
     std::printf(
         "{\"impl\": \"machine\", \"loopback_2pairs_GBps\": %.3f, \"loopback_2pairs_median_GBps\": "
         "%.3f, \"loopback_1pair_GBps\": %.3f, \"pingpong_4B_oneway_us\": %.1f, "
         "\"pingpong_4B_oneway_split_us\": %.1f, \"reduce_f32_GBps\": %.3f, "
-        "\"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, \"loopback_trials\": %d}\n",
+        "\"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, \"loopback_trials\": %d, "
+        "\"cpu_rt_ns\": %.0f}\n",
         c, Median(two), *std::max_element(one.begin(), one.end()), *latency, *split_latency, reduce,
-        gyre_reduce, copy, kTrials);
+        gyre_reduce, copy, kTrials, cpu_rt);
   } else {
     std::printf("loopback TCP, 2 concurrent pairs (C): %.2f GB/s best, %.2f median of %d\n", c,
                 Median(two), kTrials);
@@ -388,6 +460,7 @@ int Main(int argc, char** argv) {
     std::printf("float32 a += b at 64 MiB (R):         %.2f GB/s (gyre's kernel %.2f)\n", reduce,
                 gyre_reduce);
     std::printf("memcpy at 64 MiB:                     %.2f GB/s\n", copy);
+    std::printf("cache line round trip, CPU 1 <-> 2:   %.0f ns median\n", cpu_rt);
   }
   return 0;
 }

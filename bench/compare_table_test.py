@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Checks compare_table's placement-matched comparison on made-up records: which jobs count as
+near, far or changed, that a ratio is only taken between jobs of one placement, and that the
+ordinary headline (BENCH.md's method) ignores placement. Standard library only."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_table  # noqa: E402
+
+
+def cell(impl, algo, rnd, us, probes, size=4, p=2, op="allreduce"):
+    return {"impl": impl, "algo": algo, "op": op, "ranks": p, "bytes": size, "round": rnd,
+            "median_us": us, "ok": True, "cpu_rt_ns": probes}
+
+
+NEAR, FAR, CHANGED = [60, 70], [320, 310], [65, 330]
+
+
+class PlacementTest(unittest.TestCase):
+    def test_cut_parts_two_clusters_and_leaves_one_cluster_near(self):
+        cut = compare_table.placement_cut([60, 70, 320, 310])
+        self.assertTrue(70 < cut < 310)
+        self.assertEqual(compare_table.placement(NEAR, cut), "near")
+        self.assertEqual(compare_table.placement(FAR, cut), "far")
+        self.assertEqual(compare_table.placement(CHANGED, cut), "changed")
+        self.assertIsNone(compare_table.placement(None, cut))
+        self.assertIsNone(compare_table.placement([60, None], cut))
+        # No value twice another: one placement all along.
+        one = compare_table.placement_cut([60, 70, 100])
+        self.assertEqual(compare_table.placement([100, 60], one), "near")
+
+    def test_matched_ratio_pairs_only_jobs_of_one_placement(self):
+        records = [
+            {"impl": "meta"},
+            # Round 1: gyre near (10), Open MPI far (20) and near (12), Gloo changed (5).
+            cell("gyre", "ring", 1, 10.0, NEAR),
+            cell("openmpi", "default", 1, 20.0, FAR),
+            cell("openmpi", "yield", 1, 12.0, NEAR),
+            cell("gloo", "ring", 1, 5.0, CHANGED),
+            # Round 2: gyre far (30) and near (40); Open MPI far (25).
+            cell("gyre", "ring", 2, 30.0, FAR),
+            cell("gyre", "tree", 2, 40.0, NEAR),
+            cell("openmpi", "default", 2, 25.0, FAR),
+        ]
+        d = compare_table.Data(records)
+        got = sorted(round(x, 4) for x in d.matched_ratios("allreduce", 2, 4))
+        # Round 1 near: 10/12; round 2 far: 30/25. Gloo's 5 (changed) never counts.
+        self.assertEqual(got, sorted([round(10 / 12, 4), round(30 / 25, 4)]))
+        # The ordinary ratio takes each round's best whatever the placement: 10/5, 30/25.
+        plain = compare_table.ratios(d.per_round("allreduce", 2, 4, "gyre"),
+                                     d.peer_best("allreduce", 2, 4))
+        self.assertEqual(sorted(round(x, 4) for x in plain), [1.2, 2.0])
+        count, (near_ns, far_ns) = d.placements()
+        self.assertEqual(count["near"], 3)
+        self.assertEqual(count["far"], 3)
+        self.assertEqual(count["changed"], 1)
+        # Every probe counts, a changed job's two as well: near 60, 70 x3 and 65; far 320, 310
+        # x3 and 330.
+        self.assertEqual(near_ns, 65)
+        self.assertEqual(far_ns, 320)
+
+    def test_report_shows_the_matched_table_only_when_jobs_were_probed(self):
+        probed = [{"impl": "meta"}, cell("gyre", "ring", 1, 10.0, NEAR),
+                  cell("openmpi", "default", 1, 20.0, NEAR)]
+        text = compare_table.render(probed)
+        self.assertIn("placement-matched", text)
+        self.assertIn("| p=2 | 0.50 |", text)
+        self.assertIn("2 jobs near", text)
+        unprobed = [{"impl": "meta"}, cell("gyre", "ring", 1, 10.0, None),
+                    cell("openmpi", "default", 1, 20.0, None)]
+        text = compare_table.render(unprobed)
+        self.assertNotIn("placement-matched", text)
+        self.assertNotIn("CPU placement", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
