@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_table  # noqa: E402  (placement_cut, placement)
+
 
 def run_job(cmd, timeout):
     try:
@@ -28,6 +31,17 @@ def run_job(cmd, timeout):
     except subprocess.TimeoutExpired:
         return False, "timed out after %ss" % timeout
     return r.returncode == 0, r.stdout
+
+
+def cpu_probe(bindir):
+    """The cache-line round trip between the first two CPUs (ns), or None; see
+    gyre-machine-limits --probe and results/2026-12-03-placement.md."""
+    ok, text = run_job([os.path.join(bindir, "gyre-machine-limits"), "--probe"], 10)
+    try:
+        ns = json.loads(text.strip().splitlines()[-1]).get("cpu_rt_ns", 0) if ok else 0
+    except (ValueError, IndexError):
+        ns = 0
+    return ns or None
 
 
 def read_jsonl(path):
@@ -89,7 +103,9 @@ def main():
                                "--job_timeout", str(args.timeout - 5), "--",
                                os.path.join(bindir, "gyre-bench"), "--op", args.op, "--algo",
                                args.algo, "--sizes", args.sizes, "--jsonl", out] + pin
+                    before = cpu_probe(args.b)
                     ok, text = run_job(cmd, args.timeout)
+                    probes = [before, cpu_probe(args.b)]
                     if not ok:
                         print("job failed: %s\n%s" % (" ".join(cmd), text[-2000:]),
                               file=sys.stderr)
@@ -98,6 +114,7 @@ def main():
                         row["build"] = name
                         row["mode"] = mode
                         row["round"] = rnd
+                        row["cpu_rt_ns"] = probes
                         rows.append(row)
         print("round %d of %d done" % (rnd + 1, args.rounds), file=sys.stderr)
     if args.jsonl:
@@ -110,11 +127,18 @@ def main():
         return {r["round"]: r for r in rows if r["build"] == build and r["mode"] == mode and
                 r["ranks"] == p and r["bytes"] == size}
 
+    cut = compare_table.placement_cut([x for r in rows for x in (r.get("cpu_rt_ns") or [])])
+
+    def same_place(x, y):
+        where = compare_table.placement(x.get("cpu_rt_ns"), cut)
+        return where in ("near", "far") and where == compare_table.placement(
+            y.get("cpu_rt_ns"), cut)
+
     sizes = sorted({r["bytes"] for r in rows})
     a, b = args.a_name, args.b_name
-    print("| mode | p | size | %s median | %s median | %s / %s | %s algo | Open MPI | %s / "
-          "Open MPI |" % (a, b, b, a, b, b))
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| mode | p | size | %s median | %s median | %s / %s | the same, one placement | "
+          "%s algo | Open MPI | %s / Open MPI |" % (a, b, b, a, b, b))
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
         for p in ranks:
             for size in sizes:
@@ -125,6 +149,10 @@ def main():
                 ma = statistics.median(r["median_us"] for r in ca.values())
                 mb = statistics.median(r["median_us"] for r in cb.values())
                 ratios = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca if k in cb]
+                # Only rounds where both jobs ran in one placement, the same (see
+                # compare_table.placement): the host's moves cost up to 2x by themselves.
+                matched = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca
+                           if k in cb and same_place(ca[k], cb[k])]
                 algo = ",".join(sorted({r["algo"] for r in cb.values()}))
                 mpi, mpi_ratio = "", ""
                 if cm:
@@ -134,9 +162,12 @@ def main():
                         mpi_ratio = "%.2f" % statistics.median(mr)
                 label = "%d B" % size if size < 1024 else (
                     "%d KiB" % (size // 1024) if size < 1 << 20 else "%d MiB" % (size >> 20))
-                print("| %s | %d | %s | %.1f us | %.1f us | %.2f [%.2f-%.2f] | %s | %s | %s |" %
+                print("| %s | %d | %s | %.1f us | %.1f us | %.2f [%.2f-%.2f] | %s | %s | %s | %s |" %
                       (mode, p, label, ma, mb, statistics.median(ratios), min(ratios),
-                       max(ratios), algo, mpi, mpi_ratio))
+                       max(ratios), "%.2f (%d of %d rounds)" % (
+                           statistics.median(matched), len(matched), len(ratios))
+                       if matched else "- (0 of %d rounds)" % len(ratios), algo, mpi,
+                       mpi_ratio))
 
 
 if __name__ == "__main__":

@@ -122,17 +122,22 @@ class Data:
 
     def matched_ratios(self, op, p, b):
         """gyre's best / the best peer's best per (round, placement), over the jobs measured
-        in that one placement throughout, for every pair where both exist."""
+        in that one placement throughout, for every pair where both exist. The peer is the
+        one that was best in most rounds (as in the headline), so that a placement where
+        only a slower peer ran does not stand in for it."""
+        peer = self.peer_best(op, p, b)
+        if not peer:
+            return []
+        best_peer = most_common([v[2] for v in peer.values()])
         out = []
         for rnd in self.rounds:
             for where in ("near", "far"):
-                def best(impls):
-                    return min((e[0] for impl in impls
-                                for e in self.by_place.get((op, p, b, impl, rnd), [])
+                def best(impl):
+                    return min((e[0] for e in self.by_place.get((op, p, b, impl, rnd), [])
                                 if e[2] == where), default=None)
-                g, peer = best(["gyre"]), best(PEERS)
-                if g is not None and peer:
-                    out.append(g / peer)
+                g, q = best("gyre"), best(best_peer)
+                if g is not None and q:
+                    out.append(g / q)
         return out
 
     def placements(self):
@@ -262,7 +267,7 @@ def render(records, jsonl_name=""):
             w("| p=%d | %s |" % (p, " | ".join(row)))
         w("")
 
-    short_matched, unmatched = [], 0
+    short_matched, unmatched, pairs = [], 0, []
     if any(e[2] in ("near", "far") for v in d.by_place.values() for e in v):
         w("## The same, placement-matched: only jobs measured in one placement throughout, "
           "gyre against the peers in the same placement (median over the (round, placement) "
@@ -279,6 +284,7 @@ def render(records, jsonl_name=""):
                         row.append("-")
                         continue
                     r = d.matched_ratios(op, p, b)
+                    pairs.append(len(r))
                     row.append("%.2f" % statistics.median(r) if r else "-")
                     if not r:
                         unmatched += 1
@@ -382,10 +388,11 @@ def render(records, jsonl_name=""):
     total = sum(len(d.keys(op)) for op in d.ops())
     w("- gyre best <= 0.9 x best peer: %d of %d cells short%s" % (
         len(short_peer), total, ": " + "; ".join(short_peer) if short_peer else "."))
-    if short_matched or unmatched:
-        w("- the same, placement-matched: %d of %d cells short (%d without a matched pair)%s" % (
-            len(short_matched), total - unmatched, unmatched,
-            ": " + "; ".join(short_matched) if short_matched else "."))
+    if pairs:
+        w("- the same, placement-matched: %d of %d cells short (%d without a matched pair; "
+          "%d-%d pairs per cell, median %g)%s" % (
+              len(short_matched), total - unmatched, unmatched, min(pairs), max(pairs),
+              statistics.median(pairs), ": " + "; ".join(short_matched) if short_matched else "."))
     w("- auto within 10%% of gyre's best forced algorithm: %d cells short%s" % (
         len(short_auto), ": " + "; ".join(short_auto) if short_auto else "."))
     w("- auto's choice, judged by the forced jobs of the same round (the chosen algorithm's "

@@ -35,30 +35,35 @@ class PlacementTest(unittest.TestCase):
     def test_matched_ratio_pairs_only_jobs_of_one_placement(self):
         records = [
             {"impl": "meta"},
-            # Round 1: gyre near (10), Open MPI far (20) and near (12), Gloo changed (5).
+            # Round 1: gyre near (10) and far (11); Open MPI far (20), near (12) and changed (8);
+            # Gloo far (50).
             cell("gyre", "ring", 1, 10.0, NEAR),
+            cell("gyre", "tree", 1, 11.0, FAR),
             cell("openmpi", "default", 1, 20.0, FAR),
             cell("openmpi", "yield", 1, 12.0, NEAR),
-            cell("gloo", "ring", 1, 5.0, CHANGED),
-            # Round 2: gyre far (30) and near (40); Open MPI far (25).
+            cell("openmpi", "tuned", 1, 8.0, CHANGED),
+            cell("gloo", "ring", 1, 50.0, FAR),
+            # Round 2: gyre far (30) and near (40); Open MPI far (25); Gloo near (100).
             cell("gyre", "ring", 2, 30.0, FAR),
             cell("gyre", "tree", 2, 40.0, NEAR),
             cell("openmpi", "default", 2, 25.0, FAR),
+            cell("gloo", "ring", 2, 100.0, NEAR),
         ]
         d = compare_table.Data(records)
         got = sorted(round(x, 4) for x in d.matched_ratios("allreduce", 2, 4))
-        # Round 1 near: 10/12; round 2 far: 30/25. Gloo's 5 (changed) never counts.
-        self.assertEqual(got, sorted([round(10 / 12, 4), round(30 / 25, 4)]))
-        # The ordinary ratio takes each round's best whatever the placement: 10/5, 30/25.
+        # Against Open MPI, the best peer of both rounds: round 1 near 10/12 and far 11/20,
+        # round 2 far 30/25. Its changed job (8) never counts, and Gloo, slower, does not
+        # stand in for it where it has no job (round 2 near).
+        self.assertEqual(got, sorted(round(x, 4) for x in (10 / 12, 11 / 20, 30 / 25)))
+        # The ordinary ratio takes each round's best whatever the placement: 10/8, 30/25.
         plain = compare_table.ratios(d.per_round("allreduce", 2, 4, "gyre"),
                                      d.peer_best("allreduce", 2, 4))
-        self.assertEqual(sorted(round(x, 4) for x in plain), [1.2, 2.0])
+        self.assertEqual(sorted(round(x, 4) for x in plain), [1.2, 1.25])
         count, (near_ns, far_ns) = d.placements()
-        self.assertEqual(count["near"], 3)
-        self.assertEqual(count["far"], 3)
+        self.assertEqual(count["near"], 4)
+        self.assertEqual(count["far"], 5)
         self.assertEqual(count["changed"], 1)
-        # Every probe counts, a changed job's two as well: near 60, 70 x3 and 65; far 320, 310
-        # x3 and 330.
+        # Every probe counts, a changed job's two as well.
         self.assertEqual(near_ns, 65)
         self.assertEqual(far_ns, 320)
 
