@@ -481,6 +481,7 @@ class TcpTransport::Impl {
   const bool connect_up_ = options_.one_connection_per_pair &&
                            options_.world_size <= options_.max_unauthenticated_connections;
   std::vector<pollfd> idle_fds_;
+  std::vector<const InConn*> poll_conns_;  // Drive: the connection of each poll_fds_[1 + k]
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
@@ -807,7 +808,10 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     }
   }
   bool yielded_in_time = false;
-  uint32_t turn = 0;
+  // Idle connections are polled on turns kIdlePollTurns, 2 kIdlePollTurns, ... of a spin,
+  // and read at once when the sleep below finds them readable: a wait that ends on its first
+  // turn, or sleeps at once, makes no poll of its own for them.
+  uint32_t turn = 1;
   while (!shutdown_) {
     // Connections with a receive posted, or in the middle of a frame, are read at once;
     // the others (every peer is connected, most have nothing to say now) are read only
@@ -825,8 +829,8 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       if (!c->closed) OnReadable(c, /*driven=*/true);
     }
     // What arrives there is for a later step or operation and waits in the kernel meanwhile:
-    // they are looked at once per kIdlePollTurns turns of the spin, and always before the
-    // driver sleeps (the ppoll below watches them too).
+    // they are looked at once per kIdlePollTurns turns of the spin, and the sleep below
+    // watches them too.
     if (!idle_in_.empty()) {
       if (turn++ % kIdlePollTurns == 0) {
         idle_fds_.clear();
@@ -876,9 +880,12 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       continue;
     }
     poll_fds_.clear();
+    poll_conns_.clear();
     poll_fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
     for (const std::shared_ptr<InConn>& c : poll_in_) {
-      if (!c->closed) poll_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
+      if (c->closed) continue;
+      poll_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
+      poll_conns_.push_back(c.get());
     }
     for (const std::shared_ptr<OutConn>& o : out_conns_) {
       if (o->driver_write && o->state == OutState::kReady) {
@@ -898,7 +905,18 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       (void)ignored;
       break;
     }
-    turn = 0;  // the next turn reads whatever woke the sleep, idle connections included
+    // Wanted connections are read at the top of the next turn; idle ones that woke the sleep
+    // are read here, from this poll's answer, rather than polled again.
+    for (size_t i = 0; rc > 0 && i < idle_in_.size(); ++i) {
+      InConn* c = idle_in_[i].get();
+      for (size_t k = 0; k < poll_conns_.size(); ++k) {
+        if (poll_conns_[k] == c && poll_fds_[k + 1].revents != 0 && !c->closed) {
+          OnReadable(idle_in_[i], true);
+          break;
+        }
+      }
+    }
+    turn = 1;
   }
   if (yielded_in_time) late_yields_ = 0;
   poll_in_.clear();
