@@ -22,6 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_table  # noqa: E402  (placement_cut, placement)
+from compare import cpu_probe  # noqa: E402  (gyre-machine-limits --probe)
 
 
 def run_job(cmd, timeout):
@@ -31,17 +32,6 @@ def run_job(cmd, timeout):
     except subprocess.TimeoutExpired:
         return False, "timed out after %ss" % timeout
     return r.returncode == 0, r.stdout
-
-
-def cpu_probe(bindir):
-    """The cache-line round trip between the first two CPUs (ns), or None; see
-    gyre-machine-limits --probe and results/2026-12-03-placement.md."""
-    ok, text = run_job([os.path.join(bindir, "gyre-machine-limits"), "--probe"], 10)
-    try:
-        ns = json.loads(text.strip().splitlines()[-1]).get("cpu_rt_ns", 0) if ok else 0
-    except (ValueError, IndexError):
-        ns = 0
-    return ns or None
 
 
 def read_jsonl(path):

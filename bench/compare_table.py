@@ -194,6 +194,27 @@ def machine_rates(data):
     return c, r
 
 
+def ratio_tables(d, w, ratios_of):
+    """Writes one table per op of the median of ratios_of(op, p, bytes) per cell; returns
+    those ratio lists by (op, p, bytes) for the cells measured."""
+    out = {}
+    for op in d.ops():
+        keys = d.keys(op)
+        sizes = sorted({b for _, b in keys})
+        w("| %s | %s |" % (op, " | ".join(fmt_size(b) for b in sizes)))
+        w("|---|%s" % ("---|" * len(sizes)))
+        for p in sorted({p for p, _ in keys}):
+            row = []
+            for b in sizes:
+                r = []
+                if (p, b) in keys:
+                    r = out[(op, p, b)] = ratios_of(op, p, b)
+                row.append("%.2f" % statistics.median(r) if r else "-")
+            w("| p=%d | %s |" % (p, " | ".join(row)))
+        w("")
+    return out
+
+
 def render(records, jsonl_name=""):
     d = Data(records)
     m = d.meta
@@ -255,17 +276,8 @@ def render(records, jsonl_name=""):
 
     w("## Headline: gyre's best / the best peer's best (median over rounds; target <= 0.9)")
     w("")
-    for op in d.ops():
-        sizes = sorted({b for _, b in d.keys(op)})
-        w("| %s | %s |" % (op, " | ".join(fmt_size(b) for b in sizes)))
-        w("|---|%s" % ("---|" * len(sizes)))
-        for p in sorted({p for p, _ in d.keys(op)}):
-            row = []
-            for b in sizes:
-                r = ratios(d.per_round(op, p, b, "gyre"), d.peer_best(op, p, b))
-                row.append("%.2f" % statistics.median(r) if r else "-")
-            w("| p=%d | %s |" % (p, " | ".join(row)))
-        w("")
+    ratio_tables(d, w, lambda op, p, b: ratios(d.per_round(op, p, b, "gyre"),
+                                               d.peer_best(op, p, b)))
 
     short_matched, unmatched, pairs = [], 0, []
     if any(e[2] in ("near", "far") for v in d.by_place.values() for e in v):
@@ -273,26 +285,14 @@ def render(records, jsonl_name=""):
           "gyre against the peers in the same placement (median over the (round, placement) "
           "pairs; `-` where there was none)")
         w("")
-        for op in d.ops():
-            sizes = sorted({b for _, b in d.keys(op)})
-            w("| %s | %s |" % (op, " | ".join(fmt_size(b) for b in sizes)))
-            w("|---|%s" % ("---|" * len(sizes)))
-            for p in sorted({p for p, _ in d.keys(op)}):
-                row = []
-                for b in sizes:
-                    if (p, b) not in d.keys(op):
-                        row.append("-")
-                        continue
-                    r = d.matched_ratios(op, p, b)
-                    pairs.append(len(r))
-                    row.append("%.2f" % statistics.median(r) if r else "-")
-                    if not r:
-                        unmatched += 1
-                    elif statistics.median(r) > 0.9:
-                        short_matched.append("%s p=%d %s: %.2f" % (op, p, fmt_size(b),
-                                                                   statistics.median(r)))
-                w("| p=%d | %s |" % (p, " | ".join(row)))
-            w("")
+        matched = ratio_tables(d, w, d.matched_ratios)
+        for (op, p, b), r in matched.items():
+            pairs.append(len(r))
+            if not r:
+                unmatched += 1
+            elif statistics.median(r) > 0.9:
+                short_matched.append("%s p=%d %s: %.2f" % (op, p, fmt_size(b),
+                                                           statistics.median(r)))
 
     short_peer, short_auto, short_choice, short_daemon, near = [], [], [], [], []
     for op in d.ops():
