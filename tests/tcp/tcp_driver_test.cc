@@ -1,7 +1,8 @@
 // The TCP transport's driver lease (core/transport/driven.h): the waiting thread moves the
 // bytes, connections go back to the io thread when nobody drives, the lease is exclusive,
 // Wake and CancelOperation end a Drive, a peer that leaves is still named, and connections
-// to this host get the configured congestion control.
+// to this host get the configured congestion control, and peers the driver does not wait for
+// are read while it sleeps.
 #include <dirent.h>
 #include <gtest/gtest.h>
 
@@ -28,12 +29,13 @@ std::vector<std::unique_ptr<TcpTransport>> World(int n, TcpTransportOptions opti
   return world.ok() ? std::move(world).value() : std::vector<std::unique_ptr<TcpTransport>>();
 }
 
-// Drives `t` until `waiter` has its status or `timeout` passes.
-Status DriveUntilDone(TcpTransport* t, DoneWaiter& waiter, Duration timeout = Seconds(10)) {
+// Drives `t` until `waiter` has its status or `timeout` passes, in calls of up to `turn`.
+Status DriveUntilDone(TcpTransport* t, DoneWaiter& waiter, Duration timeout = Seconds(10),
+                      Duration turn = Millis(100)) {
   const Clock& clock = *SteadyClock::Get();
   const Deadline deadline = Deadline::After(clock, timeout);
   while (!waiter.Ready() && !deadline.Expired(clock)) {
-    t->Drive(std::min(deadline.when(), clock.Now() + Millis(100)));
+    t->Drive(std::min(deadline.when(), clock.Now() + turn));
   }
   return waiter.Wait(Millis(1));
 }
@@ -251,6 +253,93 @@ TEST(TcpDriverTest, PeerThatLeavesIsNamedToTheDriver) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s;
   EXPECT_NE(s.message().find(address), std::string::npos) << s;
+}
+
+// A driver waiting on one peer sleeps on every connection: frames from a peer it is not
+// waiting for (small ones and one larger than the kernel buffers) that arrive during the sleep
+// are read then and wait whole for their receives, and that peer leaving during a later
+// sleep neither ends the wait for the first peer nor is forgotten.
+TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
+  auto w = World(3);
+  ASSERT_EQ(w.size(), 3u);
+  const std::string address2 = w[2]->address();
+  // Connects ranks 1 and 2 to rank 0, whose driver reads them from then on (the io thread
+  // no longer watches them).
+  for (int from : {1, 2}) {
+    std::vector<uint8_t> got(8);
+    DoneWaiter recv, send;
+    std::vector<uint8_t> data = Pattern(8, from);
+    ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
+    w[0]->Recv(from, Header(from, 1), got.data(), got.size(), recv.Callback());
+    w[from]->Send(0, Header(from, 1), data.data(), data.size(), send.Callback());
+    ASSERT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
+    w[0]->ReleaseDriver();
+    ASSERT_TRUE(send.Wait().ok());
+  }
+  // 16 MiB is more than the kernel holds for a connection: its sender finishes only if the
+  // sleeping driver reads it.
+  const std::vector<size_t> early_sizes = {4, 20000, size_t{16} << 20, 1};
+  std::vector<std::vector<uint8_t>> early;
+  for (size_t i = 0; i < early_sizes.size(); ++i) {
+    early.push_back(Pattern(early_sizes[i], static_cast<uint32_t>(40 + i)));
+  }
+  std::vector<uint8_t> awaited = Pattern(64, 10);
+  std::vector<uint8_t> got(awaited.size());
+  std::vector<std::unique_ptr<DoneWaiter>> sends;
+  for (size_t i = 0; i <= early.size(); ++i) sends.push_back(std::make_unique<DoneWaiter>());
+
+  ASSERT_TRUE(w[0]->AcquireDriver(awaited.size()));
+  DoneWaiter recv;
+  w[0]->Recv(1, Header(10, 1), got.data(), got.size(), recv.Callback());
+  std::thread senders([&] {
+    std::this_thread::sleep_for(Millis(50));  // the driver is asleep by now
+    for (size_t i = 0; i < early.size(); ++i) {
+      w[2]->Send(0, Header(20 + i, 1), early[i].data(), early[i].size(), sends[i]->Callback());
+    }
+    for (size_t i = 0; i < early.size(); ++i) (void)sends[i]->Wait(Seconds(5));
+    std::this_thread::sleep_for(Millis(50));
+    w[1]->Send(0, Header(10, 1), awaited.data(), awaited.size(), sends.back()->Callback());
+  });
+  // One call to Drive: it does not return in between to spin (and poll every peer) again.
+  Status s = DriveUntilDone(w[0].get(), recv, Seconds(10), Seconds(10));
+  senders.join();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(got, awaited);
+  for (auto& send : sends) EXPECT_TRUE(send->Wait().ok());
+  // Rank 2's frames are all here before their receives are posted.
+  size_t early_total = 0;
+  for (const auto& e : early) early_total += e.size();
+  EXPECT_EQ(w[0]->BytesReceivedFrom(2), 8 + early_total);
+  for (size_t i = 0; i < early.size(); ++i) {
+    std::vector<uint8_t> got_early(early[i].size());
+    DoneWaiter r;
+    w[0]->Recv(2, Header(20 + i, 1), got_early.data(), got_early.size(), r.Callback());
+    ASSERT_TRUE(DriveUntilDone(w[0].get(), r).ok()) << i;
+    EXPECT_EQ(got_early, early[i]) << "frame " << i;
+  }
+
+  // Rank 2 leaves while the driver sleeps waiting for rank 1, which then still arrives.
+  DoneWaiter recv2;
+  w[0]->Recv(1, Header(11, 1), got.data(), got.size(), recv2.Callback());
+  DoneWaiter send2;
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(Millis(50));
+    w[2]->Shutdown();
+    std::this_thread::sleep_for(Millis(50));
+    w[1]->Send(0, Header(11, 1), awaited.data(), awaited.size(), send2.Callback());
+  });
+  s = DriveUntilDone(w[0].get(), recv2, Seconds(10), Seconds(10));
+  leaver.join();
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(send2.Wait().ok());
+  std::vector<uint8_t> never(8);
+  DoneWaiter recv3;
+  w[0]->Recv(2, Header(12, 1), never.data(), never.size(), recv3.Callback());
+  s = DriveUntilDone(w[0].get(), recv3);
+  w[0]->ReleaseDriver();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(address2), std::string::npos) << s;
 }
 
 }  // namespace
