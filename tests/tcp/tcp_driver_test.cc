@@ -287,6 +287,8 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   std::vector<uint8_t> got(awaited.size());
   std::vector<std::unique_ptr<DoneWaiter>> sends;
   for (size_t i = 0; i <= early.size(); ++i) sends.push_back(std::make_unique<DoneWaiter>());
+  size_t early_total = 0;
+  for (const auto& e : early) early_total += e.size();
 
   ASSERT_TRUE(w[0]->AcquireDriver(awaited.size()));
   DoneWaiter recv;
@@ -297,7 +299,9 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
       w[2]->Send(0, Header(20 + i, 1), early[i].data(), early[i].size(), sends[i]->Callback());
     }
     for (size_t i = 0; i < early.size(); ++i) (void)sends[i]->Wait(Seconds(5));
-    std::this_thread::sleep_for(Millis(50));
+    // A send is done once its bytes are in this side's kernel: rank 1 goes when rank 0 has
+    // read them all (or after 5 s, when the check below fails).
+    (void)WaitUntil([&] { return w[0]->BytesReceivedFrom(2) == 8 + early_total; }, Seconds(5));
     w[1]->Send(0, Header(10, 1), awaited.data(), awaited.size(), sends.back()->Callback());
   });
   // One call to Drive: it does not return in between to spin (and poll every peer) again.
@@ -307,8 +311,6 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   EXPECT_EQ(got, awaited);
   for (auto& send : sends) EXPECT_TRUE(send->Wait().ok());
   // Rank 2's frames are all here before their receives are posted.
-  size_t early_total = 0;
-  for (const auto& e : early) early_total += e.size();
   EXPECT_EQ(w[0]->BytesReceivedFrom(2), 8 + early_total);
   for (size_t i = 0; i < early.size(); ++i) {
     std::vector<uint8_t> got_early(early[i].size());

@@ -481,7 +481,8 @@ class TcpTransport::Impl {
   const bool connect_up_ = options_.one_connection_per_pair &&
                            options_.world_size <= options_.max_unauthenticated_connections;
   std::vector<pollfd> idle_fds_;
-  std::vector<const InConn*> poll_conns_;  // Drive: the connection of each poll_fds_[1 + k]
+  // Drive: the index in poll_in_ of the connection of each poll_fds_[1 + k].
+  std::vector<size_t> poll_conns_;
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
@@ -828,6 +829,7 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     for (const std::shared_ptr<InConn>& c : poll_in_) {
       if (!c->closed) OnReadable(c, /*driven=*/true);
     }
+    const size_t first_idle = poll_in_.size();  // poll_in_[first_idle..] are idle_in_
     // What arrives there is for a later step or operation and waits in the kernel meanwhile:
     // they are looked at once per kIdlePollTurns turns of the spin, and the sleep below
     // watches them too.
@@ -882,10 +884,10 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     poll_fds_.clear();
     poll_conns_.clear();
     poll_fds_.push_back(pollfd{wake_fd_, POLLIN, 0});
-    for (const std::shared_ptr<InConn>& c : poll_in_) {
-      if (c->closed) continue;
-      poll_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
-      poll_conns_.push_back(c.get());
+    for (size_t i = 0; i < poll_in_.size(); ++i) {
+      if (poll_in_[i]->closed) continue;
+      poll_fds_.push_back(pollfd{poll_in_[i]->fd(), POLLIN, 0});
+      poll_conns_.push_back(i);
     }
     for (const std::shared_ptr<OutConn>& o : out_conns_) {
       if (o->driver_write && o->state == OutState::kReady) {
@@ -907,13 +909,10 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     }
     // Wanted connections are read at the top of the next turn; idle ones that woke the sleep
     // are read here, from this poll's answer, rather than polled again.
-    for (size_t i = 0; rc > 0 && i < idle_in_.size(); ++i) {
-      InConn* c = idle_in_[i].get();
-      for (size_t k = 0; k < poll_conns_.size(); ++k) {
-        if (poll_conns_[k] == c && poll_fds_[k + 1].revents != 0 && !c->closed) {
-          OnReadable(idle_in_[i], true);
-          break;
-        }
+    for (size_t k = 0; rc > 0 && k < poll_conns_.size(); ++k) {
+      const std::shared_ptr<InConn>& c = poll_in_[poll_conns_[k]];
+      if (poll_conns_[k] >= first_idle && poll_fds_[k + 1].revents != 0 && !c->closed) {
+        OnReadable(c, true);
       }
     }
     turn = 1;
