@@ -531,14 +531,18 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
       if (driver != nullptr) driver->ReleaseDriver();
     }
   } lease;
-  if (auto* driven = dynamic_cast<DrivenTransport*>(transport)) {
-    size_t largest = 0;
-    for (const algo::Step& st : schedule.steps) {
-      if (st.kind == algo::StepKind::kSend || st.kind == algo::StepKind::kRecv) {
-        const int64_t count = st.kind == algo::StepKind::kRecv ? st.dst.count : st.src.count;
-        largest = std::max(largest, static_cast<size_t>(count) * DataTypeSize(spec.dtype));
-      }
+  size_t largest = 0;
+  size_t sent = 0;
+  for (const algo::Step& st : schedule.steps) {
+    if (st.kind == algo::StepKind::kSend || st.kind == algo::StepKind::kRecv) {
+      const int64_t count = st.kind == algo::StepKind::kRecv ? st.dst.count : st.src.count;
+      const size_t bytes = static_cast<size_t>(count) * DataTypeSize(spec.dtype);
+      largest = std::max(largest, bytes);
+      if (st.kind == algo::StepKind::kSend) sent += bytes;
     }
+  }
+  transport->ExpectSend(sent);
+  if (auto* driven = dynamic_cast<DrivenTransport*>(transport)) {
     if (driven->AcquireDriver(largest)) {
       lease.driver = driven;
       run.SetDriver(driven);

@@ -45,6 +45,7 @@ class FaultyTransport final : public Transport {
   void CancelOperation(uint64_t seq, const Status& reason) override;
   uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
   std::string DescribePeer(int peer) const override { return inner_->DescribePeer(peer); }
+  void ExpectSend(size_t bytes) override { inner_->ExpectSend(bytes); }
   void Shutdown() override;
 
   int64_t messages_seen() const;

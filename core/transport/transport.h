@@ -83,6 +83,11 @@ class Transport {
   // "rank 3 (127.0.0.1:40123)" or "rank 3" where there is no address.
   virtual std::string DescribePeer(int peer) const;
 
+  // Before each operation, from the thread that runs it: this rank will send `bytes` of
+  // payload in it. A transport may tune its connections for that volume (TCP: congestion
+  // control); the default ignores it.
+  virtual void ExpectSend(size_t bytes) { (void)bytes; }
+
   // Closes every connection. Pending operations fail; peers see this rank as gone.
   virtual void Shutdown() = 0;
 };

@@ -182,6 +182,53 @@ TEST(TcpDriverTest, OversubscribedHostsKeepTheSystemCongestionControl) {
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
+// With more ranks than CPUs, an operation that sends at least bulk_send_bytes switches the
+// sending connections to the bulk congestion control, one of 64 KiB up to that switches
+// them back, a smaller one leaves them as they are, and messages pass whole throughout.
+TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations) {
+  const std::string system = SystemCongestionControl();
+  if (system == "reno") GTEST_SKIP() << "the system's congestion control is already reno";
+  const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  auto w = World(n);
+  ASSERT_EQ(w.size(), static_cast<size_t>(n));
+  // A message each way on every pair (every connection is up at both ends), or only
+  // between ranks 0 and 1.
+  uint64_t seq = 1;
+  auto exchange = [&](size_t bytes, bool all_pairs) {
+    for (int a = 0; a < (all_pairs ? n : 2); ++a) {
+      for (int b = 0; b < (all_pairs ? n : 2); ++b) {
+        if (a == b) continue;
+        std::vector<uint8_t> data = Pattern(bytes, static_cast<uint32_t>(seq));
+        std::vector<uint8_t> got(bytes);
+        DoneWaiter recv, send;
+        w[b]->Recv(a, Header(seq, 2), got.data(), got.size(), recv.Callback());
+        w[a]->Send(b, Header(seq, 2), data.data(), data.size(), send.Callback());
+        ASSERT_TRUE(recv.Wait().ok()) << a << " -> " << b;
+        ASSERT_TRUE(send.Wait().ok());
+        ASSERT_EQ(got, data) << a << " -> " << b;
+        ++seq;
+      }
+    }
+  };
+  auto all_run = [&](const std::string& want) {
+    auto ccs = SameHostCongestionControls();
+    EXPECT_GE(ccs.size(), static_cast<size_t>(n * (n - 1)));  // both ends of every pair
+    for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, want) << "fd " << fd;
+  };
+  exchange(64, true);
+  all_run(system);
+  for (auto& t : w) t->ExpectSend(size_t{2} << 20);
+  all_run("reno");
+  exchange(size_t{3} << 20, false);
+  for (auto& t : w) t->ExpectSend(1000);  // a barrier, say: stays
+  all_run("reno");
+  for (auto& t : w) t->ExpectSend(size_t{1} << 20);
+  all_run(system);
+  exchange(100000, false);
+  for (auto& t : w) t->ExpectSend(100);
+  all_run(system);
+}
+
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   TcpTransportOptions options;
   options.driver_max_message_bytes = size_t{1} << 20;

@@ -63,6 +63,8 @@ constexpr auto kYieldTooLate = std::chrono::microseconds(1000);
 // A spinning driver polls the connections no step waits on once per this many turns
 // (Drive): at 8 ranks a zero-timeout poll of 6 idle sockets was one syscall per turn.
 constexpr uint32_t kIdlePollTurns = 8;
+// ExpectSend leaves the congestion control as it is for operations that send less.
+constexpr size_t kCongestionBlindBytes = 64 << 10;
 constexpr Duration kYieldRefusalMin = std::chrono::milliseconds(5);
 constexpr Duration kYieldRefusalMax = std::chrono::seconds(1);
 constexpr int kListenBacklog = 128;
@@ -318,6 +320,8 @@ class TcpTransport::Impl {
     int raw_fd = -1;
     tcp protocol = tcp::v4();
     int fd() { return raw_fd >= 0 ? raw_fd : socket.native_handle(); }
+    bool same_host = false;  // the peer is on this host (ExpectSend may switch its CC)
+    bool bulk_cc = false;    // runs options.bulk_congestion_control now
     ~OutConn() {
       if (raw_fd >= 0) ::close(raw_fd);
     }
@@ -358,6 +362,7 @@ class TcpTransport::Impl {
   void ReleaseDriver();
   void Drive(TimePoint until);
   void Wake();
+  void ExpectSend(size_t bytes);
 
  private:
   // Whether every receive this rank waits for is at most kSpinMaxBytes (driver only).
@@ -467,6 +472,12 @@ class TcpTransport::Impl {
   // from SetPeers; the whole world until then). Decides how a driver waits (Drive).
   std::atomic<bool> oversubscribed_{static_cast<unsigned>(options_.world_size) >
                                     std::thread::hardware_concurrency()};
+  // ExpectSend: whether the last operation was bulk; a connection became ready since (it
+  // starts with the system's congestion control); that control's name, read from the first
+  // connection switched.
+  std::atomic<bool> bulk_now_{false};
+  std::atomic<bool> cc_unsettled_{false};
+  std::string system_cc_;
   // Until then a driver on a shared core sleeps at once instead of yielding between polls:
   // a yield lately handed the core to something that kept it (see Drive). late_yields_
   // counts the late ones since a wait last yielded in time, and sets how long.
@@ -764,6 +775,32 @@ void TcpTransport::Impl::ReleaseDriver() {
     if (!p.posted.empty() && p.conn && p.conn->parked) Unpark(p.conn);
   }
   UnlockAndDeliver(lock);
+}
+
+void TcpTransport::Impl::ExpectSend(size_t bytes) {
+  if (options_.bulk_congestion_control.empty()) return;
+  // A few segments go out whatever the control: a barrier between two bulk operations
+  // does not switch back and forth.
+  if (bytes < kCongestionBlindBytes && !cc_unsettled_) return;
+  const bool bulk = oversubscribed_ && bytes >= options_.bulk_send_bytes;
+  if (bulk == bulk_now_ && !cc_unsettled_) return;  // the usual case: nothing to switch
+  std::lock_guard<std::mutex> lock(mu_);
+  bulk_now_ = bulk;
+  cc_unsettled_ = false;
+  for (const std::shared_ptr<OutConn>& o : out_conns_) {
+    if (!o || !o->same_host || o->state != OutState::kReady || o->bulk_cc == bulk) continue;
+    if (system_cc_.empty()) {  // this connection still runs it
+      StatusOr<std::string> cc = CongestionControl(o->fd());
+      if (!cc.ok()) continue;
+      system_cc_ = *cc;
+    }
+    Status set =
+        SetCongestionControl(o->fd(), bulk ? options_.bulk_congestion_control : system_cc_);
+    // The connection works either way, only slower for large operations.
+    LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
+        << "rank " << options_.rank << ": " << set.ToString() << "; keeping " << system_cc_;
+    if (set.ok()) o->bulk_cc = bulk;
+  }
 }
 
 void TcpTransport::Impl::Wake() {
@@ -1742,7 +1779,9 @@ void TcpTransport::Impl::OnAck(const std::shared_ptr<OutConn>& o, uint64_t id) {
   o->socket.non_blocking(true, ec);
   if (ec) return AttemptFailed(o, id, "cannot make the socket non-blocking: " + ec.message());
   o->timer.cancel();
+  o->same_host = PeerOnThisHost(o->fd());
   o->state = OutState::kReady;
+  cc_unsettled_ = true;
   o->connector.reset();
   o->ack_meta.clear();
   o->hello.clear();
@@ -1784,7 +1823,9 @@ void TcpTransport::Impl::Adopt(const std::shared_ptr<InConn>& c,
   SetSocketOptions(o->socket, options_, !oversubscribed_);
   o->shared = true;
   if (Status raw = Unregister(o); !raw.ok()) return fail(raw.message());
+  o->same_host = PeerOnThisHost(o->fd());
   o->state = OutState::kReady;
+  cc_unsettled_ = true;
   c->shared = true;
   VLOG(1) << "rank " << options_.rank << " sends to " << DescribePeer(c->peer)
           << " on the connection it accepted";
@@ -2103,6 +2144,7 @@ void TcpTransport::Drive(TimePoint until) { impl_->Drive(until); }
 void TcpTransport::Wake() { impl_->Wake(); }
 const auth::RefusalCounters& TcpTransport::refusals() const { return impl_->refusals(); }
 std::string TcpTransport::DescribePeer(int peer) const { return impl_->DescribePeer(peer); }
+void TcpTransport::ExpectSend(size_t bytes) { impl_->ExpectSend(bytes); }
 void TcpTransport::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace gyre
