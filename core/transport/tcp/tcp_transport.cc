@@ -780,9 +780,10 @@ void TcpTransport::Impl::ReleaseDriver() {
 void TcpTransport::Impl::ExpectSend(size_t bytes) {
   if (options_.bulk_congestion_control.empty()) return;
   // A few segments go out whatever the control: a barrier between two bulk operations
-  // does not switch back and forth.
-  if (bytes < kCongestionBlindBytes && !cc_unsettled_) return;
-  const bool bulk = oversubscribed_ && bytes >= options_.bulk_send_bytes;
+  // keeps the bulk one (and a connection new since gets it too).
+  const bool bulk = bytes < kCongestionBlindBytes
+                        ? bulk_now_.load()
+                        : oversubscribed_ && bytes >= options_.bulk_send_bytes;
   if (bulk == bulk_now_ && !cc_unsettled_) return;  // the usual case: nothing to switch
   std::lock_guard<std::mutex> lock(mu_);
   bulk_now_ = bulk;
