@@ -198,12 +198,21 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     return v.classes[q] == RankClass::kNotEntered && peers[q].reach == Reach::kAnswered &&
            IdleAfterOwnFailure(peers[q].state, S);
   };
+  // A rank that has not started the call explains a wait that ran into the progress
+  // timeout, not one that ended early: when this rank's call failed well before that (a
+  // connection closed, say) and some rank is dead or cut off, that rank is the cause and the
+  // idle one is only a moment behind.
+  const bool ended_early = me.elapsed < me.timeout / 2;
+  auto merely_behind = [&](int q) {
+    return v.classes[q] == RankClass::kNotEntered && ended_early &&
+           (first_of(RankClass::kDead) >= 0 || first_of(RankClass::kUnreachable) >= 0);
+  };
   if (v.root < 0) {
     int q = me.waiting_on;
     for (int hops = 0; q >= 0 && q < p && hops < p && v.classes[q] == RankClass::kWaiting; ++hops) {
       q = waiting_on[q];
     }
-    if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q)) {
+    if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q) && !merely_behind(q)) {
       v.root = q;
       v.root_class = v.classes[q];
     }

@@ -209,6 +209,34 @@ TEST(VerdictTest, AVictimOfAnEarlierFailureDoesNotHideTheDeadRank) {
   EXPECT_EQ(v.root_class, RankClass::kDead) << v.text;
 }
 
+// Rank 0's call failed 1 ms in, when rank 1's connection closed; rank 2, which rank 0 was
+// waiting on, had not started the call yet (it had just finished the one before). The dead
+// rank is the cause. After a wait as long as the progress timeout, the idle rank would be.
+TEST(VerdictTest, AQuickFailureNamesTheDeadRankNotOneThatIsBehind) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  views[1] = PeerView{};
+  views[1].rank = 1;
+  views[1].reach = Reach::kRefused;
+  views[1].pid = 1001;
+  views[1].host = "h1";
+  views[2].state.set_in_op(false);
+  views[2].state.set_seq(40);
+  views[2].state.set_last_started_seq(40);
+  views[2].state.set_last_completed_seq(40);
+  LocalFailure me = Me(0, 2);
+  me.status = UnavailableError("connection from rank 1 closed: End of file");
+  me.elapsed = Millis(1);
+  Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root, 1) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kDead) << v.text;
+  EXPECT_NE(v.text.find("rank 1 dead"), std::string::npos) << v.text;
+  me.elapsed = Seconds(30);
+  v = Classify(me, views);
+  EXPECT_EQ(v.root, 2) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kNotEntered) << v.text;
+}
+
 // Rank 2 of 4 calls broadcast where the others call allreduce. Whichever rank computes
 // the verdict, the minority call is the one named.
 TEST(VerdictTest, MinorityCallIsDivergedWhoeverAsks) {
