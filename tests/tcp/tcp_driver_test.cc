@@ -229,6 +229,22 @@ TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations)
   all_run(system);
 }
 
+// A bulk control the kernel does not have: the switch is refused (a warning), every
+// connection keeps the system's control, and a large message still arrives whole.
+TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSystemsAndTheConnectionWorks) {
+  TcpTransportOptions options;
+  options.bulk_congestion_control = "no-such-algorithm";
+  const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  auto w = World(n, options);
+  ASSERT_EQ(w.size(), static_cast<size_t>(n));
+  DrivenExchange(w, 1, 64);
+  for (auto& t : w) t->ExpectSend(size_t{4} << 20);
+  DrivenExchange(w, 2, size_t{3} << 20);
+  auto ccs = SameHostCongestionControls();
+  ASSERT_GE(ccs.size(), 2u);
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
+}
+
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   TcpTransportOptions options;
   options.driver_max_message_bytes = size_t{1} << 20;

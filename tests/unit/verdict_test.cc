@@ -48,6 +48,24 @@ PeerView Waiting(int rank, uint64_t seq, int waiting_on) {
   return v;
 }
 
+// A rank whose process is gone: its control endpoint refuses the connection.
+PeerView Refused(int rank) {
+  PeerView v;
+  v.rank = rank;
+  v.reach = Reach::kRefused;
+  v.pid = 1000 + rank;
+  v.host = "h" + std::to_string(rank);
+  return v;
+}
+
+// The state of a rank that completed seq=40 and has not started seq=41.
+void IdleAfterSeq40(PeerView* v) {
+  v->state.set_in_op(false);
+  v->state.set_seq(40);
+  v->state.set_last_started_seq(40);
+  v->state.set_last_completed_seq(40);
+}
+
 LocalFailure Me(int rank, int waiting_on) {
   LocalFailure me;
   me.rank = rank;
@@ -148,10 +166,7 @@ TEST(VerdictTest, ConnectFailuresReadAsTheirCause) {
 TEST(VerdictTest, IdleRankIsNotEntered) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
-  views[2].state.set_in_op(false);
-  views[2].state.set_seq(40);
-  views[2].state.set_last_started_seq(40);
-  views[2].state.set_last_completed_seq(40);
+  IdleAfterSeq40(&views[2]);
   Verdict v = Classify(Me(0, 2), views);
   EXPECT_EQ(v.root, 2);
   EXPECT_EQ(v.root_class, RankClass::kNotEntered);
@@ -197,11 +212,7 @@ TEST(VerdictTest, IdleRankAfterAFailureCarriesItsCause) {
 TEST(VerdictTest, AVictimOfAnEarlierFailureDoesNotHideTheDeadRank) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
-  views[1] = PeerView{};
-  views[1].rank = 1;
-  views[1].reach = Reach::kRefused;
-  views[1].pid = 1001;
-  views[1].host = "h1";
+  views[1] = Refused(1);
   IdleAfterFailingSeq40(&views[2]);
   views[2].state.set_last_error("allreduce seq=40 failed on rank 2: connection from rank 1 closed");
   Verdict v = Classify(Me(0, 2), views);
@@ -215,15 +226,8 @@ TEST(VerdictTest, AVictimOfAnEarlierFailureDoesNotHideTheDeadRank) {
 TEST(VerdictTest, AQuickFailureNamesTheDeadRankNotOneThatIsBehind) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
-  views[1] = PeerView{};
-  views[1].rank = 1;
-  views[1].reach = Reach::kRefused;
-  views[1].pid = 1001;
-  views[1].host = "h1";
-  views[2].state.set_in_op(false);
-  views[2].state.set_seq(40);
-  views[2].state.set_last_started_seq(40);
-  views[2].state.set_last_completed_seq(40);
+  views[1] = Refused(1);
+  IdleAfterSeq40(&views[2]);
   LocalFailure me = Me(0, 2);
   me.status = UnavailableError("connection from rank 1 closed: End of file");
   me.elapsed = Millis(1);
