@@ -215,14 +215,15 @@ TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations)
     EXPECT_GE(ccs.size(), static_cast<size_t>(n * (n - 1)));  // both ends of every pair
     for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, want) << "fd " << fd;
   };
+  const size_t bulk = TcpTransportOptions{}.bulk_send_bytes;
   exchange(64, true);
   all_run(system);
-  for (auto& t : w) t->ExpectSend(size_t{2} << 20);
+  for (auto& t : w) t->ExpectSend(bulk);
   all_run("reno");
   exchange(size_t{3} << 20, false);
   for (auto& t : w) t->ExpectSend(1000);  // a barrier, say: stays
   all_run("reno");
-  for (auto& t : w) t->ExpectSend(size_t{1} << 20);
+  for (auto& t : w) t->ExpectSend(bulk - 1);
   all_run(system);
   exchange(100000, false);
   for (auto& t : w) t->ExpectSend(100);

@@ -71,10 +71,12 @@ struct TcpTransportOptions {
   // medium operations; a long transfer opens it again and then pushes whole messages, where BBR
   // paces from a microsecond RTT. Measured on 2 cores, pinned, 4-5 runs of each: allreduce,
   // allgather and broadcast of 4-64 MiB took 0.57-0.76x the time under Reno at p = 4 and 0.64-0.93x
-  // at p = 8 (2 MiB and up); at p = 8, 64 KiB-1 MiB took 1.1-2.2x. Empty keeps the system's for
-  // everything.
+  // at p = 8 (2 MiB and up); at p = 8, 64 KiB-1 MiB took 1.1-2.2x. The line sits at 1 MiB:
+  // against 2 MiB, 5-7 runs each, a broadcast of 1 MiB took 0.51-0.56x the time at p = 4 and
+  // 0.79x at p = 8 (1-4 MiB), the rest within the spread; at 512 KiB, p = 8 lost 1.37-1.44x at
+  // 512 KiB-1 MiB. Empty keeps the system's for everything.
   std::string bulk_congestion_control = "reno";
-  size_t bulk_send_bytes = size_t{2} << 20;
+  size_t bulk_send_bytes = size_t{1} << 20;
   // One connection per pair of ranks carries messages both ways: a rank that accepts a peer's
   // connection while it has none of its own to that peer sends on it too. A reply then
   // carries the ACK of the message it answers; with a connection each way every small
