@@ -215,8 +215,9 @@ def prune(runs, records, op, p):
     return kept
 
 
-def model_estimates(bindir, op, p, sizes, calibration):
-    """{(algo, bytes): estimate_us} from gyre-bench --estimate, or {} if it fails."""
+def model_estimates(bindir, op, p, sizes, calibration, shapes=None):
+    """{(algo, bytes): estimate_us} from gyre-bench --estimate, or {} if it fails. With
+    `shapes` (a list), appends [op, p, bytes, algo, shape] for each schedule's shape hash."""
     cmd = [os.path.join(bindir, "gyre-bench"), "--op", op, "--estimate", str(p),
            "--sizes", sizes] + (["--calibration", calibration] if calibration else [])
     try:
@@ -230,6 +231,8 @@ def model_estimates(bindir, op, p, sizes, calibration):
     for line in out.stdout.splitlines():
         rec = json.loads(line)
         est[(rec["algo"], rec["bytes"])] = rec["estimate_us"]
+        if shapes is not None and "shape" in rec:
+            shapes.append([op, p, rec["bytes"], rec["algo"], rec["shape"]])
     return est
 
 
@@ -372,10 +375,14 @@ def main():
         plan.calibration, meta["calibration"] = calibrate(bindir, args.ranks, workdir,
                                                           args.run_timeout)
     active = {(op, p): plan.runs(op, p) for op in args.ops for p in args.ranks}
+    # Each forced algorithm's schedule shape, so that the report can tell a choice between
+    # two schedules from a choice between two names of one schedule.
+    meta["shapes"] = []
     if do_prune:
         meta["model_skipped"], meta["model_slack"] = {}, MODEL_SLACK
-        for (op, p) in active:
-            est = model_estimates(bindir, op, p, args.sizes, plan.calibration)
+    for (op, p) in active:
+        est = model_estimates(bindir, op, p, args.sizes, plan.calibration, meta["shapes"])
+        if do_prune:
             active[(op, p)], skipped = prune_by_model(active[(op, p)], est, op, p)
             meta["model_skipped"]["%s p=%d" % (op, p)] = skipped
             log("compare: %s p=%d: the model leaves out %d forced job-sizes in round 1" %

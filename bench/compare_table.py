@@ -75,6 +75,9 @@ class Data:
             self.by[(r["op"], r["ranks"], r["bytes"], r["impl"], r.get("round", 1))].append(
                 (r["median_us"], r["algo"]))
         self.rounds = sorted({r.get("round", 1) for r in self.cells}) or [1]
+        # (op, p, bytes, algo) -> the schedule's shape hash (gyre-bench --estimate), where
+        # the run recorded them.
+        self.shapes = {(op, p, b, a): h for op, p, b, a, h in self.meta.get("shapes", [])}
         # Placement of each job (near, far, changed, or None where it was not probed), and
         # the same index as `by` with it: (op, p, bytes, impl, round) -> [(median_us, algo,
         # placement)].
@@ -295,6 +298,7 @@ def render(records, jsonl_name=""):
                                                            statistics.median(r)))
 
     short_peer, short_auto, short_choice, short_daemon, near = [], [], [], [], []
+    short_shape = []
     for op in d.ops():
         w("## %s (float32%s)" % (op, " sum" if op in ("allreduce", "reduce",
                                                       "reduce_scatter") else ""))
@@ -350,6 +354,19 @@ def render(records, jsonl_name=""):
                 short_choice.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
                     op, p, fmt_size(b), ga_a[5:], statistics.median(r_choice),
                     summary_time(gf)[1]))
+            # The same with algorithms of one schedule shape taken as one choice: the
+            # fastest forced job of the chosen shape against the best forced job.
+            r_shape = []
+            for rnd, (_, chose) in ga.items():
+                want = d.shapes.get((op, p, b, chose[5:]))
+                same = [e for e in d.by.get((op, p, b, "gyre", rnd), []) if e[1] == chose[5:]
+                        or (want and d.shapes.get((op, p, b, e[1])) == want)]
+                if same and rnd in gf and gf[rnd][0] > 0:
+                    r_shape.append(min(same)[0] / gf[rnd][0])
+            if d.shapes and r_shape and statistics.median(r_shape) > 1.1:
+                short_shape.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
+                    op, p, fmt_size(b), ga_a[5:], statistics.median(r_shape),
+                    summary_time(gf)[1]))
         w("")
 
     c, r = machine_rates(d)
@@ -398,6 +415,11 @@ def render(records, jsonl_name=""):
     w("- auto's choice, judged by the forced jobs of the same round (the chosen algorithm's "
       "median against the best forced median): %d cells short%s" % (
           len(short_choice), ": " + "; ".join(short_choice) if short_choice else "."))
+    if d.shapes:
+        w("- the same, with algorithms that build one schedule shape (gyre-bench --estimate's "
+          "`shape`: the same steps between the same ranks, only tags and offsets differ) taken "
+          "as one choice: %d cells short%s" % (
+              len(short_shape), ": " + "; ".join(short_shape) if short_shape else "."))
     w("- daemon vs embedded (auto): <= +10 µs below 1 MiB, <= 5%% at 16 MiB and above: "
       "%d cells short%s" % (len(short_daemon),
                             ": " + "; ".join(short_daemon) if short_daemon else "."))

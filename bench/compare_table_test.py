@@ -81,5 +81,34 @@ class PlacementTest(unittest.TestCase):
         self.assertNotIn("CPU placement", text)
 
 
+
+class ShapeTest(unittest.TestCase):
+    def records(self, shapes):
+        # auto ran hierarchical (25); its forced job took 30, binomial's 20.
+        return [{"impl": "meta", "shapes": shapes},
+                cell("gyre", "auto:hierarchical", 1, 25.0, NEAR, op="broadcast", p=8),
+                cell("gyre", "hierarchical", 1, 30.0, NEAR, op="broadcast", p=8),
+                cell("gyre", "binomial", 1, 20.0, NEAR, op="broadcast", p=8)]
+
+    def test_a_choice_between_two_names_of_one_schedule_is_not_short(self):
+        same = [["broadcast", 8, 4, "binomial", "00aa"],
+                ["broadcast", 8, 4, "hierarchical", "00aa"]]
+        text = compare_table.render(self.records(same))
+        self.assertIn("hierarchical measured 1.50x the best forced (binomial)", text)
+        self.assertIn("taken as one choice: 0 cells short.", text)
+
+    def test_a_choice_between_two_schedules_stays_short(self):
+        other = [["broadcast", 8, 4, "binomial", "00aa"],
+                 ["broadcast", 8, 4, "hierarchical", "00bb"]]
+        text = compare_table.render(self.records(other))
+        self.assertIn("taken as one choice: 1 cells short: broadcast p=8 4 B: hierarchical "
+                      "measured 1.50x the best forced (binomial)", text)
+
+    def test_without_recorded_shapes_the_line_is_left_out(self):
+        text = compare_table.render(self.records([]))
+        self.assertIn("hierarchical measured 1.50x", text)
+        self.assertNotIn("taken as one choice", text)
+
+
 if __name__ == "__main__":
     unittest.main()

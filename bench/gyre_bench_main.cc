@@ -26,7 +26,9 @@
 #include "bench/bench_common.h"
 #include "bench/explain.h"
 #include "client/include/gyre/gyre.h"
+#include "core/algo/builders.h"
 #include "core/algo/collective.h"
+#include "core/algo/schedule.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
@@ -288,11 +290,16 @@ int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int6
         algo::MakeSpec(CollectiveOf(op), shape.count, dtype, redop, FLAGS_root);
     spec.world_size = p;
     for (const algo::Estimate& e : algo::RankCandidates(spec, model)) {
+      // The schedule a forced job of this algorithm runs (embedded, one host).
+      algo::CollectiveSpec forced = spec;
+      forced.algorithm = e.algorithm;
+      StatusOr<algo::Schedule> schedule = algo::BuildSchedule(forced);
+      if (!schedule.ok()) return Fail(schedule.status().WithContext(forced.ToString()), -1);
       std::printf(
           "{\"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, \"algo\": \"%s\", "
-          "\"estimate_us\": %.3f}\n",
+          "\"estimate_us\": %.3f, \"shape\": \"%016llx\"}\n",
           OpName(op), p, static_cast<long long>(shape.bytes), algo::AlgorithmName(e.algorithm),
-          e.seconds * 1e6);
+          e.seconds * 1e6, static_cast<unsigned long long>(algo::ScheduleShape(*schedule)));
     }
   }
   return 0;

@@ -61,6 +61,31 @@ std::string FormatRankSchedule(const RankSchedule& rs) {
   return os.str();
 }
 
+uint64_t ScheduleShape(const Schedule& s) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<int64_t>(s.ranks.size()));
+  for (const RankSchedule& rs : s.ranks) {
+    mix(rs.rank);
+    mix(static_cast<int64_t>(rs.steps.size()));
+    for (const Step& st : rs.steps) {
+      mix(static_cast<int64_t>(st.kind));
+      mix(st.peer);
+      // A send reads src and a receive writes dst; the other region is unused.
+      if (st.kind != StepKind::kRecv) mix(static_cast<int64_t>(st.src.buffer)), mix(st.src.count);
+      if (st.kind != StepKind::kSend) mix(static_cast<int64_t>(st.dst.buffer)), mix(st.dst.count);
+      mix(static_cast<int64_t>(st.deps.size()));
+      for (int32_t d : st.deps) mix(d);
+    }
+  }
+  return h;
+}
+
 std::string FormatSchedule(const Schedule& s) {
   std::ostringstream os;
   os << s.spec.ToString() << "\n";

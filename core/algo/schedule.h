@@ -81,4 +81,11 @@ std::string FormatSchedule(const Schedule& s);
 std::string FormatRegion(const Region& r);
 std::string FormatTag(uint64_t tag);  // "p1.r3.s0"
 
+// A hash of what a schedule does, blind to its tags and buffer offsets: per rank, in order,
+// each step's kind, peer, buffers, element counts and dependencies. Two algorithms of one
+// shape move the same amounts between the same ranks in the same order (binomial and
+// hierarchical broadcast on one host; ring and recursive doubling allgather at 2 ranks), so
+// a difference between their measured times is the spread between runs, not the schedule.
+uint64_t ScheduleShape(const Schedule& s);
+
 }  // namespace gyre::algo
