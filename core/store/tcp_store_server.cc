@@ -4,6 +4,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,9 @@ using internal::CallTimer;
 // Bodies are read in chunks so a peer that announces a large frame and sends little costs
 // only what it actually sent.
 constexpr size_t kBodyChunkBytes = size_t{1} << 20;
+// After a failed accept (out of descriptors, say) the server listens again only after this
+// pause: an error that persists would otherwise fail every retry at once, a busy loop.
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 
 std::string EndpointText(const tcp::endpoint& endpoint) {
   const asio::ip::address& addr = endpoint.address();
@@ -82,7 +86,8 @@ TcpStoreServer::Options::Options() : max_frame_bytes(internal::kMaxFrameBytes) {
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const Options& options) : options_(options), acceptor_(io_) {
+  explicit Impl(const Options& options)
+      : options_(options), acceptor_(io_), accept_retry_timer_(io_) {
     credentials_.secret = options.secret;
     credentials_.job_id = options.job_id;
   }
@@ -130,6 +135,7 @@ class TcpStoreServer::Impl {
   int unauthenticated_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_timer_;
   std::thread thread_;
   int port_ = 0;
   std::string address_;
@@ -191,6 +197,7 @@ void TcpStoreServer::Impl::Stop() {
     stopping_ = true;
     asio::error_code ignored;
     acceptor_.close(ignored);
+    accept_retry_timer_.cancel();
     std::vector<ConnectionPtr> all;
     for (auto& [id, c] : connections_) all.push_back(c);
     for (const ConnectionPtr& c : all) Close(c);
@@ -204,9 +211,16 @@ void TcpStoreServer::Impl::Accept() {
   acceptor_.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
     if (stopping_ || ec == asio::error::operation_aborted) return;
     if (ec) {
-      // Usually EMFILE or a connection reset before accept; keep listening.
-      LOG(WARNING) << "store server " << address_ << ": accept failed: " << ec.message();
-      Accept();
+      // Usually EMFILE or a connection reset before accept; keep listening, after a pause.
+      LOG(WARNING)
+          << "store server " << address_ << ": accept failed: " << ec.message()
+          << "; accepting again in "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(kAcceptRetryDelay).count()
+          << " ms";
+      accept_retry_timer_.expires_after(kAcceptRetryDelay);
+      accept_retry_timer_.async_wait([this](const asio::error_code& timer_ec) {
+        if (!timer_ec && !stopping_) Accept();
+      });
       return;
     }
     asio::error_code ignored;
