@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "core/algo/collective.h"
@@ -336,7 +337,9 @@ void ClientServer::HandleConnection(int fd) {
   std::unique_ptr<Mapping> bell_block;
   ipc::Doorbell bell;
   uint32_t bell_seq = 0;  // the last request read through it
-  Heartbeat beat(fd, &write_mu_, what);
+  // A refused connection gets no heartbeat thread: it is closed without a call.
+  std::optional<Heartbeat> beat;
+  if (authenticated) beat.emplace(fd, &write_mu_, what);
   const bool spin_pays = ipc::SpinWaitPays(comm_->size());
   ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
@@ -443,9 +446,9 @@ void ClientServer::HandleConnection(int fd) {
       }
       if (result.ok()) {
         std::lock_guard<std::mutex> lock(call_mu_);
-        beat.CallStarted();
+        beat->CallStarted();
         result = comm_->Run(spec, in, out, opts);
-        beat.CallEnded();
+        beat->CallEnded();
         Report(comm_->last(), &resp);
         ++calls_;
         if (!result.ok()) LOG(ERROR) << prefix_ << result.ToString();
@@ -474,10 +477,10 @@ void ClientServer::HandleConnection(int fd) {
       }
       if (result.ok()) {
         std::lock_guard<std::mutex> lock(call_mu_);
-        beat.CallStarted();
+        beat->CallStarted();
         result = m.send() ? comm_->Send(buf, m.count(), dtype, m.peer(), m.tag(), opts)
                           : comm_->Recv(buf, m.count(), dtype, m.peer(), m.tag(), opts);
-        beat.CallEnded();
+        beat->CallEnded();
         Report(comm_->last(), &resp);
         ++calls_;
         if (!result.ok()) LOG(ERROR) << prefix_ << result.ToString();
@@ -501,7 +504,7 @@ void ClientServer::HandleConnection(int fd) {
     // The attach is answered on the socket; the next request comes through the doorbell.
     if (ws.ok() && attached.valid()) {
       bell = attached;
-      beat.UseDoorbell(&bell);
+      beat->UseDoorbell(&bell);
     }
     if (!ws.ok()) {
       LOG(WARNING) << prefix_ << "cannot answer the client: " << ws.message();
