@@ -385,14 +385,19 @@ TEST_F(SupervisorTest, NothingOutlivesALauncherKilledBySigkill) {
 
 TEST_F(SupervisorTest, JobDeadlineStopsEverythingWith124) {
   SupervisorOptions options = Options();
-  options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(1));
+  // The deadline counts from here, before the ranks start (which a loaded machine may take a
+  // while to do), so the elapsed time does too.
+  const auto t0 = std::chrono::steady_clock::now();
+  options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
   options.grace_period = Millis(300);
   // Rank 1 ignores SIGTERM (set up within milliseconds, long before the deadline).
   int status = Run(
       {Rank(0, {"--sleep_ms=30000"}), Rank(1, {"--ignore_sigterm", "--sleep_ms=30000"})}, options);
+  const double since_t0 =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(status, kExitJobDeadline);
-  EXPECT_GE(ElapsedSeconds(), 1.2);
-  EXPECT_LT(ElapsedSeconds(), 5.0);
+  EXPECT_GE(since_t0, 2.3) << "SIGKILL came before the deadline and the grace period";
+  EXPECT_LT(since_t0, 7.0);
   EXPECT_LT(wait_cpu_seconds_, 0.2) << "the supervisor spun instead of polling";
   std::vector<ProcessResult> results = supervisor_->results();
   for (const ProcessResult& r : results) {
@@ -402,7 +407,7 @@ TEST_F(SupervisorTest, JobDeadlineStopsEverythingWith124) {
   EXPECT_EQ(results[0].signal, SIGTERM);
   EXPECT_EQ(results[1].signal, SIGKILL);
   std::string summary = supervisor_->FailureSummary();
-  EXPECT_THAT(summary, HasSubstr("job deadline exceeded after 1."));
+  EXPECT_THAT(summary, HasSubstr("job deadline exceeded after "));
   EXPECT_THAT(summary, HasSubstr(" s\n"));
   EXPECT_THAT(summary, Not(HasSubstr("root cause")));
   ExpectNoProcessLeft();

@@ -181,23 +181,29 @@ TEST(KillTest, SigkilledDaemonIsNamedAndTheJobStops) {
   std::atomic<bool> killed{false};
   auto killed_at = std::chrono::steady_clock::now();
   const std::regex daemon_pid(R"(\[rank (\d+) gyred\].*joined as pid (\d+))");
+  // The kill waits for every program to be connected to its daemon (and so in its loop
+  // soon): a loaded machine may start them well after the daemons.
+  const std::regex connected_re(R"(\[rank \d+ gyred\].*client pid \d+ connected)");
   const std::regex client_pid(R"(pid=(\d+))");
+  int connected = 0;
   std::thread killer;
   CommandResult r = RunCommand({Gyrerun(), "-n", "4", "--store", "tcp", "--timeout", "20", "--",
                                 Client(), "--check=false", "--loop_seconds=60"},
                                {}, 120, [&](const std::string& line) {
                                  std::smatch m;
+                                 std::lock_guard<std::mutex> lock(mu);
                                  if (std::regex_search(line, m, daemon_pid)) {
-                                   std::lock_guard<std::mutex> lock(mu);
                                    pids.insert(static_cast<pid_t>(std::stoi(m[2])));
                                    if (m[1] == "2") victim = static_cast<pid_t>(std::stoi(m[2]));
-                                   if (victim != 0 && !killed.exchange(true)) {
-                                     killer = std::thread([&] {
-                                       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-                                       killed_at = std::chrono::steady_clock::now();
-                                       ::kill(victim.load(), SIGKILL);
-                                     });
-                                   }
+                                 } else if (std::regex_search(line, connected_re)) {
+                                   ++connected;
+                                 }
+                                 if (victim != 0 && connected == 4 && !killed.exchange(true)) {
+                                   killer = std::thread([&] {
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                                     killed_at = std::chrono::steady_clock::now();
+                                     ::kill(victim.load(), SIGKILL);
+                                   });
                                  }
                                });
   if (killer.joinable()) killer.join();

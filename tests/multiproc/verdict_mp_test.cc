@@ -35,8 +35,9 @@ struct LoopRun {
   SteadyTime fault_time;
 };
 
-// Runs a 60 s allreduce loop on p ranks; once every daemon has joined, `fault(pids)` is
-// called on another thread (after a short warm-up) with the gyred pids by rank.
+// Runs a 60 s allreduce loop on p ranks; once every daemon has joined and every program has
+// connected to its daemon, `fault(pids)` is called on another thread (after a short warm-up)
+// with the gyred pids by rank.
 LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_flags,
                 const std::function<void(const std::vector<pid_t>&)>& fault,
                 // loop_seconds > 0: a 60 s loop; < 0: exactly -loop_seconds iterations.
@@ -45,9 +46,12 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
   LoopRun run;
   std::mutex mu;
   std::vector<pid_t> pids(p, 0);
-  int joined = 0;
+  int joined = 0, connected = 0;
   std::thread faulter;
   const std::regex daemon_re(R"(\[rank (\d+) gyred\].*joined as pid (\d+))");
+  // A loaded machine may start the programs well after the daemons: a fault before they
+  // loop would find no operation to fail.
+  const std::regex client_re(R"(\[rank \d+ gyred\].*client pid \d+ connected)");
   const std::regex fail_re(R"(^\[rank (\d+)\] rank \d+: allreduce \d+ failed: (.*)$)");
   const std::regex job_re(R"(gyrerun: job (\S+), \d+ ranks, store (\S+),)");
   std::vector<std::string> argv = {
@@ -64,6 +68,19 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
       loop_seconds > 0 ? "--loop_seconds=60"
                        : "--loop_iters=" + std::to_string(static_cast<int>(-loop_seconds))};
   for (const auto& f : client_flags) argv.push_back(f);
+  // Under mu, once every daemon has joined and every program is connected.
+  auto start_faulter = [&] {
+    if (joined != p || connected != p || !(fault || probe) || faulter.joinable()) return;
+    faulter = std::thread([&, pids_copy = pids] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      {
+        std::lock_guard<std::mutex> l(mu);
+        run.fault_time = std::chrono::steady_clock::now();
+      }
+      if (fault) fault(pids_copy);
+      if (probe) probe(run, pids_copy);
+    });
+  };
   run.result = RunCommand(argv, {}, 90, [&](const std::string& line) {
     std::smatch m;
     std::lock_guard<std::mutex> lock(mu);
@@ -72,17 +89,11 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
       run.store = m[2];
     } else if (std::regex_search(line, m, daemon_re)) {
       pids[std::stoi(m[1])] = static_cast<pid_t>(std::stoi(m[2]));
-      if (++joined == p && (fault || probe)) {
-        faulter = std::thread([&, pids_copy = pids] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(800));
-          {
-            std::lock_guard<std::mutex> l(mu);
-            run.fault_time = std::chrono::steady_clock::now();
-          }
-          if (fault) fault(pids_copy);
-          if (probe) probe(run, pids_copy);
-        });
-      }
+      ++joined;
+      start_faulter();
+    } else if (std::regex_search(line, client_re)) {
+      ++connected;
+      start_faulter();
     } else if (std::regex_search(line, m, fail_re)) {
       run.failures.push_back({std::stoi(m[1]), m[2], std::chrono::steady_clock::now()});
     }
@@ -238,7 +249,7 @@ TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
   const double T = 20;
   CommandResult status;
   double asked_after = 0;
-  LoopRun r = RunLoop(4, T, {}, nullptr, "daemon", /*iterations*/ -4000,
+  LoopRun r = RunLoop(4, T, {}, nullptr, "daemon", /*iterations*/ -30000,
                       [&](const LoopRun& run, const std::vector<pid_t>& pids) {
                         ::kill(pids[1], SIGSTOP);
                         const auto t0 = std::chrono::steady_clock::now();
