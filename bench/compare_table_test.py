@@ -81,7 +81,6 @@ class PlacementTest(unittest.TestCase):
         self.assertNotIn("CPU placement", text)
 
 
-
 class ShapeTest(unittest.TestCase):
     def records(self, shapes):
         # auto ran hierarchical (25); its forced job took 30, binomial's 20.

@@ -77,8 +77,14 @@ uint64_t ScheduleShape(const Schedule& s) {
       mix(static_cast<int64_t>(st.kind));
       mix(st.peer);
       // A send reads src and a receive writes dst; the other region is unused.
-      if (st.kind != StepKind::kRecv) mix(static_cast<int64_t>(st.src.buffer)), mix(st.src.count);
-      if (st.kind != StepKind::kSend) mix(static_cast<int64_t>(st.dst.buffer)), mix(st.dst.count);
+      if (st.kind != StepKind::kRecv) {
+        mix(static_cast<int64_t>(st.src.buffer));
+        mix(st.src.count);
+      }
+      if (st.kind != StepKind::kSend) {
+        mix(static_cast<int64_t>(st.dst.buffer));
+        mix(st.dst.count);
+      }
       mix(static_cast<int64_t>(st.deps.size()));
       for (int32_t d : st.deps) mix(d);
     }
