@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "tests/multiproc/subprocess.h"
@@ -33,8 +34,11 @@ struct BusyPort {
   ~BusyPort() { ::close(fd); }
 };
 
+// Emptied first: pids repeat (pid_max is 32768 here), and a store left by an earlier run
+// whose test and gyred had the same pids holds a claim that looks like this run's own.
 std::string TempDir(const std::string& name) {
   std::string dir = ::testing::TempDir() + "gyre-" + name + "-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
   ::mkdir(dir.c_str(), 0700);
   return dir;
 }
