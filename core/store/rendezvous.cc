@@ -165,7 +165,10 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
                               " is claimed twice: first by host " + holder.host + " pid " +
                               std::to_string(holder.pid) + " (address " + holder.address +
                               "), now by host " + mine.host + " pid " + std::to_string(mine.pid) +
-                              " (address " + mine.address + ")");
+                              " (address " + mine.address +
+                              "); if the first is gone, the store holds an earlier job's records "
+                              "under this job id (pids are reused): start with a new job id or "
+                              "an empty store");
   }
 
   // The first rank to get here fixes the world size; anyone disagreeing fails at once.

@@ -82,6 +82,7 @@ TEST(RendezvousTest, DuplicateRankNamesBothClaimants) {
   EXPECT_THAT(loser.status().message(), HasSubstr("rank 1 is claimed twice"));
   EXPECT_THAT(loser.status().message(), HasSubstr("host host1 pid 101"));
   EXPECT_THAT(loser.status().message(), HasSubstr("host intruder pid 999"));
+  EXPECT_THAT(loser.status().message(), HasSubstr("start with a new job id or an empty store"));
   const Result& winner = results[1].ok() ? results[1] : results[2];
   EXPECT_EQ((*results[0])[1].pid, (*winner)[1].pid);
 }
