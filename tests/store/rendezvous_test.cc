@@ -56,7 +56,7 @@ TEST(RendezvousTest, MissingRankIsListed) {
     EXPECT_THAT(result.status().message(), HasSubstr("ms (deadline 4"));
   }
   EXPECT_GE(took, Millis(400));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
 }
 
 TEST(RendezvousTest, SeveralMissingRanksAreCompressed) {

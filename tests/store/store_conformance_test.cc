@@ -142,7 +142,7 @@ TEST_P(StoreConformanceTest, GetTimesOutNamingTheKey) {
   EXPECT_THAT(value.status().message(), HasSubstr("'never/set'"));
   EXPECT_THAT(value.status().message(), HasSubstr("ms"));
   EXPECT_GE(took, Millis(250));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
   // The handle is still usable afterwards.
   ASSERT_TRUE(store_->Set("after", "1", In(Seconds(5))).ok());
   EXPECT_EQ(*store_->Get("after", In(Seconds(5))), "1");
@@ -203,7 +203,7 @@ TEST_P(StoreConformanceTest, WaitListsMissingKeys) {
   EXPECT_THAT(status.message(), HasSubstr("'gone-b'"));
   EXPECT_EQ(status.message().find("'present'"), std::string::npos) << status;
   EXPECT_GE(took, Millis(250));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
 }
 
 TEST_P(StoreConformanceTest, WaitReturnsWhenTheLastKeyArrives) {

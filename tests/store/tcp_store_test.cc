@@ -130,7 +130,7 @@ TEST(TcpStoreTest, ConnectGivesUpAtItsDeadline) {
   EXPECT_THAT(store.status().message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
   EXPECT_THAT(store.status().message(), HasSubstr("refused"));
   EXPECT_GE(took, Millis(250));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
 }
 
 TEST(TcpStoreTest, DeadServerIsUnavailableNamingHostAndPort) {
@@ -180,7 +180,7 @@ TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
   EXPECT_THAT(status.message(), HasSubstr("'stuck'"));
   EXPECT_THAT(status.message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
   EXPECT_GE(took, Millis(290));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
   ::close(accepted);
   ::close(listener);
 }
@@ -203,7 +203,7 @@ TEST(TcpStoreTest, ServerThatNeverAnswersTheHandshakeGivesDeadlineExceeded) {
   ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
   EXPECT_THAT(store.status().message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
   EXPECT_GE(took, Millis(290));
-  EXPECT_LT(took, Millis(1500));
+  EXPECT_LT(took, Seconds(3));
   ::close(listener);
 }
 

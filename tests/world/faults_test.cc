@@ -199,7 +199,7 @@ TEST(FaultsTest, MismatchAcrossTagsIsCaughtAtOnceNotAtTheDeadline) {
     if (st[r].code() == StatusCode::kInvalidArgument &&
         st[r].message().find("broadcast(count=64") != std::string::npos) {
       ++caught;
-      EXPECT_LT(seconds[r], 1.0) << st[r];  // at once, not after the 3 s timeout
+      EXPECT_LT(seconds[r], 2.0) << st[r];  // at once, not after the 3 s timeout
     }
   }
   // The ranks that receive from rank 1 see it at once; the others learn it from the verdict
