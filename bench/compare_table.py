@@ -113,6 +113,18 @@ class Data:
                 out[rnd] = e
         return out
 
+    def choice_ratios(self, op, p, b, auto, forced, by_shape):
+        """Per round, the fastest forced job of the algorithm auto ran (or, by_shape, of any
+        algorithm whose schedule has its shape) over the round's best forced job."""
+        out = []
+        for rnd, (_, chose) in auto.items():
+            want = self.shapes.get((op, p, b, chose[5:])) if by_shape else None
+            same = [e for e in self.by.get((op, p, b, "gyre", rnd), []) if e[1] == chose[5:]
+                    or (want and self.shapes.get((op, p, b, e[1])) == want)]
+            if same and rnd in forced and forced[rnd][0] > 0:
+                out.append(min(same)[0] / forced[rnd][0])
+        return out
+
     def peer_best(self, op, p, b):
         out = {}
         for rnd in self.rounds:
@@ -344,29 +356,16 @@ def render(records, jsonl_name=""):
                     summary_time(gf)[1]))
             # The choice alone: the forced job of the algorithm auto ran against the best
             # forced job of the same round, so the spread between fresh jobs of one
-            # schedule (and the minimum over many forced jobs) does not count against it.
-            r_choice = []
-            for rnd, (_, chose) in ga.items():
-                same = [e for e in d.by.get((op, p, b, "gyre", rnd), []) if e[1] == chose[5:]]
-                if same and rnd in gf and gf[rnd][0] > 0:
-                    r_choice.append(min(same)[0] / gf[rnd][0])
-            if r_choice and statistics.median(r_choice) > 1.1:
-                short_choice.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
-                    op, p, fmt_size(b), ga_a[5:], statistics.median(r_choice),
-                    summary_time(gf)[1]))
-            # The same with algorithms of one schedule shape taken as one choice: the
-            # fastest forced job of the chosen shape against the best forced job.
-            r_shape = []
-            for rnd, (_, chose) in ga.items():
-                want = d.shapes.get((op, p, b, chose[5:]))
-                same = [e for e in d.by.get((op, p, b, "gyre", rnd), []) if e[1] == chose[5:]
-                        or (want and d.shapes.get((op, p, b, e[1])) == want)]
-                if same and rnd in gf and gf[rnd][0] > 0:
-                    r_shape.append(min(same)[0] / gf[rnd][0])
-            if d.shapes and r_shape and statistics.median(r_shape) > 1.1:
-                short_shape.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
-                    op, p, fmt_size(b), ga_a[5:], statistics.median(r_shape),
-                    summary_time(gf)[1]))
+            # schedule (and the minimum over many forced jobs) does not count against it;
+            # then the same with algorithms of one schedule shape taken as one choice.
+            for by_shape, short in ((False, short_choice), (True, short_shape)):
+                if by_shape and not d.shapes:
+                    continue
+                r_choice = d.choice_ratios(op, p, b, ga, gf, by_shape)
+                if r_choice and statistics.median(r_choice) > 1.1:
+                    short.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
+                        op, p, fmt_size(b), ga_a[5:], statistics.median(r_choice),
+                        summary_time(gf)[1]))
         w("")
 
     c, r = machine_rates(d)

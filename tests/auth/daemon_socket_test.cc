@@ -37,6 +37,7 @@
 #include "core/ipc/ipc.h"
 #include "core/transport/tcp/frame.h"
 #include "proto/client.pb.h"
+#include "tests/sanitizers.h"
 
 namespace gyre {
 namespace {
@@ -45,17 +46,7 @@ Deadline In(Duration d) { return Deadline::After(*SteadyClock::Get(), d); }
 
 // Under AddressSanitizer (the daemon is built like this test) freed memory sits in
 // quarantine, so resident memory is no measure there.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMemoryIsMeaningful = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMemoryIsMeaningful = false;
-#else
-constexpr bool kMemoryIsMeaningful = true;
-#endif
-#else
-constexpr bool kMemoryIsMeaningful = true;
-#endif
+constexpr bool kMemoryIsMeaningful = !testing::kAddressSanitizer;
 
 std::string BinDir() {
   const char* dir = std::getenv("GYRE_BIN_DIR");

@@ -4,10 +4,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
 #include "tests/multiproc/subprocess.h"
@@ -34,14 +32,7 @@ struct BusyPort {
   ~BusyPort() { ::close(fd); }
 };
 
-// Emptied first: pids repeat (pid_max is 32768 here), and a store left by an earlier run
-// whose test and gyred had the same pids holds a claim that looks like this run's own.
-std::string TempDir(const std::string& name) {
-  std::string dir = ::testing::TempDir() + "gyre-" + name + "-" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  ::mkdir(dir.c_str(), 0700);
-  return dir;
-}
+std::string TempDir(const std::string& name) { return EmptyTempDir("gyre-" + name); }
 
 std::vector<std::string> OneRank(const std::string& store, const std::string& job) {
   return {BinDir() + "/gyred",       "--rank=0",        "--world_size=1",

@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <regex>
 #include <set>
 #include <thread>
@@ -24,12 +23,7 @@ std::string Gyrerun() { return BinDir() + "/gyrerun"; }
 std::string Gyred() { return BinDir() + "/gyred"; }
 std::string Client() { return BinDir() + "/gyre-test-client"; }
 
-std::string TempDir(const std::string& name) {
-  std::string d = ::testing::TempDir() + "gyre-mp-" + name + "-" + std::to_string(getpid());
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+std::string TempDir(const std::string& name) { return EmptyTempDir("gyre-mp-" + name); }
 
 struct JobCase {
   int p;

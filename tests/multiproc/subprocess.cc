@@ -1,6 +1,7 @@
 #include "tests/multiproc/subprocess.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 namespace gyre::testing {
 
@@ -18,6 +20,13 @@ std::string BinDir() {
 }
 
 bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+std::string EmptyTempDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name + "-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,

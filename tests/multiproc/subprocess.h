@@ -26,5 +26,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 
 std::string BinDir();  // $GYRE_BIN_DIR
 bool ProcessExists(pid_t pid);
+// An empty folder `name`-<pid> under gtest's temporary folder, emptied first: pids repeat
+// (pid_max is 32768 on many machines), and a store an earlier run left there with the same
+// pids would hold claims that look like this run's own.
+std::string EmptyTempDir(const std::string& name);
 
 }  // namespace gyre::testing

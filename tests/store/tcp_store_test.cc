@@ -17,6 +17,7 @@
 #include "core/auth/fd_handshake.h"
 #include "core/store/store_wire.h"
 #include "core/store/tcp_store_server.h"
+#include "tests/sanitizers.h"
 #include "tests/store/store_test_util.h"
 
 namespace gyre::store {
@@ -24,18 +25,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::In;
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 std::unique_ptr<TcpStoreServer> StartServer(
     const TcpStoreServer::Options& options = TcpStoreServer::Options()) {
@@ -419,7 +408,7 @@ TEST(TcpStoreServerTest, StopClosesParkedClients) {
 // loop that also floods the log), and the connections that waited are served once
 // descriptors are free again.
 TEST(TcpStoreTest, OutOfDescriptorsTheServerPausesAndThenAcceptsAgain) {
-  if (kSanitized) {
+  if (gyre::testing::kAddressSanitizer) {
     // UBSan's vptr check tests memory through a pipe it opens; with no descriptor left it
     // reports asio's own objects as invalid.
     GTEST_SKIP() << "the sanitizers' runtime needs descriptors of its own";

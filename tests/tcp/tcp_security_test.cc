@@ -15,6 +15,7 @@
 
 #include "core/transport/tcp/frame.h"
 #include "core/transport/tcp/tcp_transport.h"
+#include "tests/sanitizers.h"
 #include "tests/tcp/tcp_test_util.h"
 #include "tests/tcp/tcp_world.h"
 
@@ -23,19 +24,9 @@ namespace {
 
 constexpr char kJob[] = "tcp-security";
 
-// AddressSanitizer keeps freed memory in quarantine (up to 256 MiB), so resident memory says
-// nothing about leaks there; its leak checker covers those builds instead.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMemoryIsMeaningful = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kMemoryIsMeaningful = false;
-#else
-constexpr bool kMemoryIsMeaningful = true;
-#endif
-#else
-constexpr bool kMemoryIsMeaningful = true;
-#endif
+// Resident memory says nothing about leaks under AddressSanitizer (tests/sanitizers.h); its
+// leak checker covers those builds instead.
+constexpr bool kMemoryIsMeaningful = !testing::kAddressSanitizer;
 
 bool Contains(const Status& s, const std::string& text) {
   return s.message().find(text) != std::string::npos;
