@@ -153,6 +153,73 @@ TEST(TcpTransportTest, MessageSentBeforeItsReceiveIsHeld) {
   EXPECT_EQ(got, payload);
 }
 
+// Sends `count` messages of `bytes` from rank 0 to rank 1 under seq `seq`, lets all of them
+// arrive before rank 1 posts a receive (each lands in an early buffer), then receives them
+// and checks every byte.
+void SendEarlyThenReceive(std::vector<std::unique_ptr<TcpTransport>>& world, uint64_t seq,
+                          int count, size_t bytes) {
+  const uint64_t before = world[1]->BytesReceivedFrom(0);
+  std::vector<std::vector<uint8_t>> payloads;
+  for (int i = 0; i < count; ++i) {
+    payloads.push_back(Pattern(bytes, static_cast<uint32_t>(seq * 10 + i)));
+    DoneWaiter send;
+    world[0]->Send(1, Header(seq, i), payloads.back().data(), bytes, send.Callback());
+    ASSERT_TRUE(send.Wait().ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return world[1]->BytesReceivedFrom(0) == before + count * bytes; }));
+  for (int i = 0; i < count; ++i) {
+    std::vector<uint8_t> got(bytes);
+    DoneWaiter recv;
+    world[1]->Recv(0, Header(seq, i), got.data(), got.size(), recv.Callback());
+    ASSERT_TRUE(recv.Wait().ok());
+    EXPECT_TRUE(got == payloads[i]) << "seq " << seq << " message " << i;
+  }
+}
+
+TEST(TcpTransportTest, EarlyMessagesReuseTheirBuffers) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  constexpr size_t kBytes = 300000;
+  for (uint64_t seq = 1; seq <= 3; ++seq) SendEarlyThenReceive(world, seq, 1, kBytes);
+  BufferPoolStats s = world[1]->early_buffers();
+  EXPECT_EQ(s.allocated, 1u);
+  EXPECT_EQ(s.reused, 2u);
+  EXPECT_EQ(s.pooled_buffers, 1u);
+  EXPECT_EQ(s.pooled_bytes, kBytes);
+  // Two held at once need two buffers; both are kept and serve the next two.
+  SendEarlyThenReceive(world, 4, 2, kBytes);
+  SendEarlyThenReceive(world, 5, 2, kBytes);
+  s = world[1]->early_buffers();
+  EXPECT_EQ(s.allocated, 2u);
+  EXPECT_EQ(s.reused, 5u);
+  EXPECT_EQ(s.pooled_bytes, 2 * kBytes);
+  // The sender never buffered anything.
+  EXPECT_EQ(world[0]->early_buffers().allocated, 0u);
+}
+
+TEST(TcpTransportTest, EarlyBufferPoolKeepsNoMoreThanItsCap) {
+  constexpr size_t kBytes = 300000;
+  TcpTransportOptions capped;
+  capped.early_buffer_pool_bytes = kBytes + kBytes / 2;  // room for one idle buffer
+  auto world = World(2, capped);
+  ASSERT_EQ(world.size(), 2u);
+  SendEarlyThenReceive(world, 1, 2, kBytes);
+  BufferPoolStats s = world[1]->early_buffers();
+  EXPECT_EQ(s.allocated, 2u);
+  EXPECT_EQ(s.pooled_buffers, 1u);
+  EXPECT_LE(s.pooled_bytes, capped.early_buffer_pool_bytes);
+
+  TcpTransportOptions off;
+  off.early_buffer_pool_bytes = 0;
+  auto plain = World(2, off);
+  ASSERT_EQ(plain.size(), 2u);
+  for (uint64_t seq = 1; seq <= 3; ++seq) SendEarlyThenReceive(plain, seq, 1, kBytes);
+  s = plain[1]->early_buffers();
+  EXPECT_EQ(s.allocated, 3u);
+  EXPECT_EQ(s.reused, 0u);
+  EXPECT_EQ(s.pooled_bytes, 0u);
+}
+
 TEST(TcpTransportTest, ZeroByteMessagesInBothOrders) {
   auto world = World(2);
   ASSERT_EQ(world.size(), 2u);

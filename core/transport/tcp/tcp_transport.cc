@@ -23,6 +23,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/transport/tcp/buffer_pool.h"
 #include "core/transport/tcp/frame.h"
 #include "core/transport/tcp/socket_options.h"
 #include "proto/peer.pb.h"
@@ -170,6 +171,10 @@ class TcpTransport::Impl {
   std::string DescribePeer(int peer) const;
   void Shutdown();
   const auth::RefusalCounters& refusals() const { return refusals_; }
+  BufferPoolStats early_buffers() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return early_pool_.stats();
+  }
 
  private:
   struct Completion {
@@ -187,7 +192,7 @@ class TcpTransport::Impl {
   // A message that arrived before its Recv was posted.
   struct BufferedMessage {
     OpDesc desc;
-    std::unique_ptr<uint8_t[]> payload;
+    PooledBuffer payload;
     size_t bytes = 0;
     size_t charge = 0;  // what it counts against max_unexpected_bytes
   };
@@ -250,8 +255,8 @@ class TcpTransport::Impl {
     size_t meta_got = 0;
     uint64_t payload_got = 0;
     Sink sink = Sink::kDiscard;
-    PendingRecv recv;                   // sink == kUser
-    std::unique_ptr<uint8_t[]> buffer;  // sink == kBuffer
+    PendingRecv recv;     // sink == kUser
+    PooledBuffer buffer;  // sink == kBuffer
     size_t buffer_charge = 0;
     // Bytes read from the socket but not yet consumed (ReadSome); allocated at the first
     // staged read. Used only once the handshake is done, so nothing is read ahead of a proof.
@@ -462,7 +467,7 @@ class TcpTransport::Impl {
   asio::steady_timer accept_retry_timer_;
 
   // The transport's state below, whichever thread moves the bytes.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool shutdown_ = false;
   bool driver_active_ = false;
   std::thread::id driver_thread_;
@@ -501,6 +506,7 @@ class TcpTransport::Impl {
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
   size_t unexpected_bytes_ = 0;
+  BufferPool early_pool_;  // payload buffers of early messages (buffer_pool.h)
   std::map<uint64_t, Status> cancelled_;
   std::vector<std::shared_ptr<OutConn>> out_conns_;
   std::vector<asio::const_buffer> gather_;
@@ -520,6 +526,7 @@ TcpTransport::Impl::Impl(const TcpTransportOptions& options)
       acceptor_(io_),
       accept_retry_timer_(io_),
       recv_peers_(options.world_size),
+      early_pool_(options.early_buffer_pool_bytes),
       discard_(new uint8_t[kDiscardBufferBytes]) {
   for (int q = 0; q < options_.world_size; ++q) {
     out_conns_.push_back(std::make_shared<OutConn>(io_, q));
@@ -1067,7 +1074,8 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
     frame.payload_len = msg.bytes;
     frame.desc = msg.desc;
     Status match = CheckMatch(peer, frame, recv);
-    if (match.ok() && bytes > 0) std::memcpy(data, msg.payload.get(), bytes);
+    if (match.ok() && bytes > 0) std::memcpy(data, msg.payload.data.get(), bytes);
+    early_pool_.Give(std::move(msg.payload));
     return Complete(std::move(recv.done), match);
   }
 
@@ -1093,13 +1101,14 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
     c->buffer_charge = 0;
     Status match = CheckMatch(peer, c->frame, recv);
     if (match.ok()) {
-      if (c->payload_got > 0) std::memcpy(data, c->buffer.get(), c->payload_got);
-      c->buffer.reset();
+      if (c->payload_got > 0) std::memcpy(data, c->buffer.data.get(), c->payload_got);
+      early_pool_.Give(std::move(c->buffer));
+      c->buffer = PooledBuffer();
       c->recv = std::move(recv);
       c->sink = Sink::kUser;
       return;
     }
-    c->buffer.reset();
+    c->buffer = PooledBuffer();
     c->sink = Sink::kDiscard;
     return Complete(std::move(recv.done), match);
   }
@@ -1135,7 +1144,7 @@ void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
     } else if (c->sink == Sink::kBuffer) {
       unexpected_bytes_ -= c->buffer_charge;
       c->buffer_charge = 0;
-      c->buffer.reset();
+      c->buffer = PooledBuffer();
     }
     c->sink = Sink::kDiscard;
   }
@@ -1329,7 +1338,7 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c, bool drive
         if (c->sink == Sink::kUser) {
           target = asio::buffer(c->recv.data + c->payload_got, want);
         } else if (c->sink == Sink::kBuffer) {
-          target = asio::buffer(c->buffer.get() + c->payload_got, want);
+          target = asio::buffer(c->buffer.data.get() + c->payload_got, want);
         } else {
           target = asio::buffer(discard_.get(), std::min(want, kDiscardBufferBytes));
         }
@@ -1580,7 +1589,7 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
     }
     unexpected_bytes_ += charge;
     c->buffer_charge = charge;
-    c->buffer.reset(new uint8_t[f.payload_len > 0 ? f.payload_len : 1]);
+    c->buffer = early_pool_.Take(static_cast<size_t>(f.payload_len));
     c->sink = Sink::kBuffer;
   }
   if (f.payload_len == 0) FinishPayload(c);
@@ -1637,7 +1646,7 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
     if (c->sink == Sink::kUser) Complete(std::move(c->recv.done), reason);
     if (c->sink == Sink::kBuffer) unexpected_bytes_ -= c->buffer_charge;
     c->recv = PendingRecv();
-    c->buffer.reset();
+    c->buffer = PooledBuffer();
     c->buffer_charge = 0;
     c->sink = Sink::kDiscard;
   }
@@ -2144,6 +2153,7 @@ void TcpTransport::ReleaseDriver() { impl_->ReleaseDriver(); }
 void TcpTransport::Drive(TimePoint until) { impl_->Drive(until); }
 void TcpTransport::Wake() { impl_->Wake(); }
 const auth::RefusalCounters& TcpTransport::refusals() const { return impl_->refusals(); }
+BufferPoolStats TcpTransport::early_buffers() const { return impl_->early_buffers(); }
 std::string TcpTransport::DescribePeer(int peer) const { return impl_->DescribePeer(peer); }
 void TcpTransport::ExpectSend(size_t bytes) { impl_->ExpectSend(bytes); }
 void TcpTransport::Shutdown() { impl_->Shutdown(); }
