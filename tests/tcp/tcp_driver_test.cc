@@ -5,6 +5,7 @@
 // are read while it sleeps.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -139,6 +140,35 @@ std::string SystemCongestionControl() {
   return name;
 }
 
+bool KernelHas(const std::string& control) {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::string name;
+  while (f >> name) {
+    if (name == control) return true;
+  }
+  return false;
+}
+
+// The congestion control of every listening TCP socket of this process, by fd.
+std::map<int, std::string> ListenerCongestionControls() {
+  std::map<int, std::string> found;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return found;
+  while (dirent* e = readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    if (fd <= 2 || fd == dirfd(dir) ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
+      continue;
+    }
+    auto cc = CongestionControl(fd);
+    if (cc.ok()) found[fd] = *cc;
+  }
+  closedir(dir);
+  return found;
+}
+
 TEST(TcpDriverTest, SameHostConnectionsUseTheConfiguredCongestionControl) {
   {
     auto w = World(2);
@@ -172,22 +202,53 @@ TEST(TcpDriverTest, AnUnknownCongestionControlKeepsTheDefaultAndTheConnectionWor
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
-TEST(TcpDriverTest, OversubscribedHostsKeepTheSystemCongestionControl) {
+// With more ranks than CPUs, same-host connections run shared_cpu_congestion_control
+// (cubic) from their handshake on: the listening sockets already run it, so accepted
+// connections inherit it rather than switching after BBR (the system's here) started.
+TEST(TcpDriverTest, OversubscribedHostsUseTheSharedCpuControlFromTheHandshake) {
+  if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
-  auto w = World(n);
+  {
+    auto w = World(n);
+    ASSERT_EQ(w.size(), static_cast<size_t>(n));
+    auto listeners = ListenerCongestionControls();
+    ASSERT_GE(listeners.size(), static_cast<size_t>(n));
+    for (const auto& [fd, cc] : listeners) EXPECT_EQ(cc, "cubic") << "listening fd " << fd;
+    DrivenExchange(w, 1, 64);
+    auto ccs = SameHostCongestionControls();
+    ASSERT_GE(ccs.size(), 2u);
+    for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, "cubic") << "fd " << fd;
+  }
+  TcpTransportOptions keep;
+  keep.shared_cpu_congestion_control = "";
+  auto w = World(n, keep);
   ASSERT_EQ(w.size(), static_cast<size_t>(n));
+  for (const auto& [fd, cc] : ListenerCongestionControls()) {
+    EXPECT_EQ(cc, SystemCongestionControl()) << "listening fd " << fd;
+  }
   DrivenExchange(w, 1, 64);
   auto ccs = SameHostCongestionControls();
   ASSERT_GE(ccs.size(), 2u);
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
+// Where each rank has a CPU, the listening sockets run same_host_congestion_control.
+TEST(TcpDriverTest, ListenersRunTheSameHostControlWhereRanksHaveCpus) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one CPU: two ranks share it";
+  auto w = World(2);
+  ASSERT_EQ(w.size(), 2u);
+  auto listeners = ListenerCongestionControls();
+  ASSERT_GE(listeners.size(), 2u);
+  for (const auto& [fd, cc] : listeners) EXPECT_EQ(cc, "reno") << "listening fd " << fd;
+}
+
 // With more ranks than CPUs, an operation that sends at least bulk_send_bytes switches the
 // sending connections to the bulk congestion control, one of 64 KiB up to that switches
-// them back, a smaller one leaves them as they are, and messages pass whole throughout.
+// them back to the shared-CPU one, a smaller one leaves them as they are, and messages pass
+// whole throughout.
 TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations) {
-  const std::string system = SystemCongestionControl();
-  if (system == "reno") GTEST_SKIP() << "the system's congestion control is already reno";
+  if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
+  const std::string system = "cubic";  // TcpTransportOptions::shared_cpu_congestion_control
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
   auto w = World(n);
   ASSERT_EQ(w.size(), static_cast<size_t>(n));
@@ -231,8 +292,10 @@ TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations)
 }
 
 // A bulk control the kernel does not have: the switch is refused (a warning), every
-// connection keeps the system's control, and a large message still arrives whole.
-TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSystemsAndTheConnectionWorks) {
+// connection keeps the control it has (the shared-CPU one), and a large message still
+// arrives whole.
+TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSharedCpuOneAndTheConnectionWorks) {
+  if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
   TcpTransportOptions options;
   options.bulk_congestion_control = "no-such-algorithm";
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
@@ -243,7 +306,7 @@ TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSystemsAndTheConnectionWorks) {
   DrivenExchange(w, 2, size_t{3} << 20);
   auto ccs = SameHostCongestionControls();
   ASSERT_GE(ccs.size(), 2u);
-  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, "cubic") << "fd " << fd;
 }
 
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {

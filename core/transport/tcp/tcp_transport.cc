@@ -117,19 +117,29 @@ std::string FormatEndpoint(const tcp::endpoint& ep) {
   return host + ":" + std::to_string(ep.port());
 }
 
+// The congestion control for connections to ranks on this host (TcpTransportOptions):
+// `own_cpus` when this host has a CPU for each of its ranks.
+const std::string& SameHostControl(const TcpTransportOptions& options, bool own_cpus) {
+  return own_cpus ? options.same_host_congestion_control : options.shared_cpu_congestion_control;
+}
+
 // On a connected socket. `own_cpus`: this host has a CPU for each of its ranks (see
 // TcpTransportOptions::same_host_congestion_control). Each end's choice governs what it
 // sends; OnConnected and Adopt set it once SetPeers has told whether this host is shared.
-void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, bool own_cpus) {
+// A socket that started with the same-host control (set before its handshake) but whose peer
+// is on another host gets `system_cc` back.
+void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, bool own_cpus,
+                      const std::string& system_cc) {
   asio::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   if (options.socket_buffer_bytes > 0) {
     socket.set_option(asio::socket_base::send_buffer_size(options.socket_buffer_bytes), ignored);
     socket.set_option(asio::socket_base::receive_buffer_size(options.socket_buffer_bytes), ignored);
   }
-  if (own_cpus && !options.same_host_congestion_control.empty() &&
-      PeerOnThisHost(socket.native_handle())) {
-    Status set = SetCongestionControl(socket.native_handle(), options.same_host_congestion_control);
+  const bool same_host = PeerOnThisHost(socket.native_handle());
+  const std::string& cc = same_host ? SameHostControl(options, own_cpus) : system_cc;
+  if (!cc.empty() && (same_host || cc != SameHostControl(options, own_cpus))) {
+    Status set = SetCongestionControl(socket.native_handle(), cc);
     // The connection works either way, only slower for large messages: the first of every
     // thousand such warnings is enough.
     LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
@@ -411,6 +421,9 @@ class TcpTransport::Impl {
 
   void StartConnect(const std::shared_ptr<OutConn>& o);
   void StartAttempt(const std::shared_ptr<OutConn>& o);
+  void ConnectTo(const std::shared_ptr<OutConn>& o, uint64_t id,
+                 std::vector<tcp::endpoint> endpoints, size_t i, asio::error_code last);
+  void SetListenerControl();
   void OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id);
   // Reads one handshake frame of type `expected` into ack_meta, then calls OnChallenge or
   // OnAck.
@@ -483,6 +496,9 @@ class TcpTransport::Impl {
   std::atomic<bool> bulk_now_{false};
   std::atomic<bool> cc_unsettled_{false};
   std::string system_cc_;
+  // The system's congestion control, read from the listening socket before it is changed
+  // (SetListenerControl); what connections to other hosts run.
+  std::string default_cc_;
   // Until then a driver on a shared core sleeps at once instead of yielding between polls:
   // a yield lately handed the core to something that kept it (see Drive). late_yields_
   // counts the late ones since a wait last yielded in time, and sets how long.
@@ -560,6 +576,11 @@ Status TcpTransport::Impl::Start() {
     // Set before listen so accepted sockets inherit it and the window scale is negotiated.
     acceptor_.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes), ec);
   }
+  if (!ec) {
+    StatusOr<std::string> cc = CongestionControl(acceptor_.native_handle());
+    if (cc.ok()) default_cc_ = *cc;
+    SetListenerControl();
+  }
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(kListenBacklog, ec);
   if (ec) {
@@ -589,6 +610,20 @@ Status TcpTransport::Impl::Start() {
   return Status::Ok();
 }
 
+// A socket's congestion control must be chosen before its handshake: set afterwards, a
+// control that paces (BBR, a common default) leaves its pacing switched on, and every later
+// control of the connection is paced from an RTT that a rank waiting for its core stretches
+// to milliseconds. So accepted sockets inherit the same-host control from the listener and
+// outgoing ones get it before connect (ConnectTo); a connection to another host gets the
+// system's back (SetSocketOptions).
+void TcpTransport::Impl::SetListenerControl() {
+  const std::string& cc = SameHostControl(options_, !oversubscribed_);
+  if (cc.empty() || !acceptor_.is_open()) return;
+  Status set = SetCongestionControl(acceptor_.native_handle(), cc);
+  LOG_IF(WARNING, !set.ok()) << "rank " << options_.rank << ": " << set.ToString()
+                             << "; connections start with the system default";
+}
+
 Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
   if (addresses.size() != static_cast<size_t>(options_.world_size)) {
     return InvalidArgumentError("SetPeers got " + std::to_string(addresses.size()) +
@@ -609,6 +644,7 @@ Status TcpTransport::Impl::SetPeers(std::vector<std::string> addresses) {
   int local_ranks = 0;
   for (const HostPort& t : targets) local_ranks += t.host == targets[options_.rank].host ? 1 : 0;
   oversubscribed_ = static_cast<unsigned>(local_ranks) > std::thread::hardware_concurrency();
+  SetListenerControl();
   peer_addresses_ = std::move(addresses);
   peer_targets_ = targets;
   peers_set_ = true;
@@ -802,8 +838,10 @@ void TcpTransport::Impl::ExpectSend(size_t bytes) {
       if (!cc.ok()) continue;
       system_cc_ = *cc;
     }
-    Status set =
-        SetCongestionControl(o->fd(), bulk ? options_.bulk_congestion_control : system_cc_);
+    const std::string& between = options_.shared_cpu_congestion_control.empty()
+                                     ? system_cc_
+                                     : options_.shared_cpu_congestion_control;
+    Status set = SetCongestionControl(o->fd(), bulk ? options_.bulk_congestion_control : between);
     // The connection works either way, only slower for large operations.
     LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
         << "rank " << options_.rank << ": " << set.ToString() << "; keeping " << system_cc_;
@@ -1235,7 +1273,7 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
     socket.close(ec);
     return;
   }
-  SetSocketOptions(socket, options_, !oversubscribed_);
+  SetSocketOptions(socket, options_, !oversubscribed_, default_cc_);
   socket.non_blocking(true, ec);
   if (ec) {
     LOG(WARNING) << "rank " << options_.rank << " dropped a connection from " << who << ": "
@@ -1688,18 +1726,43 @@ void TcpTransport::Impl::StartAttempt(const std::shared_ptr<OutConn>& o) {
         if (o->attempt != id || o->state != OutState::kConnecting) return;
         if (ec)
           return AttemptFailed(o, id, "cannot resolve " + o->target.host + ": " + ec.message());
-        asio::async_connect(
-            o->socket, results,
-            Wrap([this, o, id](const asio::error_code& connect_ec, const tcp::endpoint&) {
-              if (o->attempt != id || o->state != OutState::kConnecting) return;
-              if (connect_ec) return AttemptFailed(o, id, connect_ec.message());
-              OnConnected(o, id);
-            }));
+        std::vector<tcp::endpoint> endpoints(results.begin(), results.end());
+        ConnectTo(o, id, std::move(endpoints), 0, asio::error_code());
       }));
 }
 
+// Tries endpoints[i], then the next ones, as asio::async_connect over a range does, but
+// with the congestion control set between open and connect (see SetListenerControl).
+void TcpTransport::Impl::ConnectTo(const std::shared_ptr<OutConn>& o, uint64_t id,
+                                   std::vector<tcp::endpoint> endpoints, size_t i,
+                                   asio::error_code last) {
+  if (i >= endpoints.size()) {
+    return AttemptFailed(o, id, last ? last.message() : "the address resolved to nothing");
+  }
+  const tcp::endpoint ep = endpoints[i];
+  asio::error_code ec;
+  o->socket.close(ec);
+  o->socket.open(ep.protocol(), ec);
+  if (ec) return ConnectTo(o, id, std::move(endpoints), i + 1, ec);
+  // This host: a loopback address, or the host this rank listens on.
+  const asio::ip::address own = acceptor_.local_endpoint(ec).address();
+  const std::string& cc = SameHostControl(options_, !oversubscribed_);
+  if (!cc.empty() && (ep.address().is_loopback() || (!ec && ep.address() == own))) {
+    Status set = SetCongestionControl(o->socket.native_handle(), cc);
+    LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
+        << "rank " << options_.rank << ": " << set.ToString() << "; keeping the system default";
+  }
+  o->socket.async_connect(ep, Wrap([this, o, id, endpoints = std::move(endpoints),
+                                    i](const asio::error_code& connect_ec) mutable {
+                            if (o->attempt != id || o->state != OutState::kConnecting) return;
+                            if (connect_ec)
+                              return ConnectTo(o, id, std::move(endpoints), i + 1, connect_ec);
+                            OnConnected(o, id);
+                          }));
+}
+
 void TcpTransport::Impl::OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id) {
-  SetSocketOptions(o->socket, options_, !oversubscribed_);
+  SetSocketOptions(o->socket, options_, !oversubscribed_, default_cc_);
   o->connector = std::make_unique<auth::Connector>(auth::Channel::kPeer, &credentials_, o->peer);
   StatusOr<std::string> hello = o->connector->Hello();
   if (!hello.ok()) return FailOut(o, hello.status());
@@ -1830,7 +1893,7 @@ void TcpTransport::Impl::Adopt(const std::shared_ptr<InConn>& c,
     o->socket.close(ignored);
     return fail(ec.message());
   }
-  SetSocketOptions(o->socket, options_, !oversubscribed_);
+  SetSocketOptions(o->socket, options_, !oversubscribed_, default_cc_);
   o->shared = true;
   if (Status raw = Unregister(o); !raw.ok()) return fail(raw.message());
   o->same_host = PeerOnThisHost(o->fd());

@@ -71,13 +71,13 @@ struct TcpTransportOptions {
   // 0.5x the time, allreduce 4-16 MiB 0.65-0.73x, 4 B-1 MiB unchanged. With more ranks than
   // CPUs the spurious losses that reordering still causes collapse Reno's window while a
   // rank waits for its core: recursive doubling at 4 ranks, 64-256 KiB, took 1.2-7x as long,
-  // so oversubscribed hosts keep the default.
+  // so oversubscribed hosts use shared_cpu_congestion_control instead.
   std::string same_host_congestion_control = "reno";
   // On a host with more ranks than CPUs, same-host connections switch to this congestion
   // control for an operation in which this rank sends at least bulk_send_bytes, and back to
-  // the system's for one of 64 KiB up to that (smaller ones leave it as it is). Reno's window
-  // collapses at the spurious losses of a rank that waits for its core, which costs small and
-  // medium operations; a long transfer opens it again and then pushes whole messages, where BBR
+  // shared_cpu_congestion_control for one of 64 KiB up to that (smaller ones leave it). Reno's
+  // window collapses at the spurious losses of a rank that waits for its core, which costs small
+  // and medium operations; a long transfer opens it again and then pushes whole messages, where BBR
   // paces from a microsecond RTT. Measured on 2 cores, pinned, 4-5 runs of each: allreduce,
   // allgather and broadcast of 4-64 MiB took 0.57-0.76x the time under Reno at p = 4 and 0.64-0.93x
   // at p = 8 (2 MiB and up); at p = 8, 64 KiB-1 MiB took 1.1-2.2x. The line sits at 1 MiB:
@@ -86,6 +86,18 @@ struct TcpTransportOptions {
   // 512 KiB-1 MiB. Empty keeps the system's for everything.
   std::string bulk_congestion_control = "reno";
   size_t bulk_send_bytes = size_t{1} << 20;
+  // On a host with more ranks than CPUs, the congestion control of same-host connections
+  // outside bulk operations; empty keeps the system's. Both same-host controls are set
+  // before a connection's handshake (the listening socket's, inherited by accepted ones, and
+  // an outgoing socket's before connect when the peer's address is a loopback one or the one
+  // this rank listens on): set afterwards, a control that paces, as BBR does, leaves pacing
+  // on for the connection's life, and every later control is then paced from an RTT that a
+  // rank waiting for its core stretches to milliseconds. Measured on 2 cores with BBR the
+  // system's default, pinned, auto, 4 interleaved runs: connections that never ran BBR took
+  // 0.48-0.60x the time at p = 8 for allgather of 4-64 MiB and 0.72-0.90x for allreduce of
+  // 1-64 MiB; switching to cubic after the handshake instead took 1.3-1.8x at p = 8,
+  // 64 KiB-1 MiB.
+  std::string shared_cpu_congestion_control = "cubic";
   // One connection per pair of ranks carries messages both ways: a rank that accepts a peer's
   // connection while it has none of its own to that peer sends on it too. A reply then
   // carries the ACK of the message it answers; with a connection each way every small
