@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -117,20 +118,34 @@ TEST(TcpDriverTest, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
   DrivenExchange(w, 500, 64);
 }
 
-// The congestion control of every connected TCP socket of this process whose peer is on
-// this host (the transports' connections: a test process has no others), by fd.
-std::map<int, std::string> SameHostCongestionControls() {
+// The congestion control of every socket of this process that `keep` accepts, by fd.
+std::map<int, std::string> CongestionControls(const std::function<bool(int)>& keep) {
   std::map<int, std::string> found;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return found;
   while (dirent* e = readdir(dir)) {
     const int fd = std::atoi(e->d_name);
-    if (fd <= 2 || fd == dirfd(dir) || !PeerOnThisHost(fd)) continue;
+    if (fd <= 2 || fd == dirfd(dir) || !keep(fd)) continue;
     auto cc = CongestionControl(fd);
     if (cc.ok()) found[fd] = *cc;
   }
   closedir(dir);
   return found;
+}
+
+// Every connected TCP socket whose peer is on this host (the transports' connections: a test
+// process has no others).
+std::map<int, std::string> SameHostCongestionControls() {
+  return CongestionControls(PeerOnThisHost);
+}
+
+// Every listening TCP socket.
+std::map<int, std::string> ListenerCongestionControls() {
+  return CongestionControls([](int fd) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening != 0;
+  });
 }
 
 std::string SystemCongestionControl() {
@@ -147,26 +162,6 @@ bool KernelHas(const std::string& control) {
     if (name == control) return true;
   }
   return false;
-}
-
-// The congestion control of every listening TCP socket of this process, by fd.
-std::map<int, std::string> ListenerCongestionControls() {
-  std::map<int, std::string> found;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return found;
-  while (dirent* e = readdir(dir)) {
-    const int fd = std::atoi(e->d_name);
-    int listening = 0;
-    socklen_t len = sizeof(listening);
-    if (fd <= 2 || fd == dirfd(dir) ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
-      continue;
-    }
-    auto cc = CongestionControl(fd);
-    if (cc.ok()) found[fd] = *cc;
-  }
-  closedir(dir);
-  return found;
 }
 
 TEST(TcpDriverTest, SameHostConnectionsUseTheConfiguredCongestionControl) {

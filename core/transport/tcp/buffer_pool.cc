@@ -6,23 +6,19 @@ namespace gyre {
 
 PooledBuffer BufferPool::Take(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
-  if (bytes < kMinPooledBytes) {
-    PooledBuffer small;
-    small.data.reset(new uint8_t[bytes]);
-    small.capacity = bytes;
-    return small;
+  if (bytes >= kMinPooledBytes) {
+    auto fits =
+        std::lower_bound(idle_.begin(), idle_.end(), bytes,
+                         [](const PooledBuffer& b, size_t want) { return b.capacity < want; });
+    if (fits != idle_.end()) {
+      PooledBuffer out = std::move(*fits);
+      idle_.erase(fits);
+      idle_bytes_ -= out.capacity;
+      ++reused_;
+      return out;
+    }
+    ++allocated_;
   }
-  auto fits =
-      std::lower_bound(idle_.begin(), idle_.end(), bytes,
-                       [](const PooledBuffer& b, size_t want) { return b.capacity < want; });
-  if (fits != idle_.end()) {
-    PooledBuffer out = std::move(*fits);
-    idle_.erase(fits);
-    idle_bytes_ -= out.capacity;
-    ++reused_;
-    return out;
-  }
-  ++allocated_;
   PooledBuffer out;
   out.data.reset(new uint8_t[bytes]);
   out.capacity = bytes;

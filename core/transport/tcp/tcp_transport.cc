@@ -138,7 +138,7 @@ void SetSocketOptions(tcp::socket& socket, const TcpTransportOptions& options, b
   }
   const bool same_host = PeerOnThisHost(socket.native_handle());
   const std::string& cc = same_host ? SameHostControl(options, own_cpus) : system_cc;
-  if (!cc.empty() && (same_host || cc != SameHostControl(options, own_cpus))) {
+  if (!cc.empty()) {
     Status set = SetCongestionControl(socket.native_handle(), cc);
     // The connection works either way, only slower for large messages: the first of every
     // thousand such warnings is enough.
@@ -491,13 +491,12 @@ class TcpTransport::Impl {
   std::atomic<bool> oversubscribed_{static_cast<unsigned>(options_.world_size) >
                                     std::thread::hardware_concurrency()};
   // ExpectSend: whether the last operation was bulk; a connection became ready since (it
-  // starts with the system's congestion control); that control's name, read from the first
-  // connection switched.
+  // starts with the same-host control).
   std::atomic<bool> bulk_now_{false};
   std::atomic<bool> cc_unsettled_{false};
-  std::string system_cc_;
   // The system's congestion control, read from the listening socket before it is changed
-  // (SetListenerControl); what connections to other hosts run.
+  // (SetListenerControl): what connections to other hosts run, and what same-host ones run
+  // between bulk operations when shared_cpu_congestion_control is empty.
   std::string default_cc_;
   // Until then a driver on a shared core sleeps at once instead of yielding between polls:
   // a yield lately handed the core to something that kept it (see Drive). late_yields_
@@ -833,18 +832,15 @@ void TcpTransport::Impl::ExpectSend(size_t bytes) {
   cc_unsettled_ = false;
   for (const std::shared_ptr<OutConn>& o : out_conns_) {
     if (!o || !o->same_host || o->state != OutState::kReady || o->bulk_cc == bulk) continue;
-    if (system_cc_.empty()) {  // this connection still runs it
-      StatusOr<std::string> cc = CongestionControl(o->fd());
-      if (!cc.ok()) continue;
-      system_cc_ = *cc;
-    }
     const std::string& between = options_.shared_cpu_congestion_control.empty()
-                                     ? system_cc_
+                                     ? default_cc_
                                      : options_.shared_cpu_congestion_control;
-    Status set = SetCongestionControl(o->fd(), bulk ? options_.bulk_congestion_control : between);
+    const std::string& target = bulk ? options_.bulk_congestion_control : between;
+    if (target.empty()) continue;
+    Status set = SetCongestionControl(o->fd(), target);
     // The connection works either way, only slower for large operations.
     LOG_IF_EVERY_N(WARNING, !set.ok(), 1000)
-        << "rank " << options_.rank << ": " << set.ToString() << "; keeping " << system_cc_;
+        << "rank " << options_.rank << ": " << set.ToString() << "; keeping the current control";
     if (set.ok()) o->bulk_cc = bulk;
   }
 }
@@ -1140,8 +1136,7 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
     Status match = CheckMatch(peer, c->frame, recv);
     if (match.ok()) {
       if (c->payload_got > 0) std::memcpy(data, c->buffer.data.get(), c->payload_got);
-      early_pool_.Give(std::move(c->buffer));
-      c->buffer = PooledBuffer();
+      early_pool_.Give(std::exchange(c->buffer, PooledBuffer()));
       c->recv = std::move(recv);
       c->sink = Sink::kUser;
       return;
