@@ -304,6 +304,23 @@ TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSharedCpuOneAndTheConnectionWork
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, "cubic") << "fd " << fd;
 }
 
+// No bulk control: a large operation switches nothing, and every connection keeps the
+// control of its handshake (the shared-CPU one).
+TEST(TcpDriverTest, AnEmptyBulkControlSwitchesNothing) {
+  if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
+  TcpTransportOptions options;
+  options.bulk_congestion_control = "";
+  const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  auto w = World(n, options);
+  ASSERT_EQ(w.size(), static_cast<size_t>(n));
+  DrivenExchange(w, 1, 64);
+  for (auto& t : w) t->ExpectSend(size_t{4} << 20);
+  DrivenExchange(w, 2, size_t{3} << 20);
+  auto ccs = SameHostCongestionControls();
+  ASSERT_GE(ccs.size(), 2u);
+  for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, "cubic") << "fd " << fd;
+}
+
 TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   TcpTransportOptions options;
   options.driver_max_message_bytes = size_t{1} << 20;

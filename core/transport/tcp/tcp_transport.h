@@ -83,7 +83,7 @@ struct TcpTransportOptions {
   // at p = 8 (2 MiB and up); at p = 8, 64 KiB-1 MiB took 1.1-2.2x. The line sits at 1 MiB:
   // against 2 MiB, 5-7 runs each, a broadcast of 1 MiB took 0.51-0.56x the time at p = 4 and
   // 0.79x at p = 8 (1-4 MiB), the rest within the spread; at 512 KiB, p = 8 lost 1.37-1.44x at
-  // 512 KiB-1 MiB. Empty keeps the system's for everything.
+  // 512 KiB-1 MiB. Empty: no switching; connections keep the control set at their handshake.
   std::string bulk_congestion_control = "reno";
   size_t bulk_send_bytes = size_t{1} << 20;
   // On a host with more ranks than CPUs, the congestion control of same-host connections
