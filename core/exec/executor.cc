@@ -1,16 +1,14 @@
 #include "core/exec/executor.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <new>
 #include <sstream>
 
 #include "core/base/dtype.h"
+#include "core/base/large_memory.h"
 #include "core/exec/monitor.h"
 
 namespace gyre {
@@ -462,45 +460,18 @@ std::string OpRun::DescribeStep(int i) const {
   return os.str();
 }
 
-namespace {
-// Below this a scratch area comes from the heap; above it from its own mapping, whose pages
-// the kernel commits only when written (and gives back at once when the area is replaced).
-constexpr size_t kMappedScratchBytes = size_t{1} << 20;
-}  // namespace
-
 Executor::Executor() : storage_(std::make_unique<OpRun::Storage>()) {}
 Executor::~Executor() = default;
 
-Executor::Scratch::~Scratch() { Release(); }
-
-void Executor::Scratch::Release() {
-  if (data_ != nullptr) {
-    if (mapped_) {
-      munmap(data_, size_);
-    } else {
-      delete[] data_;
-    }
-  }
-  data_ = nullptr;
-  size_ = 0;
-  mapped_ = false;
-}
-
 unsigned char* Executor::Scratch::Reserve(size_t bytes) {
-  if (bytes <= size_ && data_ != nullptr) return data_;
-  Release();
+  if (bytes <= size_ && data_ != nullptr) return data_.get();
+  data_.reset();
+  size_ = 0;
   if (bytes == 0) return nullptr;
-  if (bytes >= kMappedScratchBytes) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    data_ = static_cast<unsigned char*>(p);
-    mapped_ = true;
-  } else {
-    data_ = new (std::nothrow) unsigned char[bytes];  // default-initialised: not zeroed
-    if (data_ == nullptr) return nullptr;
-  }
+  data_ = AllocateLarge(bytes);
+  if (data_ == nullptr) return nullptr;
   size_ = bytes;
-  return data_;
+  return data_.get();
 }
 
 Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,

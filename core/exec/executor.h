@@ -18,6 +18,7 @@
 #include "core/algo/schedule.h"
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
+#include "core/base/large_memory.h"
 #include "core/transport/driven.h"
 #include "core/transport/transport.h"
 
@@ -194,23 +195,18 @@ class Executor {
              const ExecOptions& options, OpCounters* counters);
 
  private:
-  // Scratch memory, reused across operations. Large areas are mapped, not zero-filled, so
-  // only the pages a schedule actually writes become resident: a schedule's scratch_count
-  // is an upper bound on its layout, not a promise to touch all of it.
+  // Scratch memory, reused across operations. Not zero-filled, and large areas are mapped
+  // (in huge pages where the kernel allows, core/base/large_memory.h), so only the pages a
+  // schedule actually writes become resident: a schedule's scratch_count is an upper bound
+  // on its layout, not a promise to touch all of it.
   class Scratch {
    public:
-    Scratch() = default;
-    ~Scratch();
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
     // At least `bytes` bytes; earlier contents are not kept. Null if the system refuses.
     unsigned char* Reserve(size_t bytes);
 
    private:
-    void Release();
-    unsigned char* data_ = nullptr;
+    LargeBytes data_;
     size_t size_ = 0;
-    bool mapped_ = false;
   };
   Scratch scratch_;
   std::unique_ptr<OpRun::Storage> storage_;

@@ -40,7 +40,7 @@ TEST(BufferPoolTest, TheSmallestBufferThatFitsIsTaken) {
   BufferPool pool(size_t{64} << 20);
   PooledBuffer small = pool.Take(kMin * 2);
   PooledBuffer mid = pool.Take(kMin * 8);
-  PooledBuffer big = pool.Take(kMin * 32);
+  PooledBuffer big = pool.Take(kMin * 10);
   const uint8_t* mid_data = mid.data.get();
   const uint8_t* big_data = big.data.get();
   pool.Give(std::move(big));
@@ -51,6 +51,19 @@ TEST(BufferPoolTest, TheSmallestBufferThatFitsIsTaken) {
   PooledBuffer next = pool.Take(kMin * 5);
   EXPECT_EQ(next.data.get(), big_data);
   EXPECT_EQ(pool.stats().pooled_buffers, 1u);  // the small one, too small for either
+}
+
+TEST(BufferPoolTest, ABufferOverTwiceTheSizeIsLeftForALargerMessage) {
+  BufferPool pool(size_t{64} << 20);
+  PooledBuffer big = pool.Take(kMin * 12);
+  const uint8_t* big_data = big.data.get();
+  pool.Give(std::move(big));
+  PooledBuffer small = pool.Take(kMin * 5);  // 12 > 2 x 5: a buffer of its own
+  EXPECT_NE(small.data.get(), big_data);
+  EXPECT_EQ(small.capacity, kMin * 5);
+  EXPECT_EQ(pool.Take(kMin * 6).data.get(), big_data);  // 12 = 2 x 6: fits
+  EXPECT_EQ(pool.stats().allocated, 2u);
+  EXPECT_EQ(pool.stats().reused, 1u);
 }
 
 TEST(BufferPoolTest, SmallBuffersAreLeftToMalloc) {
@@ -92,6 +105,22 @@ TEST(BufferPoolTest, IdleBytesStayUnderTheCapAndTheLargestAreKept) {
   PooledBuffer huge = pool.Take(cap + 1);
   pool.Give(std::move(huge));  // larger than the cap: freed
   EXPECT_EQ(pool.stats().pooled_bytes, 0u);
+}
+
+TEST(BufferPoolTest, LargeBuffersAreWholeHugePagesAndServeUpToTheirLength) {
+  BufferPool pool(size_t{64} << 20);
+  PooledBuffer a = pool.Take(kHugePageBytes + kHugePageBytes / 2);  // 3 MiB
+  ASSERT_NE(a.data, nullptr);
+  EXPECT_EQ(a.capacity, 2 * kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data.get()) % kHugePageBytes, 0u);
+  std::memset(a.data.get(), 0x3C, a.capacity);
+  const uint8_t* first = a.data.get();
+  pool.Give(std::move(a));
+  // 4 MiB: more than was asked for first, within the mapping's length.
+  PooledBuffer b = pool.Take(2 * kHugePageBytes);
+  EXPECT_EQ(b.data.get(), first);
+  EXPECT_EQ(pool.stats().allocated, 1u);
+  EXPECT_EQ(pool.stats().reused, 1u);
 }
 
 TEST(BufferPoolTest, AZeroCapKeepsNothing) {

@@ -483,5 +483,59 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   EXPECT_NE(s.message().find(address2), std::string::npos) << s;
 }
 
+// A message the driver waits for is handed out before it reads on in an early one (a
+// message whose receive is not posted): a rank still in one operation must not copy the
+// next operation's bulk before it sees the message that ends this one.
+TEST(TcpDriverTest, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
+  auto w = World(3);
+  ASSERT_EQ(w.size(), 3u);
+  for (int from : {1, 2}) {  // connects both peers; rank 0's driver reads them from now on
+    std::vector<uint8_t> got(8);
+    DoneWaiter recv, send;
+    std::vector<uint8_t> data = Pattern(8, from);
+    ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
+    w[0]->Recv(from, Header(from, 1), got.data(), got.size(), recv.Callback());
+    w[from]->Send(0, Header(from, 1), data.data(), data.size(), send.Callback());
+    ASSERT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
+    w[0]->ReleaseDriver();
+    ASSERT_TRUE(send.Wait().ok());
+  }
+  const Clock& clock = *SteadyClock::Get();
+  // Rank 2 streams a message rank 0 has no receive for; a short Drive starts reading it, so
+  // the driver stands in the middle of its frame.
+  const std::vector<uint8_t> early = Pattern(size_t{64} << 20, 77);
+  DoneWaiter early_send;
+  w[2]->Send(0, Header(30, 1), early.data(), early.size(), early_send.Callback());
+  std::vector<uint8_t> got(64);
+  DoneWaiter recv;
+  ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
+  w[0]->Recv(1, Header(20, 1), got.data(), got.size(), recv.Callback());
+  ASSERT_TRUE(WaitUntil([&] {
+    w[0]->Drive(clock.Now() + Millis(5));
+    return w[0]->BytesReceivedFrom(2) > 8;
+  }));
+  // The awaited message arrives, and the early sender fills the socket meanwhile.
+  const std::vector<uint8_t> awaited = Pattern(got.size(), 20);
+  DoneWaiter send;
+  w[1]->Send(0, Header(20, 1), awaited.data(), awaited.size(), send.Callback());
+  ASSERT_TRUE(send.Wait().ok());
+  std::this_thread::sleep_for(Millis(50));
+  const uint64_t before = w[0]->BytesReceivedFrom(2);
+  Status s = DriveUntilDone(w[0].get(), recv, Seconds(10), Seconds(10));
+  const uint64_t read_meanwhile = w[0]->BytesReceivedFrom(2) - before;
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(got, awaited);
+  // At most one turn's read of the early message (1 MiB) before the awaited one is out.
+  EXPECT_LE(read_meanwhile, uint64_t{1} << 20);
+  // The early message is whole once its receive is posted.
+  std::vector<uint8_t> got_early(early.size());
+  DoneWaiter early_recv;
+  w[0]->Recv(2, Header(30, 1), got_early.data(), got_early.size(), early_recv.Callback());
+  EXPECT_TRUE(DriveUntilDone(w[0].get(), early_recv).ok());
+  w[0]->ReleaseDriver();
+  EXPECT_TRUE(early_send.Wait().ok());
+  EXPECT_TRUE(got_early == early);
+}
+
 }  // namespace
 }  // namespace gyre

@@ -10,7 +10,9 @@ PooledBuffer BufferPool::Take(size_t bytes) {
     auto fits =
         std::lower_bound(idle_.begin(), idle_.end(), bytes,
                          [](const PooledBuffer& b, size_t want) { return b.capacity < want; });
-    if (fits != idle_.end()) {
+    // Not one more than twice the size: a small message that took a large buffer would leave
+    // the next large one to a fresh allocation, whose first use is what the pool saves.
+    if (fits != idle_.end() && fits->capacity / 2 <= bytes) {
       PooledBuffer out = std::move(*fits);
       idle_.erase(fits);
       idle_bytes_ -= out.capacity;
@@ -20,8 +22,9 @@ PooledBuffer BufferPool::Take(size_t bytes) {
     ++allocated_;
   }
   PooledBuffer out;
-  out.data.reset(new uint8_t[bytes]);
-  out.capacity = bytes;
+  out.data = AllocateLarge(bytes);
+  if (out.data == nullptr) return out;
+  out.capacity = out.data.get_deleter().mapped > 0 ? out.data.get_deleter().mapped : bytes;
   return out;
 }
 

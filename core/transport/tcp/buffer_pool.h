@@ -16,10 +16,14 @@
 #include <memory>
 #include <vector>
 
+#include "core/base/large_memory.h"
+
 namespace gyre {
 
+// From kMappedFromBytes (1 MiB) up the memory is a huge-page mapping (core/base/large_memory.h)
+// and the capacity its whole length: the first use of a fresh buffer is where a pool cannot help.
 struct PooledBuffer {
-  std::unique_ptr<uint8_t[]> data;
+  LargeBytes data;
   size_t capacity = 0;
 };
 
@@ -39,7 +43,8 @@ class BufferPool {
   explicit BufferPool(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   // A buffer of at least `bytes` (at least 1): from kMinPooledBytes up, the smallest pooled
-  // one that fits; else a new one of exactly that size.
+  // one that fits; else a new one (exactly that size below kMappedFromBytes). Null data if the
+  // system refuses the memory.
   PooledBuffer Take(size_t bytes);
   // Takes `buffer` back for reuse. Over the cap, the smallest idle buffers are freed first,
   // since a large buffer saves the most faults; one larger than the cap is freed at once.
