@@ -125,6 +125,35 @@ class Data:
                 out.append(min(same)[0] / forced[rnd][0])
         return out
 
+    def matched_auto_ratios(self, op, p, b, chosen_only, by_shape=True):
+        """Per (round, placement): gyre's auto job over the best forced gyre job measured in
+        that same placement throughout; or, chosen_only, the fastest forced job of the
+        algorithm auto ran (algorithms of one schedule shape taken as one, by_shape) over that
+        best. A forced job that ran in the other placement says nothing of auto's choice: a
+        loopback exchange takes up to twice as long far as near."""
+        out = []
+        for rnd in self.rounds:
+            jobs = self.by_place.get((op, p, b, "gyre", rnd), [])
+            for where in ("near", "far"):
+                here = [e for e in jobs if e[2] == where]
+                autos = [e for e in here if is_auto(e[1])]
+                forced = [e for e in here if not is_auto(e[1])]
+                if not autos or not forced:
+                    continue
+                best = min(forced)[0]
+                if best <= 0:
+                    continue
+                if not chosen_only:
+                    out.append(min(autos)[0] / best)
+                    continue
+                chose = min(autos)[1][5:]
+                want = self.shapes.get((op, p, b, chose)) if by_shape else None
+                same = [e[0] for e in forced if e[1] == chose or
+                        (want and self.shapes.get((op, p, b, e[1])) == want)]
+                if same:
+                    out.append(min(same) / best)
+        return out
+
     def peer_best(self, op, p, b):
         out = {}
         for rnd in self.rounds:
@@ -310,7 +339,7 @@ def render(records, jsonl_name=""):
                                                            statistics.median(r)))
 
     short_peer, short_auto, short_choice, short_daemon, near = [], [], [], [], []
-    short_shape = []
+    short_shape, short_auto_matched, short_choice_matched = [], [], []
     for op in d.ops():
         w("## %s (float32%s)" % (op, " sum" if op in ("allreduce", "reduce",
                                                       "reduce_scatter") else ""))
@@ -366,6 +395,13 @@ def render(records, jsonl_name=""):
                     short.append("%s p=%d %s: %s measured %.2fx the best forced (%s)" % (
                         op, p, fmt_size(b), ga_a[5:], statistics.median(r_choice),
                         summary_time(gf)[1]))
+            for chosen_only, short in ((False, short_auto_matched),
+                                       (True, short_choice_matched)):
+                r_m = d.matched_auto_ratios(op, p, b, chosen_only)
+                if r_m and statistics.median(r_m) > 1.1:
+                    short.append("%s p=%d %s: %.2fx (%d pair%s)" % (
+                        op, p, fmt_size(b), statistics.median(r_m), len(r_m),
+                        "" if len(r_m) == 1 else "s"))
         w("")
 
     c, r = machine_rates(d)
@@ -419,6 +455,15 @@ def render(records, jsonl_name=""):
           "`shape`: the same steps between the same ranks, only tags and offsets differ) taken "
           "as one choice: %d cells short%s" % (
               len(short_shape), ": " + "; ".join(short_shape) if short_shape else "."))
+    if pairs:
+        w("- auto against the best forced job in the same round and placement (median over "
+          "the (round, placement) pairs; cells without a pair are left out): %d cells short%s"
+          % (len(short_auto_matched),
+             ": " + "; ".join(short_auto_matched) if short_auto_matched else "."))
+        w("- auto's choice the same way (the chosen algorithm's forced job; algorithms of one "
+          "schedule shape count as one where the run recorded shapes): %d cells short%s" % (
+              len(short_choice_matched),
+              ": " + "; ".join(short_choice_matched) if short_choice_matched else "."))
     w("- daemon vs embedded (auto): <= +10 µs below 1 MiB, <= 5%% at 16 MiB and above: "
       "%d cells short%s" % (len(short_daemon),
                             ": " + "; ".join(short_daemon) if short_daemon else "."))

@@ -81,6 +81,45 @@ class PlacementTest(unittest.TestCase):
         self.assertNotIn("CPU placement", text)
 
 
+class MatchedAutoTest(unittest.TestCase):
+    def records(self):
+        # Round 1: auto ran ring far (12); ring's forced job ran far (13), tree's near (10).
+        # Round 2: auto (ring) and both forced jobs far: auto 30, ring 34, tree 20.
+        return [{"impl": "meta"},
+                cell("gyre", "auto:ring", 1, 12.0, FAR),
+                cell("gyre", "ring", 1, 13.0, FAR),
+                cell("gyre", "tree", 1, 10.0, NEAR),
+                cell("gyre", "auto:ring", 2, 30.0, FAR),
+                cell("gyre", "ring", 2, 34.0, FAR),
+                cell("gyre", "tree", 2, 20.0, FAR)]
+
+    def test_only_jobs_of_one_round_and_placement_are_compared(self):
+        d = compare_table.Data(self.records())
+        # Round 1 far: auto 12 against ring 13, the only forced job there; tree ran near.
+        # Round 2 far: auto 30 and ring 34 against tree 20.
+        self.assertEqual(sorted(round(x, 4) for x in
+                                d.matched_auto_ratios("allreduce", 2, 4, chosen_only=False)),
+                         sorted(round(x, 4) for x in (12 / 13, 30 / 20)))
+        self.assertEqual(sorted(round(x, 4) for x in
+                                d.matched_auto_ratios("allreduce", 2, 4, chosen_only=True)),
+                         sorted(round(x, 4) for x in (13 / 13, 34 / 20)))
+
+    def test_report_lists_the_matched_shortfalls(self):
+        text = compare_table.render(self.records())
+        # Medians over the pairs: (12/13 + 30/20) / 2 = 1.21, (1 + 1.7) / 2 = 1.35.
+        self.assertIn("same round and placement (median over the (round, placement) pairs; "
+                      "cells without a pair are left out): 1 cells short: allreduce p=2 4 B: "
+                      "1.21x (2 pairs)", text)
+        self.assertIn("shapes): 1 cells short: allreduce p=2 4 B: 1.35x (2 pairs)", text)
+
+    def test_a_job_in_the_other_placement_gives_no_pair(self):
+        records = [{"impl": "meta"}, cell("gyre", "auto:ring", 1, 12.0, FAR),
+                   cell("gyre", "tree", 1, 6.0, NEAR)]
+        d = compare_table.Data(records)
+        self.assertEqual(d.matched_auto_ratios("allreduce", 2, 4, chosen_only=False), [])
+        self.assertIn("left out): 0 cells short.", compare_table.render(records))
+
+
 class ShapeTest(unittest.TestCase):
     def records(self, shapes):
         # auto ran hierarchical (25); its forced job took 30, binomial's 20.
