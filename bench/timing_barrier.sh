@@ -6,23 +6,28 @@
 # barrier depends on the barrier's shape: a symmetric barrier (gyre's dissemination, Open
 # MPI's recursive doubling) lets ranks leave in any order, so a broadcast's non-roots may
 # start their clocks long before the root is scheduled; a tree barrier releases the root
-# first. This runs broadcast and allreduce, 4 B and 1 KiB, at 4 and 8 ranks, interleaved, with
-# each implementation's timing barrier set to either shape and to its default, and prints
-# the median over rounds of each cell's median.
+# first. This runs broadcast and allreduce, 4 B and 1 KiB, at 4 and 8 ranks (--ranks),
+# interleaved, with each implementation's timing barrier set to either shape and to its
+# default, and prints the median over rounds of each cell's median.
 #
-#   bash bench/timing_barrier.sh [--rounds 3] [--build build] [--out FILE.jsonl]
+#   bash bench/timing_barrier.sh [--rounds 3] [--ranks "4 8"] [--build build] [--out FILE.jsonl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=3
 BUILD=build
 OUT=""
+RANKS="4 8"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --build) BUILD="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --ranks) RANKS="$2"; shift 2 ;;
     *) echo "timing_barrier.sh: unknown argument $1" >&2; exit 2 ;;
   esac
+done
+for p in $RANKS; do
+  [[ $p =~ ^[1-9][0-9]*$ ]] || { echo "timing_barrier.sh: --ranks takes rank counts, got '$p'" >&2; exit 2; }
 done
 BIN="$BUILD/bin"
 for b in gyrerun gyre-bench gyre-bench-mpi; do
@@ -36,7 +41,7 @@ MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --m
 # Open MPI's barrier algorithms (ompi_info --param coll tuned --level 9): 3 recursive
 # doubling, 6 tree; unset is its fixed decision (linear at 4 ranks, as measured).
 for round in $(seq 1 "$ROUNDS"); do
-  for p in 4 8; do
+  for p in $RANKS; do
     for op in broadcast allreduce; do
       for cfg in gyre:dissemination gyre:binomial mpi:default mpi:3 mpi:6; do
         impl=${cfg%%:*}
@@ -62,7 +67,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 cat "$WORK"/*.jsonl > "$WORK/all.jsonl"
 [[ -n "$OUT" ]] && cp "$WORK/all.jsonl" "$OUT"
-python3 - "$WORK/all.jsonl" <<'EOF'
+python3 - "$WORK/all.jsonl" $RANKS <<'EOF'
 import collections, json, statistics, sys
 cells = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -75,7 +80,7 @@ labels = ["gyre/dissemination", "openmpi/3", "gyre/binomial", "openmpi/6", "open
 print("| op | p | size | " + " | ".join(labels) + " |")
 print("|---|---|---|" + "---|" * len(labels))
 for op in ["broadcast", "allreduce"]:
-    for p in [4, 8]:
+    for p in [int(x) for x in sys.argv[2:]]:
         for b in [4, 1024]:
             row = []
             for l in labels:
