@@ -287,7 +287,12 @@ def render(records, jsonl_name=""):
            mach.get("loopback_2pairs_median_GBps", 0), mach.get("loopback_1pair_GBps", 0),
            mach.get("pingpong_4B_oneway_us", 0), mach.get("pingpong_4B_oneway_split_us", 0),
            mach.get("reduce_f32_GBps", 0),
-           mach.get("reduce_f32_gyre_GBps", 0), mach.get("memcpy_GBps", 0)))
+           mach.get("reduce_f32_gyre_GBps", 0), mach.get("memcpy_GBps", 0)) +
+          (" A futex hand-off round trip between two processes on one CPU (what a call through "
+           "the daemon adds at least where a program and its gyred share a core) %.1f µs, "
+           "between two threads %.1f µs." % (mach["handoff_process_rt_us"],
+                                             mach.get("handoff_thread_rt_us", 0))
+           if "handoff_process_rt_us" in mach else ""))
     w("- Rounds: %s%s. Ratios are per round, then the median over rounds (range in "
       "brackets when there is more than one round)." %
       (m.get("rounds", len(d.rounds)),

@@ -120,6 +120,16 @@ class MatchedAutoTest(unittest.TestCase):
         self.assertIn("left out): 0 cells short.", compare_table.render(records))
 
 
+class LimitsTest(unittest.TestCase):
+    def test_the_handoff_round_trip_is_shown_where_it_was_measured(self):
+        mach = {"impl": "machine", "when": "start", "loopback_2pairs_GBps": 7.0}
+        base = [{"impl": "meta"}, cell("gyre", "ring", 1, 10.0, NEAR)]
+        self.assertNotIn("hand-off", compare_table.render(base + [mach]))
+        mach = dict(mach, handoff_process_rt_us=12.6, handoff_thread_rt_us=6.6)
+        text = compare_table.render(base + [mach])
+        self.assertIn("share a core) 12.6 µs, between two threads 6.6 µs.", text)
+
+
 class ShapeTest(unittest.TestCase):
     def records(self, shapes):
         # auto ran hierarchical (25); its forced job took 30, binomial's 20.

@@ -4,10 +4,13 @@
 // ping-pong (over one connection, as gyre, Open MPI and Gloo send, and over one connection each
 // way, where no reply carries the ACK of the message it answers), the single-core float32
 // `a[i] += b[i]` rate R at 64 MiB (a plain vectorised loop, and gyre's own kernel for
-// reference), memcpy at 64 MiB, and how far apart the first two CPUs are (below).
+// reference), memcpy at 64 MiB, how far apart the first two CPUs are (below), and the round
+// trip of a futex hand-off between two processes on one CPU (and between two threads), the
+// least a call through the daemon adds where a program and its gyred share a core.
 //
 //   gyre-machine-limits [--json] [--seconds 0.5]
 //   gyre-machine-limits --probe        (only the CPU distance, as one JSON line; ~10 ms)
+//   gyre-machine-limits --handoff      (only the hand-off round trips, as one JSON line)
 //
 // The CPU distance is the round trip of one cache line between threads on the first two CPUs
 // this process may use. On this VM it takes one of two values that the host switches between
@@ -18,11 +21,14 @@
 //
 // Children are forked, each with an alarm so that none outlives a stuck peer.
 #include <arpa/inet.h>
+#include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -317,6 +323,93 @@ StatusOr<double> PingPongMicros(int round_trips, bool split) {
   return Median(one_way);
 }
 
+// The hand-off word of HandoffMicros: the pinger sets it odd and the ponger even, each
+// waking the other with a futex.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t value) {
+  const timespec second{1, 0};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, value, &second, nullptr, 0);
+}
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+// Answers `round_trips` hand-offs (true), or gives up after a second without one.
+bool Pong(std::atomic<uint32_t>* word, int round_trips) {
+  for (int i = 0; i < round_trips; ++i) {
+    const uint32_t want = 2 * static_cast<uint32_t>(i) + 1;
+    const auto start = SteadyTime::now();
+    while (word->load(std::memory_order_acquire) != want) {
+      if (SecondsSince(start) > 1) return false;
+      FutexWait(word, want - 1);
+    }
+    word->store(want + 1, std::memory_order_release);
+    FutexWake(word);
+  }
+  return true;
+}
+
+// Median round trip (us) of a hand-off between two processes (or, `threads`, two threads)
+// pinned to the first CPU this process may use: each side stores to a shared word, wakes
+// the other with a futex and sleeps on the word until the other answers, as a program and
+// its gyred do when they cannot spin (core/ipc/doorbell.h). Two context switches and four
+// futex calls; on a virtual machine whose hypervisor shadows the page tables, a switch
+// between processes also switches address spaces, and costs more than one between threads.
+StatusOr<double> HandoffMicros(int round_trips, bool threads) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof(allowed), &allowed);
+  void* shared = mmap(nullptr, sizeof(std::atomic<uint32_t>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return Errno("mmap");
+  auto* word = new (shared) std::atomic<uint32_t>(0);
+  PinToNth(allowed, 0);
+  pid_t ponger = -1;
+  std::thread pong_thread;
+  if (threads) {
+    pong_thread = std::thread([&] { Pong(word, round_trips); });
+  } else {
+    ponger = fork();
+    if (ponger < 0) {
+      sched_setaffinity(0, sizeof(allowed), &allowed);
+      munmap(shared, sizeof(*word));
+      return Errno("fork");
+    }
+    if (ponger == 0) {
+      alarm(30);
+      _exit(Pong(word, round_trips) ? 0 : 1);
+    }
+  }
+  std::vector<double> rts;
+  bool ok = true;
+  for (int i = 0; i < round_trips && ok; ++i) {
+    const uint32_t sent = 2 * static_cast<uint32_t>(i) + 1;
+    const auto start = SteadyTime::now();
+    word->store(sent, std::memory_order_release);
+    FutexWake(word);
+    while (word->load(std::memory_order_acquire) != sent + 1) {
+      if (SecondsSince(start) > 1) {
+        ok = false;
+        break;
+      }
+      FutexWait(word, sent);
+    }
+    rts.push_back(SecondsSince(start) * 1e6);
+  }
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  Status reaped;
+  if (threads) {
+    pong_thread.join();
+  } else {
+    if (!ok) kill(ponger, SIGKILL);
+    reaped = Reap({ponger}, 10);
+  }
+  munmap(shared, sizeof(*word));
+  GYRE_RETURN_IF_ERROR(reaped);
+  if (!ok) return UnavailableError("the hand-off peer did not answer within a second");
+  return Median(rts);
+}
+
 // Median round trip (ns) of one cache line between a thread on the first and a thread on the
 // second CPU this process may use, over batches of round trips; 0 with fewer than two CPUs,
 // or when the other thread does not answer within a second (it could not get its CPU).
@@ -402,12 +495,27 @@ int Main(int argc, char** argv) {
       std::printf("{\"impl\": \"probe\", \"cpu_rt_ns\": %.0f}\n", CpuRoundTripNanos(20));
       return 0;
     }
+    if (arg == "--handoff") {
+      auto process = HandoffMicros(2000, /*threads=*/false);
+      auto thread = HandoffMicros(2000, /*threads=*/true);
+      if (!process.ok() || !thread.ok()) {
+        std::fprintf(stderr, "gyre-machine-limits: %s\n",
+                     (!process.ok() ? process.status() : thread.status()).ToString().c_str());
+        return 1;
+      }
+      std::printf(
+          "{\"impl\": \"handoff\", \"handoff_process_rt_us\": %.1f, "
+          "\"handoff_thread_rt_us\": %.1f}\n",
+          *process, *thread);
+      return 0;
+    }
     if (arg == "--json") {
       json = true;
     } else if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gyre-machine-limits [--json] [--seconds S] | --probe\n");
+      std::fprintf(stderr,
+                   "usage: gyre-machine-limits [--json] [--seconds S] | --probe | --handoff\n");
       return 1;
     }
   }
@@ -432,6 +540,13 @@ int Main(int argc, char** argv) {
                  (!latency.ok() ? latency.status() : split_latency.status()).ToString().c_str());
     return 1;
   }
+  auto handoff = HandoffMicros(5000, /*threads=*/false);
+  auto thread_handoff = HandoffMicros(5000, /*threads=*/true);
+  if (!handoff.ok() || !thread_handoff.ok()) {
+    std::fprintf(stderr, "gyre-machine-limits: %s\n",
+                 (!handoff.ok() ? handoff.status() : thread_handoff.status()).ToString().c_str());
+    return 1;
+  }
   const double reduce = KernelRate(AddInto, 9);
   auto gyre_fn = GetReduceFn(DataType::kFloat32, ReduceOp::kSum);
   const double gyre_reduce =
@@ -447,9 +562,9 @@ int Main(int argc, char** argv) {
         "%.3f, \"loopback_1pair_GBps\": %.3f, \"pingpong_4B_oneway_us\": %.1f, "
         "\"pingpong_4B_oneway_split_us\": %.1f, \"reduce_f32_GBps\": %.3f, "
         "\"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, \"loopback_trials\": %d, "
-        "\"cpu_rt_ns\": %.0f}\n",
+        "\"cpu_rt_ns\": %.0f, \"handoff_process_rt_us\": %.1f, \"handoff_thread_rt_us\": %.1f}\n",
         c, Median(two), *std::max_element(one.begin(), one.end()), *latency, *split_latency, reduce,
-        gyre_reduce, copy, kTrials, cpu_rt);
+        gyre_reduce, copy, kTrials, cpu_rt, *handoff, *thread_handoff);
   } else {
     std::printf("loopback TCP, 2 concurrent pairs (C): %.2f GB/s best, %.2f median of %d\n", c,
                 Median(two), kTrials);
@@ -461,6 +576,10 @@ int Main(int argc, char** argv) {
                 gyre_reduce);
     std::printf("memcpy at 64 MiB:                     %.2f GB/s\n", copy);
     std::printf("cache line round trip, CPU 1 <-> 2:   %.0f ns median\n", cpu_rt);
+    std::printf(
+        "hand-off on one CPU, round trip:      %.1f us median between processes, "
+        "%.1f between threads\n",
+        *handoff, *thread_handoff);
   }
   return 0;
 }
