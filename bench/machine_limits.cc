@@ -410,6 +410,19 @@ StatusOr<double> HandoffMicros(int round_trips, bool threads) {
   return Median(rts);
 }
 
+struct Handoffs {
+  double process_us = 0;
+  double thread_us = 0;
+};
+
+// HandoffMicros between processes and between threads.
+StatusOr<Handoffs> MeasureHandoffs(int round_trips) {
+  Handoffs h;
+  GYRE_ASSIGN_OR_RETURN(h.process_us, HandoffMicros(round_trips, /*threads=*/false));
+  GYRE_ASSIGN_OR_RETURN(h.thread_us, HandoffMicros(round_trips, /*threads=*/true));
+  return h;
+}
+
 // Median round trip (ns) of one cache line between a thread on the first and a thread on the
 // second CPU this process may use, over batches of round trips; 0 with fewer than two CPUs,
 // or when the other thread does not answer within a second (it could not get its CPU).
@@ -496,17 +509,15 @@ int Main(int argc, char** argv) {
       return 0;
     }
     if (arg == "--handoff") {
-      auto process = HandoffMicros(2000, /*threads=*/false);
-      auto thread = HandoffMicros(2000, /*threads=*/true);
-      if (!process.ok() || !thread.ok()) {
-        std::fprintf(stderr, "gyre-machine-limits: %s\n",
-                     (!process.ok() ? process.status() : thread.status()).ToString().c_str());
+      auto h = MeasureHandoffs(2000);
+      if (!h.ok()) {
+        std::fprintf(stderr, "gyre-machine-limits: %s\n", h.status().ToString().c_str());
         return 1;
       }
       std::printf(
           "{\"impl\": \"handoff\", \"handoff_process_rt_us\": %.1f, "
           "\"handoff_thread_rt_us\": %.1f}\n",
-          *process, *thread);
+          h->process_us, h->thread_us);
       return 0;
     }
     if (arg == "--json") {
@@ -540,11 +551,9 @@ int Main(int argc, char** argv) {
                  (!latency.ok() ? latency.status() : split_latency.status()).ToString().c_str());
     return 1;
   }
-  auto handoff = HandoffMicros(5000, /*threads=*/false);
-  auto thread_handoff = HandoffMicros(5000, /*threads=*/true);
-  if (!handoff.ok() || !thread_handoff.ok()) {
-    std::fprintf(stderr, "gyre-machine-limits: %s\n",
-                 (!handoff.ok() ? handoff.status() : thread_handoff.status()).ToString().c_str());
+  auto handoff = MeasureHandoffs(5000);
+  if (!handoff.ok()) {
+    std::fprintf(stderr, "gyre-machine-limits: %s\n", handoff.status().ToString().c_str());
     return 1;
   }
   const double reduce = KernelRate(AddInto, 9);
@@ -564,7 +573,7 @@ int Main(int argc, char** argv) {
         "\"reduce_f32_gyre_GBps\": %.3f, \"memcpy_GBps\": %.3f, \"loopback_trials\": %d, "
         "\"cpu_rt_ns\": %.0f, \"handoff_process_rt_us\": %.1f, \"handoff_thread_rt_us\": %.1f}\n",
         c, Median(two), *std::max_element(one.begin(), one.end()), *latency, *split_latency, reduce,
-        gyre_reduce, copy, kTrials, cpu_rt, *handoff, *thread_handoff);
+        gyre_reduce, copy, kTrials, cpu_rt, handoff->process_us, handoff->thread_us);
   } else {
     std::printf("loopback TCP, 2 concurrent pairs (C): %.2f GB/s best, %.2f median of %d\n", c,
                 Median(two), kTrials);
@@ -579,7 +588,7 @@ int Main(int argc, char** argv) {
     std::printf(
         "hand-off on one CPU, round trip:      %.1f us median between processes, "
         "%.1f between threads\n",
-        *handoff, *thread_handoff);
+        handoff->process_us, handoff->thread_us);
   }
   return 0;
 }

@@ -42,6 +42,22 @@ Status DriveUntilDone(TcpTransport* t, DoneWaiter& waiter, Duration timeout = Se
   return waiter.Wait(Millis(1));
 }
 
+// Connects every other rank to rank 0 with one driven message each, so that rank 0's driver
+// reads their connections from then on (the io thread no longer watches them).
+void ConnectToDriver(std::vector<std::unique_ptr<TcpTransport>>& w) {
+  for (int from = 1; from < static_cast<int>(w.size()); ++from) {
+    std::vector<uint8_t> got(8);
+    DoneWaiter recv, send;
+    std::vector<uint8_t> data = Pattern(8, from);
+    ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
+    w[0]->Recv(from, Header(from, 1), got.data(), got.size(), recv.Callback());
+    w[from]->Send(0, Header(from, 1), data.data(), data.size(), send.Callback());
+    ASSERT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
+    w[0]->ReleaseDriver();
+    ASSERT_TRUE(send.Wait().ok());
+  }
+}
+
 // One message from rank 0 to rank 1 under (seq, tag), received with rank 1 driving.
 void DrivenExchange(std::vector<std::unique_ptr<TcpTransport>>& w, uint64_t seq, size_t bytes) {
   std::vector<uint8_t> data = Pattern(bytes, static_cast<uint32_t>(seq));
@@ -402,19 +418,7 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   auto w = World(3);
   ASSERT_EQ(w.size(), 3u);
   const std::string address2 = w[2]->address();
-  // Connects ranks 1 and 2 to rank 0, whose driver reads them from then on (the io thread
-  // no longer watches them).
-  for (int from : {1, 2}) {
-    std::vector<uint8_t> got(8);
-    DoneWaiter recv, send;
-    std::vector<uint8_t> data = Pattern(8, from);
-    ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
-    w[0]->Recv(from, Header(from, 1), got.data(), got.size(), recv.Callback());
-    w[from]->Send(0, Header(from, 1), data.data(), data.size(), send.Callback());
-    ASSERT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
-    w[0]->ReleaseDriver();
-    ASSERT_TRUE(send.Wait().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
   // 16 MiB is more than the kernel holds for a connection: its sender finishes only if the
   // sleeping driver reads it.
   const std::vector<size_t> early_sizes = {4, 20000, size_t{16} << 20, 1};
@@ -489,17 +493,7 @@ TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
 TEST(TcpDriverTest, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
   auto w = World(3);
   ASSERT_EQ(w.size(), 3u);
-  for (int from : {1, 2}) {  // connects both peers; rank 0's driver reads them from now on
-    std::vector<uint8_t> got(8);
-    DoneWaiter recv, send;
-    std::vector<uint8_t> data = Pattern(8, from);
-    ASSERT_TRUE(w[0]->AcquireDriver(got.size()));
-    w[0]->Recv(from, Header(from, 1), got.data(), got.size(), recv.Callback());
-    w[from]->Send(0, Header(from, 1), data.data(), data.size(), send.Callback());
-    ASSERT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
-    w[0]->ReleaseDriver();
-    ASSERT_TRUE(send.Wait().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
   const Clock& clock = *SteadyClock::Get();
   // Rank 2 streams a message rank 0 has no receive for; a short Drive starts reading it, so
   // the driver stands in the middle of its frame.
