@@ -454,24 +454,57 @@ TEST(TcpFaultsTest, BrokenFrameAfterTheHandshakeFailsThatPeerOnly) {
   ExpectRoundTrip(world, 2);
 }
 
-TEST(TcpFaultsTest, HugeLengthAfterTheHandshakeIsRefusedBeforeAllocating) {
-  HalfWorld w = MakeHalfWorld();
-  ASSERT_TRUE(w.transport);
+// What a bare data frame header from a fake rank 1, claiming `payload_len` bytes under
+// `seq`, does to rank 0's pending receive of seq 1.
+struct BareHeaderOutcome {
+  Status status;             // the pending receive's
+  std::string peer;          // rank 0's description of rank 1
+  bool fake_closed = false;  // rank 0 closed the fake's connection
+};
+
+BareHeaderOutcome SendBareHeader(TcpTransportOptions options, uint64_t seq, uint64_t payload_len) {
+  BareHeaderOutcome out;
+  HalfWorld w = MakeHalfWorld(options);
+  if (!w.transport) return out;
   auto fake = ConnectAsRank1(*w.transport);
-  ASSERT_TRUE(fake);
+  EXPECT_TRUE(fake);
+  if (!fake) return out;
   std::vector<uint8_t> buffer(8);
   DoneWaiter pending;
   w.transport->Recv(1, Header(1, 0), buffer.data(), buffer.size(), pending.Callback());
   FrameHeader h;
   h.type = FrameType::kData;
-  h.seq = 1;
-  h.payload_len = uint64_t{1} << 50;
+  h.seq = seq;
+  h.payload_len = payload_len;
   std::vector<uint8_t> bytes(kFrameHeaderBytes);
   EncodeFrameHeader(h, bytes.data());
-  ASSERT_TRUE(fake->SendAll(bytes));
-  Status s = pending.Wait();
+  EXPECT_TRUE(fake->SendAll(bytes));
+  out.status = pending.Wait();
+  out.peer = w.transport->DescribePeer(1);
+  out.fake_closed = fake->WaitClosed();
+  return out;
+}
+
+TEST(TcpFaultsTest, HugeLengthAfterTheHandshakeIsRefusedBeforeAllocating) {
+  Status s = SendBareHeader({}, 1, uint64_t{1} << 50).status;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_TRUE(Contains(s, "exceeds the cap")) << s;
+}
+
+// An early frame within every cap whose buffer the system cannot give (2^47 bytes: more than
+// a user address space holds, whatever the overcommit policy) closes the connection with an
+// error naming the peer and the size, instead of crashing or reading on.
+TEST(TcpFaultsTest, AnEarlyFrameWhoseBufferIsRefusedClosesTheConnection) {
+  TcpTransportOptions options;
+  options.max_frame_bytes = size_t{1} << 48;
+  options.max_unexpected_bytes = size_t{1} << 48;
+  // Nothing is posted for seq 2: an early message.
+  BareHeaderOutcome out = SendBareHeader(options, 2, uint64_t{1} << 47);
+  EXPECT_EQ(out.status.code(), StatusCode::kUnavailable) << out.status;
+  EXPECT_TRUE(Contains(out.status, "cannot allocate a buffer")) << out.status;
+  EXPECT_TRUE(Contains(out.status, std::to_string(uint64_t{1} << 47) + " bytes")) << out.status;
+  EXPECT_TRUE(Contains(out.status, out.peer)) << out.status;
+  EXPECT_TRUE(out.fake_closed);
 }
 
 TEST(TcpFaultsTest, EarlyMessagesOverTheCapCloseTheConnection) {
