@@ -1,4 +1,10 @@
 // The embedded Comm: a Communicator joined to the job inside this process.
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include "client/call_queue.h"
 #include "client/comm_impl.h"
 #include "core/job/bootstrap.h"
@@ -87,6 +93,26 @@ class EmbeddedComm final : public CommBase {
   CallInfo info_;  // Call's, filled in place
 };
 
+// A whole-number environment variable in [min, max]; nullopt when it is unset. Anything else
+// is an error naming the variable and its value (atoll would read "30s" as 30 and "abc" as 0
+// without a word).
+StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min,
+                                            int64_t max = INT64_MAX) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr) return std::optional<int64_t>();
+  const std::string text = raw;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
+      value > max) {
+    return InvalidArgumentError(
+        std::string(name) + "=\"" + text.substr(0, 64) + "\" is not a whole number " +
+        (max == INT64_MAX ? "of at least " + std::to_string(min)
+                          : "from " + std::to_string(min) + " to " + std::to_string(max)));
+  }
+  return std::optional<int64_t>(value);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
@@ -95,8 +121,14 @@ StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
   job::JoinOptions jo;
   jo.identity = id;
   if (const char* h = std::getenv("GYRE_LISTEN_HOST")) jo.listen_host = h;
-  if (const char* t = std::getenv("GYRE_TIMEOUT_MS")) jo.comm.timeout = Millis(std::atoll(t));
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, EnvInteger("GYRE_TIMEOUT_MS", 1));
+  if (timeout_ms) jo.comm.timeout = Millis(*timeout_ms);
   if (const char* d = std::getenv("GYRE_FLIGHT_DIR")) jo.flight_dir = d;
+  // The pipelining segment (gyrerun --segment_bytes; gyred takes it as a flag).
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> segment, EnvInteger("GYRE_SEGMENT_BYTES", 0));
+  if (segment) jo.comm.segment_bytes = *segment;
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> det, EnvInteger("GYRE_DETERMINISTIC", 0, 1));
+  if (det) jo.comm.deterministic = *det != 0;
   return MakeEmbedded(jo);
 }
 

@@ -64,8 +64,10 @@ DEFINE_string(job_id, "", "job id (default: a random one)");
 DEFINE_string(run_dir, "", "folder for the store, sockets and report (default: a new temp dir)");
 DEFINE_bool(keep_run_dir, false, "keep the run folder afterwards");
 DEFINE_int32(timing_runs, 7, "main job: runs per timed cell");
-DEFINE_bool(deterministic, false, "canonical reduction order for every reducing call");
-DEFINE_int64(segment_bytes, 0, "pipelining segment size passed to every rank");
+DEFINE_bool(deterministic, false,
+            "canonical reduction order for every reducing call, daemon or embedded");
+DEFINE_int64(segment_bytes, 0,
+             "pipelining segment size in bytes for every rank, daemon or embedded (0: none)");
 DEFINE_string(gyred, "", "path of gyred (default: next to gyrerun)");
 DEFINE_int32(tail_lines, 20, "stderr lines per process in the failure summary");
 DEFINE_bool(pin, false, "pin rank r's processes (daemon and program) to CPU r mod nproc");
@@ -420,6 +422,13 @@ int main(int argc, char** argv) {
   if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
     return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
+  if (!(FLAGS_timeout >= 0.001)) {
+    return Usage("--timeout must be at least 0.001 seconds, not " + std::to_string(FLAGS_timeout));
+  }
+  if (FLAGS_segment_bytes < 0) {
+    return Usage("--segment_bytes must be 0 (no segments) or more, not " +
+                 std::to_string(FLAGS_segment_bytes));
+  }
   std::vector<std::string> program(argv + 1, argv + argc);
 
   std::string run_dir = FLAGS_run_dir;
@@ -541,6 +550,11 @@ int main(int argc, char** argv) {
     if (!placing->host.empty()) env.push_back({"GYRE_HOST", placing->host});
     if (!ifaces.empty()) env.push_back({"GYRE_IFACES", ifaces});
     if (FLAGS_allow_loopback) env.push_back({"GYRE_ALLOW_LOOPBACK", "1"});
+    // The call defaults an embedded program applies itself (gyred gets them as flags).
+    if (FLAGS_segment_bytes > 0) {
+      env.push_back({"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)});
+    }
+    if (FLAGS_deterministic) env.push_back({"GYRE_DETERMINISTIC", "1"});
     return env;
   };
   auto gyred_argv = [&](const std::string& run) {

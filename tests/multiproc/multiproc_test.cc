@@ -304,6 +304,63 @@ TEST(MetricsTest, DaemonServesPrometheusText) {
   EXPECT_NE(body.find("gyre_sent_bytes_total{rank=\"0\"} 0"), std::string::npos) << body;
 }
 
+// gyrerun's --segment_bytes and --deterministic reach every rank in both modes: gyred takes
+// them as flags, an embedded program from its environment. A chain broadcast of 16 KiB from
+// rank 0 is one message per hop unsegmented and four in 4 KiB segments; deterministic calls
+// run the canonical order.
+TEST(GyrerunTest, SegmentAndDeterministicReachEveryRankInBothModes) {
+  for (const char* mode : {"daemon", "embedded"}) {
+    for (bool set : {false, true}) {
+      std::vector<std::string> argv = {Gyrerun(), "-n", "3", "--mode", mode, "--timeout", "20"};
+      if (set) argv.insert(argv.end(), {"--segment_bytes", "4096", "--deterministic"});
+      argv.insert(argv.end(), {"--", Client(), "--check=false", "--report_defaults"});
+      CommandResult r = RunCommand(argv, {}, 120);
+      ASSERT_FALSE(r.timed_out) << mode << "\n" << r.err;
+      ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+      const std::string msgs = set ? "4" : "1";
+      EXPECT_NE(r.out.find("rank 0: chain broadcast sent " + msgs + " messages, received 0"),
+                std::string::npos)
+          << mode << " set=" << set << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find("rank 1: chain broadcast sent " + msgs + " messages, received " + msgs),
+                std::string::npos)
+          << mode << " set=" << set << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find("rank 2: chain broadcast sent 0 messages, received " + msgs),
+                std::string::npos)
+          << mode << " set=" << set << "\n"
+          << r.out;
+      const bool canonical = r.out.find("rank 2: allreduce ran canonical") != std::string::npos;
+      EXPECT_EQ(canonical, set) << mode << "\n" << r.out;
+    }
+  }
+}
+
+// An embedded rank refuses a malformed default from its environment, naming the variable,
+// instead of reading "abc" as 0 or "30s" as 30.
+TEST(GyrerunTest, MalformedEmbeddedDefaultsAreClearErrors) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"GYRE_SEGMENT_BYTES", "abc"}, {"GYRE_SEGMENT_BYTES", "-1"}, {"GYRE_DETERMINISTIC", "2"}};
+  for (const auto& [name, value] : bad) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--timeout", "20",
+                                  "--", Client(), "--check=false", "--report_defaults"},
+                                 {{name, value}}, 60);
+    ASSERT_FALSE(r.timed_out) << name << "=" << value << "\n" << r.err;
+    EXPECT_NE(r.exit_code, 0) << name << "=" << value << "\n" << r.out;
+    EXPECT_NE(r.err.find(name + "=\"" + value + "\" is not a whole number"), std::string::npos)
+        << name << "=" << value << "\n"
+        << r.err;
+  }
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--segment_bytes", "-4096"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--segment_bytes must be 0 (no segments) or more, not -4096"),
+            std::string::npos)
+      << r.err;
+  r = RunCommand({Gyrerun(), "-n", "2", "--timeout", "0"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--timeout must be at least 0.001 seconds"), std::string::npos) << r.err;
+}
+
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);

@@ -27,6 +27,10 @@ DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at"
 DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
 DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
+DEFINE_bool(report_defaults, false,
+            "print how many messages a chain broadcast of 16 KiB sent and which algorithm an "
+            "automatic allreduce ran, to show the job's call defaults (segments, "
+            "deterministic) reached this rank");
 
 namespace {
 
@@ -242,6 +246,25 @@ int main(int argc, char** argv) {
     failures += CheckAllocatedBuffers(comm);
     std::printf("rank %d: %s\n", r, failures == 0 ? "all collectives ok" : "FAILURES");
     std::fflush(stdout);
+  }
+  if (FLAGS_report_defaults) {
+    std::vector<float> buf(4096, static_cast<float>(r));
+    Options chain;
+    chain.algorithm = "chain";
+    Status s = comm.Broadcast(buf.data(), buf.data(), static_cast<int64_t>(buf.size()),
+                              DataType::kFloat32, 0, chain);
+    if (s.ok()) {
+      std::printf("rank %d: chain broadcast sent %lld messages, received %lld\n", r,
+                  static_cast<long long>(comm.last().msgs_sent),
+                  static_cast<long long>(comm.last().msgs_recv));
+      s = comm.Allreduce(buf.data(), buf.data(), 100, DataType::kFloat32, ReduceOp::kSum);
+    }
+    if (s.ok()) std::printf("rank %d: allreduce ran %s\n", r, comm.last().algorithm.c_str());
+    std::fflush(stdout);
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
+      return 1;
+    }
   }
   if (FLAGS_loop_seconds > 0 || FLAGS_loop_iters > 0) {
     std::vector<float> g(1 << 16, 1.0f);
