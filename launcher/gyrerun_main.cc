@@ -422,8 +422,9 @@ int main(int argc, char** argv) {
   if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
     return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
-  if (!(FLAGS_timeout >= 0.001)) {
-    return Usage("--timeout must be at least 0.001 seconds, not " + std::to_string(FLAGS_timeout));
+  if (!(FLAGS_timeout >= 0.001 && FLAGS_timeout <= 1e9)) {  // NaN fails too
+    return Usage("--timeout must be from 0.001 to 1e9 seconds, not " +
+                 std::to_string(FLAGS_timeout));
   }
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +

@@ -358,7 +358,10 @@ TEST(GyrerunTest, MalformedEmbeddedDefaultsAreClearErrors) {
       << r.err;
   r = RunCommand({Gyrerun(), "-n", "2", "--timeout", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--timeout must be at least 0.001 seconds"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--timeout must be from 0.001 to 1e9 seconds"), std::string::npos) << r.err;
+  r = RunCommand({Gyrerun(), "-n", "2", "--timeout", "nan"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--timeout must be from 0.001 to 1e9 seconds"), std::string::npos) << r.err;
 }
 
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
