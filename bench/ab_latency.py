@@ -9,6 +9,14 @@ onto TCP as compare.sh does) in the same rotation and adds the ratio B / Open MP
 
   bench/ab_latency.py --a /tmp/base/bin --b build/bin --rounds 5 --ranks 2,4 \\
       --modes embedded,daemon --sizes 4,1K,64K,1M --jsonl out.jsonl
+
+With --a and --b the same build, --a_algo and --b_algo compare two algorithms instead, and
+--b_mode the two modes (the rows are named by the --a jobs' mode):
+
+  bench/ab_latency.py --a build/bin --b build/bin --a_name chain --b_name binomial \\
+      --a_algo chain --b_algo binomial --op broadcast --ranks 4 --modes embedded
+  bench/ab_latency.py --a build/bin --b build/bin --a_name embedded --b_name daemon \\
+      --modes embedded --b_mode daemon --sizes 16M,64M
 """
 
 import argparse
@@ -58,6 +66,11 @@ def main():
     ap.add_argument("--sizes", default="4,1K,64K,1M")
     ap.add_argument("--op", default="allreduce")
     ap.add_argument("--algo", default="auto")
+    ap.add_argument("--a_algo", help="the algorithm the --a jobs force (default --algo)")
+    ap.add_argument("--b_algo", help="the algorithm the --b jobs force (default --algo); "
+                    "with --a and --b the same folder, this compares two algorithms")
+    ap.add_argument("--b_mode", help="run the --b jobs in this mode whatever the row's (e.g. "
+                    "--modes embedded --b_mode daemon: the daemon's cost over embedded)")
     ap.add_argument("--mpi", action="store_true", help="also run Open MPI (embedded rows only)")
     ap.add_argument("--no_pin", action="store_true")
     ap.add_argument("--timeout", type=int, default=120)
@@ -68,6 +81,9 @@ def main():
     ranks = [int(x) for x in args.ranks.split(",")]
     modes = args.modes.split(",")
     builds = [(args.a_name, args.a), (args.b_name, args.b)]
+    if args.a_name == args.b_name:
+        ap.error("--a_name and --b_name must differ")
+    algo_of = {args.a_name: args.a_algo or args.algo, args.b_name: args.b_algo or args.algo}
     pin = [] if args.no_pin else ["--pin"]
     mpirun = shutil.which("mpirun")
     rows = []
@@ -89,10 +105,11 @@ def main():
                                "--algo_label", "default", "--op", args.op, "--sizes",
                                args.sizes, "--jsonl", out] + pin
                     else:
-                        cmd = [os.path.join(bindir, "gyrerun"), "-n", str(p), "--mode", mode,
+                        job_mode = args.b_mode if args.b_mode and name == args.b_name else mode
+                        cmd = [os.path.join(bindir, "gyrerun"), "-n", str(p), "--mode", job_mode,
                                "--job_timeout", str(args.timeout - 5), "--",
                                os.path.join(bindir, "gyre-bench"), "--op", args.op, "--algo",
-                               args.algo, "--sizes", args.sizes, "--jsonl", out] + pin
+                               algo_of[name], "--sizes", args.sizes, "--jsonl", out] + pin
                     before = cpu_probe(args.b)
                     ok, text = run_job(cmd, args.timeout)
                     probes = [before, cpu_probe(args.b)]
@@ -119,16 +136,28 @@ def main():
 
     cut = compare_table.placement_cut([x for r in rows for x in (r.get("cpu_rt_ns") or [])])
 
-    def same_place(x, y):
+    def same_place(x, y, want):
         where = compare_table.placement(x.get("cpu_rt_ns"), cut)
-        return where in ("near", "far") and where == compare_table.placement(
-            y.get("cpu_rt_ns"), cut)
+        return where == want and where == compare_table.placement(y.get("cpu_rt_ns"), cut)
 
     sizes = sorted({r["bytes"] for r in rows})
     a, b = args.a_name, args.b_name
-    print("| mode | p | size | %s median | %s median | %s / %s | the same, one placement | "
-          "%s algo | Open MPI | %s / Open MPI |" % (a, b, b, a, b, b))
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    # One placement all along reads as "near" (placement_cut needs a 2x spread): the probe's
+    # median says which it was.
+    if cut == float("inf"):
+        print("- the probe never varied 2x, so every job counts as \"near\" below, whichever "
+              "placement it was:")
+    for where in ("near", "far", "changed"):
+        probes = [x for r in rows for x in (r.get("cpu_rt_ns") or [])
+                  if compare_table.placement(r.get("cpu_rt_ns"), cut) == where]
+        if probes:
+            print("- %s: %d jobs, CPU round trip median %d ns" %
+                  (where, len({(r["round"], r["ranks"], r["mode"], r["build"]) for r in rows
+                               if compare_table.placement(r.get("cpu_rt_ns"), cut) == where}),
+                   statistics.median(probes)))
+    print("| mode | p | size | %s median | %s median | %s / %s | the same, both near | "
+          "the same, both far | %s algo | Open MPI | %s / Open MPI |" % (a, b, b, a, b, b))
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for mode in modes:
         for p in ranks:
             for size in sizes:
@@ -140,9 +169,14 @@ def main():
                 mb = statistics.median(r["median_us"] for r in cb.values())
                 ratios = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca if k in cb]
                 # Only rounds where both jobs ran in one placement, the same (see
-                # compare_table.placement): the host's moves cost up to 2x by themselves.
-                matched = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca
-                           if k in cb and same_place(ca[k], cb[k])]
+                # compare_table.placement): the host's moves cost up to 2x by themselves,
+                # and can change which of two algorithms is faster.
+                def matched(want):
+                    m = [cb[k]["median_us"] / ca[k]["median_us"] for k in ca
+                         if k in cb and same_place(ca[k], cb[k], want)]
+                    return ("%.2f (%d of %d rounds)" % (statistics.median(m), len(m),
+                                                        len(ratios))
+                            if m else "- (0 of %d rounds)" % len(ratios))
                 algo = ",".join(sorted({r["algo"] for r in cb.values()}))
                 mpi, mpi_ratio = "", ""
                 if cm:
@@ -152,12 +186,10 @@ def main():
                         mpi_ratio = "%.2f" % statistics.median(mr)
                 label = "%d B" % size if size < 1024 else (
                     "%d KiB" % (size // 1024) if size < 1 << 20 else "%d MiB" % (size >> 20))
-                print("| %s | %d | %s | %.1f us | %.1f us | %.2f [%.2f-%.2f] | %s | %s | %s | %s |" %
-                      (mode, p, label, ma, mb, statistics.median(ratios), min(ratios),
-                       max(ratios), "%.2f (%d of %d rounds)" % (
-                           statistics.median(matched), len(matched), len(ratios))
-                       if matched else "- (0 of %d rounds)" % len(ratios), algo, mpi,
-                       mpi_ratio))
+                print("| %s | %d | %s | %.1f us | %.1f us | %.2f [%.2f-%.2f] | %s | %s | %s | %s "
+                      "| %s |" % (mode, p, label, ma, mb, statistics.median(ratios),
+                                  min(ratios), max(ratios), matched("near"), matched("far"),
+                                  algo, mpi, mpi_ratio))
 
 
 if __name__ == "__main__":
