@@ -551,11 +551,11 @@ int main(int argc, char** argv) {
     if (!placing->host.empty()) env.push_back({"GYRE_HOST", placing->host});
     if (!ifaces.empty()) env.push_back({"GYRE_IFACES", ifaces});
     if (FLAGS_allow_loopback) env.push_back({"GYRE_ALLOW_LOOPBACK", "1"});
-    // The call defaults an embedded program applies itself (gyred gets them as flags).
-    if (FLAGS_segment_bytes > 0) {
-      env.push_back({"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)});
-    }
-    if (FLAGS_deterministic) env.push_back({"GYRE_DETERMINISTIC", "1"});
+    // The call defaults an embedded program applies itself (gyred gets them as flags), set
+    // even at their defaults so that the flags decide in both modes, not a value the
+    // launching shell happened to export.
+    env.push_back({"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)});
+    env.push_back({"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"});
     return env;
   };
   auto gyred_argv = [&](const std::string& run) {

@@ -314,7 +314,9 @@ TEST(GyrerunTest, SegmentAndDeterministicReachEveryRankInBothModes) {
       std::vector<std::string> argv = {Gyrerun(), "-n", "3", "--mode", mode, "--timeout", "20"};
       if (set) argv.insert(argv.end(), {"--segment_bytes", "4096", "--deterministic"});
       argv.insert(argv.end(), {"--", Client(), "--check=false", "--report_defaults"});
-      CommandResult r = RunCommand(argv, {}, 120);
+      // A value the launching shell exported does not override gyrerun's flags.
+      CommandResult r =
+          RunCommand(argv, {{"GYRE_SEGMENT_BYTES", "1024"}, {"GYRE_DETERMINISTIC", "1"}}, 120);
       ASSERT_FALSE(r.timed_out) << mode << "\n" << r.err;
       ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
       const std::string msgs = set ? "4" : "1";
@@ -336,15 +338,23 @@ TEST(GyrerunTest, SegmentAndDeterministicReachEveryRankInBothModes) {
   }
 }
 
-// An embedded rank refuses a malformed default from its environment, naming the variable,
+// An embedded rank started by another launcher (these variables set by hand, as torchrun
+// or srun would pass them through) refuses a malformed default, naming the variable,
 // instead of reading "abc" as 0 or "30s" as 30.
 TEST(GyrerunTest, MalformedEmbeddedDefaultsAreClearErrors) {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"GYRE_SEGMENT_BYTES", "abc"}, {"GYRE_SEGMENT_BYTES", "-1"}, {"GYRE_DETERMINISTIC", "2"}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"GYRE_SEGMENT_BYTES", "abc"},
+                                                                {"GYRE_SEGMENT_BYTES", "-1"},
+                                                                {"GYRE_DETERMINISTIC", "2"},
+                                                                {"GYRE_TIMEOUT_MS", "30s"}};
   for (const auto& [name, value] : bad) {
-    CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--timeout", "20",
-                                  "--", Client(), "--check=false", "--report_defaults"},
-                                 {{name, value}}, 60);
+    CommandResult r = RunCommand({Client(), "--check=false", "--report_defaults"},
+                                 {{"GYRE_MODE", "embedded"},
+                                  {"GYRE_RANK", "0"},
+                                  {"GYRE_WORLD_SIZE", "1"},
+                                  {"GYRE_STORE", "file://" + ::testing::TempDir() + "/unused"},
+                                  {"GYRE_JOB_ID", "malformed"},
+                                  {name, value}},
+                                 60);
     ASSERT_FALSE(r.timed_out) << name << "=" << value << "\n" << r.err;
     EXPECT_NE(r.exit_code, 0) << name << "=" << value << "\n" << r.out;
     EXPECT_NE(r.err.find(name + "=\"" + value + "\" is not a whole number"), std::string::npos)
