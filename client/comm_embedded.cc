@@ -93,24 +93,33 @@ class EmbeddedComm final : public CommBase {
   CallInfo info_;  // Call's, filled in place
 };
 
-// A whole-number environment variable in [min, max]; nullopt when it is unset. Anything else
-// is an error naming the variable and its value (atoll would read "30s" as 30 and "abc" as 0
-// without a word).
-StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min,
-                                            int64_t max = INT64_MAX) {
+// A whole-number environment variable in [min, max]; nullopt when it is unset or empty (as
+// gyre's Python layer reads them). Anything else is an error naming the variable and its
+// value (atoll would read "30s" as 30 and "abc" as 0 without a word).
+StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min, int64_t max) {
   const char* raw = std::getenv(name);
-  if (raw == nullptr) return std::optional<int64_t>();
+  if (raw == nullptr || *raw == '\0') return std::optional<int64_t>();
   const std::string text = raw;
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min ||
-      value > max) {
-    return InvalidArgumentError(
-        std::string(name) + "=\"" + text.substr(0, 64) + "\" is not a whole number " +
-        (max == INT64_MAX ? "of at least " + std::to_string(min)
-                          : "from " + std::to_string(min) + " to " + std::to_string(max)));
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return InvalidArgumentError(std::string(name) + "=\"" + text.substr(0, 64) +
+                                "\" is not a whole number from " + std::to_string(min) + " to " +
+                                std::to_string(max));
   }
   return std::optional<int64_t>(value);
+}
+
+// GYRE_DETERMINISTIC: 0/false or 1/true (unset or empty: the default), as the Python layer
+// reads it.
+StatusOr<std::optional<bool>> EnvSwitch(const char* name) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return std::optional<bool>();
+  const std::string text = raw;
+  if (text == "1" || text == "true") return std::optional<bool>(true);
+  if (text == "0" || text == "false") return std::optional<bool>(false);
+  return InvalidArgumentError(std::string(name) + "=\"" + text.substr(0, 64) +
+                              "\" is not 0, 1, false or true");
 }
 
 }  // namespace
@@ -121,14 +130,17 @@ StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
   job::JoinOptions jo;
   jo.identity = id;
   if (const char* h = std::getenv("GYRE_LISTEN_HOST")) jo.listen_host = h;
-  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, EnvInteger("GYRE_TIMEOUT_MS", 1));
+  // At most 1e12 ms (gyrerun's 1e9 s): the nanoseconds of a Duration hold about 9.2e12 ms.
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms,
+                        EnvInteger("GYRE_TIMEOUT_MS", 1, int64_t{1000000000000}));
   if (timeout_ms) jo.comm.timeout = Millis(*timeout_ms);
   if (const char* d = std::getenv("GYRE_FLIGHT_DIR")) jo.flight_dir = d;
   // The pipelining segment (gyrerun --segment_bytes; gyred takes it as a flag).
-  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> segment, EnvInteger("GYRE_SEGMENT_BYTES", 0));
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> segment,
+                        EnvInteger("GYRE_SEGMENT_BYTES", 0, int64_t{1} << 50));
   if (segment) jo.comm.segment_bytes = *segment;
-  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> det, EnvInteger("GYRE_DETERMINISTIC", 0, 1));
-  if (det) jo.comm.deterministic = *det != 0;
+  GYRE_ASSIGN_OR_RETURN(std::optional<bool> det, EnvSwitch("GYRE_DETERMINISTIC"));
+  if (det) jo.comm.deterministic = *det;
   return MakeEmbedded(jo);
 }
 

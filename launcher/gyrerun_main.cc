@@ -537,6 +537,14 @@ int main(int argc, char** argv) {
     for (const Placement& q : placements) same += q.host == placing->host ? 1 : 0;
     return std::to_string(same);
   };
+  // The call defaults, for an embedded program to apply and for a program's own layer (the
+  // Python one reads the timeout and the deterministic switch) in either mode; gyred takes
+  // them as flags. Set even at their defaults, so that gyrerun's flags decide, not a value
+  // the launching shell happened to export.
+  const std::vector<std::pair<std::string, std::string>> call_defaults = {
+      {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
+      {"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)},
+      {"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"}};
   auto common_env = [&](int rank) {
     auto env = std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RANK", std::to_string(rank)},
@@ -546,16 +554,11 @@ int main(int argc, char** argv) {
         {"GYRE_STORE", store_url},
         {"GYRE_JOB_ID", job_id},
         {"GYRE_SECRET_FILE", secret_file},
-        {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
         {"GYRE_FLIGHT_DIR", run_dir}};
     if (!placing->host.empty()) env.push_back({"GYRE_HOST", placing->host});
     if (!ifaces.empty()) env.push_back({"GYRE_IFACES", ifaces});
     if (FLAGS_allow_loopback) env.push_back({"GYRE_ALLOW_LOOPBACK", "1"});
-    // The call defaults an embedded program applies itself (gyred gets them as flags), set
-    // even at their defaults so that the flags decide in both modes, not a value the
-    // launching shell happened to export.
-    env.push_back({"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)});
-    env.push_back({"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"});
+    for (auto& kv : call_defaults) env.push_back(kv);
     return env;
   };
   auto gyred_argv = [&](const std::string& run) {
@@ -603,6 +606,7 @@ int main(int argc, char** argv) {
                {"GYRE_JOB_ID", job_id},
                {"GYRE_SECRET_FILE", secret_file},
                {"GYRE_LOCAL_WORLD_SIZE", local_world()}};
+      for (auto& kv : call_defaults) p.env.push_back(kv);
       specs.push_back(std::move(p));
     } else {
       launcher::ProcessSpec p;

@@ -12,6 +12,7 @@ for the process groups created afterwards.
 """
 import datetime
 import os
+import re
 
 import torch.distributed as dist
 
@@ -20,8 +21,29 @@ from gyre import _gyre_torch
 
 ProcessGroupGyre = _gyre_torch.ProcessGroupGyre
 
+def _env_switch(name):
+    # As the C++ layer reads it: unset or empty is off; 0/false, 1/true; anything else an error.
+    value = os.environ.get(name, "")
+    if value in ("", "0", "false"):
+        return False
+    if value in ("1", "true"):
+        return True
+    raise ValueError('%s="%s" is not 0, 1, false or true' % (name, value[:64]))
+
+
+def _env_timeout_ms(name):
+    # Unset or empty: None; else a whole number of milliseconds from 1 to 1e12.
+    value = os.environ.get(name, "")
+    if value == "":
+        return None
+    if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= 10**12:
+        raise ValueError('%s="%s" is not a whole number from 1 to 1000000000000'
+                         % (name, value[:64]))
+    return int(value)
+
+
 _settings = {
-    "deterministic": os.environ.get("GYRE_DETERMINISTIC", "") not in ("", "0"),
+    "deterministic": _env_switch("GYRE_DETERMINISTIC"),
     "algorithm": os.environ.get("GYRE_ALGORITHM", ""),
     "use_gyre_environment": True,
 }
@@ -39,9 +61,9 @@ def configure(deterministic=None, algorithm=None, use_gyre_environment=None):
 
 def _progress_timeout(timeout):
     # torch's default (30 min) says nothing; under gyrerun the launcher's --timeout applies.
-    env_ms = os.environ.get("GYRE_TIMEOUT_MS")
-    if env_ms and timeout == dist.default_pg_timeout:
-        return datetime.timedelta(milliseconds=int(env_ms))
+    env_ms = _env_timeout_ms("GYRE_TIMEOUT_MS")
+    if env_ms is not None and timeout == dist.default_pg_timeout:
+        return datetime.timedelta(milliseconds=env_ms)
     return timeout
 
 

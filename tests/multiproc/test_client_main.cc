@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <thread>
@@ -260,6 +261,11 @@ int main(int argc, char** argv) {
       s = comm.Allreduce(buf.data(), buf.data(), 100, DataType::kFloat32, ReduceOp::kSum);
     }
     if (s.ok()) std::printf("rank %d: allreduce ran %s\n", r, comm.last().algorithm.c_str());
+    // What a program's own layer (the Python one) reads, in either mode.
+    for (const char* name : {"GYRE_TIMEOUT_MS", "GYRE_SEGMENT_BYTES", "GYRE_DETERMINISTIC"}) {
+      const char* v = std::getenv(name);
+      std::printf("rank %d: env %s=%s\n", r, name, v ? v : "(unset)");
+    }
     std::fflush(stdout);
     if (!s.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", r, s.ToString().c_str());
