@@ -119,7 +119,8 @@ def main():
                         continue
                     for row in read_jsonl(out):
                         row["build"] = name
-                        row["mode"] = mode
+                        row["mode"] = mode  # the table's row; job_mode is how it ran
+                        row["job_mode"] = mode if bindir is None else job_mode
                         row["round"] = rnd
                         row["cpu_rt_ns"] = probes
                         rows.append(row)
