@@ -1,5 +1,4 @@
 // The embedded Comm: a Communicator joined to the job inside this process.
-#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -93,21 +92,13 @@ class EmbeddedComm final : public CommBase {
   CallInfo info_;  // Call's, filled in place
 };
 
-// A whole-number environment variable in [min, max]; nullopt when it is unset or empty (as
-// gyre's Python layer reads them). Anything else is an error naming the variable and its
-// value (atoll would read "30s" as 30 and "abc" as 0 without a word).
+// A whole-number environment variable in [min, max] (job::ParseEnvInteger); nullopt when it
+// is unset or empty, as gyre's Python layer reads them.
 StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min, int64_t max) {
   const char* raw = std::getenv(name);
   if (raw == nullptr || *raw == '\0') return std::optional<int64_t>();
-  const std::string text = raw;
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    return InvalidArgumentError(std::string(name) + "=\"" + text.substr(0, 64) +
-                                "\" is not a whole number from " + std::to_string(min) + " to " +
-                                std::to_string(max));
-  }
-  return std::optional<int64_t>(value);
+  GYRE_ASSIGN_OR_RETURN(int64_t v, job::ParseEnvInteger(name, raw, min, max));
+  return std::optional<int64_t>(v);
 }
 
 // GYRE_DETERMINISTIC: 0/false or 1/true (unset or empty: the default), as the Python layer

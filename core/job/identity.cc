@@ -3,19 +3,29 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 
 namespace gyre::job {
+
+StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& value, int64_t min,
+                                  int64_t max) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || ec != std::errc() || end != value.data() + value.size() || v < min ||
+      v > max) {
+    return InvalidArgumentError(name + "=\"" + value.substr(0, 64) +
+                                "\" is not a whole number from " + std::to_string(min) + " to " +
+                                std::to_string(max));
+  }
+  return v;
+}
+
 namespace {
 
 StatusOr<int> ParseInt(const std::string& name, const std::string& value) {
-  errno = 0;
-  char* end = nullptr;
-  long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || end == nullptr || *end != '\0' || errno != 0 || v < INT32_MIN ||
-      v > INT32_MAX) {
-    return InvalidArgumentError(name + "='" + value + "' is not an integer");
-  }
+  GYRE_ASSIGN_OR_RETURN(int64_t v, ParseEnvInteger(name, value, INT32_MIN, INT32_MAX));
   return static_cast<int>(v);
 }
 

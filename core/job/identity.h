@@ -5,6 +5,7 @@
 // store on the first host of SLURM_STEP_NODELIST). The result says which source it used.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -58,6 +59,11 @@ int SlurmStorePort(int64_t job_id);
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup ProcessEnvironment();
 EnvLookup MapEnvironment(std::map<std::string, std::string> env);
+
+// `value` of the variable `name` as a whole number in [min, max]; otherwise InvalidArgument
+// naming the variable and the value (unlike atoi, "30s" and "abc" are errors).
+StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& value, int64_t min,
+                                  int64_t max);
 
 // InvalidArgument naming the variable when a value does not parse, when rank/world size
 // cannot be found anywhere, or when 0 <= rank < world_size does not hold.

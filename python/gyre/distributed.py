@@ -21,6 +21,7 @@ from gyre import _gyre_torch
 
 ProcessGroupGyre = _gyre_torch.ProcessGroupGyre
 
+
 def _env_switch(name):
     # As the C++ layer reads it: unset or empty is off; 0/false, 1/true; anything else an error.
     value = os.environ.get(name, "")
