@@ -17,11 +17,15 @@ With --a and --b the same build, --a_algo and --b_algo compare two algorithms in
       --a_algo chain --b_algo binomial --op broadcast --ranks 4 --modes embedded
   bench/ab_latency.py --a build/bin --b build/bin --a_name embedded --b_name daemon \\
       --modes embedded --b_mode daemon --sizes 16M,64M
+
+--a_flags and --b_flags add gyrerun flags to one side's jobs: --b_flags=--tune measures online
+tuning against the model's choice alone.
 """
 
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -71,6 +75,9 @@ def main():
                     "with --a and --b the same folder, this compares two algorithms")
     ap.add_argument("--b_mode", help="run the --b jobs in this mode whatever the row's (e.g. "
                     "--modes embedded --b_mode daemon: the daemon's cost over embedded)")
+    ap.add_argument("--a_flags", default="", help="extra gyrerun flags of the --a jobs")
+    ap.add_argument("--b_flags", default="", help="extra gyrerun flags of the --b jobs (e.g. "
+                    "--tune)")
     ap.add_argument("--mpi", action="store_true", help="also run Open MPI (embedded rows only)")
     ap.add_argument("--no_pin", action="store_true")
     ap.add_argument("--timeout", type=int, default=120)
@@ -84,6 +91,7 @@ def main():
     if args.a_name == args.b_name:
         ap.error("--a_name and --b_name must differ")
     algo_of = {args.a_name: args.a_algo or args.algo, args.b_name: args.b_algo or args.algo}
+    flags_of = {args.a_name: shlex.split(args.a_flags), args.b_name: shlex.split(args.b_flags)}
     pin = [] if args.no_pin else ["--pin"]
     mpirun = shutil.which("mpirun")
     rows = []
@@ -107,7 +115,8 @@ def main():
                     else:
                         job_mode = args.b_mode if args.b_mode and name == args.b_name else mode
                         cmd = [os.path.join(bindir, "gyrerun"), "-n", str(p), "--mode", job_mode,
-                               "--job_timeout", str(args.timeout - 5), "--",
+                               "--job_timeout", str(args.timeout - 5)] + flags_of[name] + [
+                               "--",
                                os.path.join(bindir, "gyre-bench"), "--op", args.op, "--algo",
                                algo_of[name], "--sizes", args.sizes, "--jsonl", out] + pin
                     before = cpu_probe(args.b)

@@ -141,21 +141,23 @@ class Plan:
             extra += ["--cell_seconds", str(self.args.cell_seconds)]
         return ["--op", op, "--sizes", ",".join(sizes)] + extra + ["--jsonl", jsonl]
 
-    def gyrerun(self, p, mode):
+    def gyrerun(self, p, mode, algo=None):
+        # --tune: gyre's auto jobs tune online (forced algorithms are never tuned).
+        tune = ["--tune"] if self.args.tune and algo == "auto" else []
         return [os.path.join(self.bin, "gyrerun"), "-n", str(p), "--mode", mode,
-                "--job_timeout", str(self.args.run_timeout - 5), "--"]
+                "--job_timeout", str(self.args.run_timeout - 5)] + tune + ["--"]
 
     def runs(self, op, p):
         """The jobs of one (op, p): [impl, algo, argv builder, sizes], interleaved by impl."""
         lanes = []
-        gyre = [("gyre", a, lambda j, s, a=a: self.gyrerun(p, "embedded") + [
+        gyre = [("gyre", a, lambda j, s, a=a: self.gyrerun(p, "embedded", a) + [
             os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s, True))
             for a in self.gyre_algos[op]]
         lanes.append(gyre)
         daemon_algos = self.gyre_algos[op] if self.args.daemon_algos == "all" else ["auto"]
         # gyred is started before gyre-bench, so it takes the calibration from its environment.
         daemon_env = ["env", "GYRE_CALIBRATION=" + self.calibration] if self.calibration else []
-        lanes.append([("gyre-daemon", a, lambda j, s, a=a: daemon_env + self.gyrerun(p, "daemon") + [
+        lanes.append([("gyre-daemon", a, lambda j, s, a=a: daemon_env + self.gyrerun(p, "daemon", a) + [
             os.path.join(self.bin, "gyre-bench"), "--algo", a] + self.common(op, j, s, True))
             for a in daemon_algos])
         if self.have_gloo and op in GLOO_ALGOS:
@@ -330,6 +332,8 @@ def main():
     ap.add_argument("--run_timeout", type=int, default=120, help="seconds per job")
     ap.add_argument("--no_calibrate", action="store_true",
                     help="gyre's auto uses its built-in model, not one measured at the start")
+    ap.add_argument("--tune", action="store_true",
+                    help="gyre's auto jobs run with online tuning (gyrerun --tune)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="results folder")
     ap.add_argument("--tag", default="", help="appended to the result file names")
     args = ap.parse_args()
@@ -363,7 +367,7 @@ def main():
         "kernel": platform.release(), "load_start": load_average(),
         "ops": args.ops, "ranks": args.ranks, "sizes": args.sizes,
         "rounds_planned": args.rounds, "pruned": do_prune, "pinned": not args.no_pin,
-        "cell_seconds": args.cell_seconds,
+        "cell_seconds": args.cell_seconds, "tune": args.tune,
         "commands": {},
     }
     log("compare: %s mode, work folder %s, load %s" % (mode, workdir, meta["load_start"]))

@@ -315,6 +315,9 @@ def render(records, jsonl_name=""):
           "fastest algorithm at that size (`gyre-bench --estimate P`): %s." %
           (m.get("model_slack", 3.0),
            "; ".join("%s: %s" % (k, ", ".join(v)) for k, v in skipped.items() if v)))
+    if m.get("tune"):
+        w("- gyre's `auto` ran with online tuning (`gyrerun --tune`): the first calls of each "
+          "size tried the model's close candidates, and the warm-up covered them.")
     if m.get("calibration"):
         w("- gyre's `auto` chose from the cost model calibrated at the start of this run "
           "(`gyre-bench --calibrate`, passed as `--calibration`): %s." %

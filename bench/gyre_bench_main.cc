@@ -11,6 +11,7 @@
 #include <gflags/gflags.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,13 +30,16 @@
 #include "core/algo/builders.h"
 #include "core/algo/collective.h"
 #include "core/algo/schedule.h"
+#include "core/comm/tuner.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
 DEFINE_int32(f, 4, "multiplication factor between sizes");
 DEFINE_string(sizes, "", "comma-separated sizes (4,64K,1M), instead of -b/-e/-f");
 DEFINE_int32(n, 0, "timed iterations per cell; 0 = chosen so a cell takes about --cell_seconds");
-DEFINE_int32(w, -1, "warm-up iterations; -1 = 5 up to 1 MiB, 2 above");
+DEFINE_int32(w, -1,
+             "warm-up iterations; -1 = 5 up to 1 MiB, 2 above, and for auto under online tuning "
+             "(GYRE_TUNE=1, gyrerun --tune) enough to cover the tuner's trial calls");
 DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
 DEFINE_string(d, "float32", "data type");
 DEFINE_string(o, "sum", "reduction operator");
@@ -395,11 +399,17 @@ int Main() {
   auto reporter_or = Reporter::Open(rank == 0, FLAGS_format, FLAGS_jsonl);
   if (!reporter_or.ok()) return Fail(reporter_or.status(), rank);
   Reporter& reporter = **reporter_or;
+  // gyrerun --tune sets GYRE_TUNE for the program in either mode (a malformed value has
+  // failed the embedded Comm already; gyred takes --tune).
+  const char* tune_env = std::getenv("GYRE_TUNE");
+  const bool tuning =
+      tune_env != nullptr && (std::string(tune_env) == "1" || std::string(tune_env) == "true");
   std::ostringstream title;
   title << "gyre-bench: " << OpName(op) << ", " << p << " ranks, impl " << impl << " (mode "
         << comm.mode() << "), " << DataTypeName(dtype) << " " << ReduceOpName(redop)
         << (FLAGS_pin ? ", pinned" : "")
-        << (FLAGS_alloc_buffers ? ", buffers from AllocBuffer" : ", heap buffers");
+        << (FLAGS_alloc_buffers ? ", buffers from AllocBuffer" : ", heap buffers")
+        << (tuning ? ", online tuning" : "");
   reporter.Header(title.str());
 
   GyreCollectives coll(comm);
@@ -464,7 +474,8 @@ int Main() {
       std::set<std::string> ran;
       Result result;
       auto check = [&]() -> Status {
-        ran.insert(comm.last().algorithm);
+        // auto reports what the timed iterations ran (a tuner's trials are warm-ups).
+        if (name != "auto") ran.insert(comm.last().algorithm);
         if (FLAGS_c == 0) return Status::Ok();
         GYRE_ASSIGN_OR_RETURN(
             result.wrong,
@@ -480,9 +491,16 @@ int Main() {
         }
         memory.Start();
       }
+      int warmups = FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes);
+      if (tuning && FLAGS_w < 0 && name == "auto") {
+        // Every trial, then the call that starts with the ranks' agreement.
+        warmups = std::max(
+            warmups,
+            OnlineTuner::kMaxCandidates * (OnlineTuner::kWarmCalls + OnlineTuner::kTimedCalls) + 1);
+      }
       auto timing = TimeCell(
-          coll, run, check, [&] { ran.insert(comm.last().algorithm); },
-          FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes), FLAGS_n, FLAGS_cell_seconds);
+          coll, run, check, [&] { ran.insert(comm.last().algorithm); }, warmups, FLAGS_n,
+          FLAGS_cell_seconds);
       if (!timing.ok()) {
         return Fail(timing.status().WithContext(std::string(OpName(op)) + " " + name + " " +
                                                 FormatSize(shape.bytes)),

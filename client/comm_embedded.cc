@@ -101,8 +101,8 @@ StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min, int64
   return std::optional<int64_t>(v);
 }
 
-// GYRE_DETERMINISTIC: 0/false or 1/true (unset or empty: the default), as the Python layer
-// reads it.
+// GYRE_DETERMINISTIC, GYRE_TUNE: 0/false or 1/true (unset or empty: the default), as the Python
+// layer reads it.
 StatusOr<std::optional<bool>> EnvSwitch(const char* name) {
   const char* raw = std::getenv(name);
   if (raw == nullptr || *raw == '\0') return std::optional<bool>();
@@ -132,6 +132,8 @@ StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
   if (segment) jo.comm.segment_bytes = *segment;
   GYRE_ASSIGN_OR_RETURN(std::optional<bool> det, EnvSwitch("GYRE_DETERMINISTIC"));
   if (det) jo.comm.deterministic = *det;
+  GYRE_ASSIGN_OR_RETURN(std::optional<bool> tune, EnvSwitch("GYRE_TUNE"));
+  if (tune) jo.comm.tune = *tune;
   return MakeEmbedded(jo);
 }
 

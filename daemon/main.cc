@@ -56,6 +56,9 @@ DEFINE_string(report_file, "", "write the workload report here (rank 0) instead 
 DEFINE_int32(timing_runs, 7, "main job: runs per timed cell (at least 5)");
 DEFINE_bool(deterministic, false, "canonical reduction order for every reducing call");
 DEFINE_int64(segment_bytes, 0, "pipelining segment size for chunked algorithms (0: none)");
+DEFINE_bool(tune, false,
+            "online tuning of the automatic choice: the first calls of each size try the "
+            "model's closest candidates and the fastest is kept (every rank alike)");
 DEFINE_string(flight_dir, "",
               "where the flight recorder is written on failure and on SIGUSR1 "
               "(default: stderr on SIGUSR1 only)");
@@ -160,6 +163,7 @@ int main(int argc, char** argv) {
   jo.comm.timeout = Seconds(FLAGS_timeout);
   jo.comm.deterministic = FLAGS_deterministic;
   jo.comm.segment_bytes = FLAGS_segment_bytes;
+  jo.comm.tune = FLAGS_tune;
   jo.comm.trace_jsonl = FLAGS_trace_jsonl;
   jo.comm.calibration_file = FLAGS_calibration;
   if (!FLAGS_calibration.empty()) {

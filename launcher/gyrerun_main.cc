@@ -66,6 +66,10 @@ DEFINE_bool(keep_run_dir, false, "keep the run folder afterwards");
 DEFINE_int32(timing_runs, 7, "main job: runs per timed cell");
 DEFINE_bool(deterministic, false,
             "canonical reduction order for every reducing call, daemon or embedded");
+DEFINE_bool(tune, false,
+            "online tuning of the automatic choice for every rank, daemon or embedded: the "
+            "first calls of each size try the cost model's closest candidates, the fastest "
+            "is kept");
 DEFINE_int64(segment_bytes, 0,
              "pipelining segment size in bytes for every rank, daemon or embedded (0: none)");
 DEFINE_string(gyred, "", "path of gyred (default: next to gyrerun)");
@@ -544,7 +548,8 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, std::string>> call_defaults = {
       {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
       {"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)},
-      {"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"}};
+      {"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"},
+      {"GYRE_TUNE", FLAGS_tune ? "1" : "0"}};
   auto common_env = [&](int rank) {
     auto env = std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RANK", std::to_string(rank)},
@@ -567,6 +572,7 @@ int main(int argc, char** argv) {
         "--rendezvous_timeout=" + std::to_string(FLAGS_rendezvous_timeout),
         "--segment_bytes=" + std::to_string(FLAGS_segment_bytes)};
     if (FLAGS_deterministic) a.push_back("--deterministic");
+    if (FLAGS_tune) a.push_back("--tune");
     a.push_back("--flight_dir=" + run_dir);
     return a;
   };

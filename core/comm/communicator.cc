@@ -119,11 +119,89 @@ StatusOr<std::shared_ptr<const algo::RankSchedule>> Communicator::GetSchedule(
   return mine;
 }
 
+bool Communicator::Tunes(const CollectiveSpec& asked, const CallOptions& opts,
+                         const CollectiveSpec& resolved) const {
+  CollectiveSpec shaped = resolved;
+  if (shaped.local_size == 0) shaped.local_size = options_.local_size;
+  return options_.tune && !options_.thresholds && selector_status_.ok() && size() > 1 &&
+         asked.algorithm == Algorithm::kAuto && opts.algorithm == Algorithm::kAuto &&
+         !resolved.deterministic && !algo::SpansHosts(shaped) &&
+         resolved.count >=
+             OnlineTuner::kMinBytes / static_cast<int64_t>(DataTypeSize(resolved.dtype));
+}
+
+StatusOr<CollectiveSpec> Communicator::Tune(CollectiveSpec spec, const CallOptions& opts,
+                                            int* trial) {
+  // The model's ranking at the bucket's count, as ModelSelector decides.
+  auto rank_candidates = [&] {
+    CollectiveSpec s = spec;
+    s.count = algo::ModelSelector::BucketCount(spec.count);
+    s.root = 0;
+    std::vector<OnlineTuner::Candidate> out;
+    for (const algo::Estimate& e : algo::RankCandidates(s, selector_->model())) {
+      out.push_back({e.algorithm, e.seconds});
+    }
+    return out;
+  };
+  OnlineTuner::Plan plan = tuner_.Next(spec, rank_candidates);
+  if (!plan.agree.empty()) {
+    // Every rank reaches this call with its trials over: sum the ranks' medians.
+    std::vector<int64_t> sums(plan.agree.size());
+    CollectiveSpec sum =
+        algo::MakeSpec(Collective::kAllreduce, static_cast<int64_t>(plan.agree.size()),
+                       DataType::kInt64, ReduceOp::kSum, 0);
+    sum.world_size = size();
+    sum = selector_->Choose(sum);
+    const uint64_t seq = next_seq_++;
+    OpCounters counters;
+    auto schedule = GetSchedule(sum);
+    Status st = schedule.status();
+    if (st.ok()) {
+      st = Execute(**schedule, sum, plan.agree.data(), sums.data(), opts, seq, &counters);
+    }
+    total_.Add(counters);
+    if (!st.ok() && failure_handler_) st = failure_handler_(OpResult{seq, sum, counters, {}, st});
+    recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
+    if (!st.ok()) {
+      return st.WithContext("agreeing on the tuned algorithm for " +
+                            std::string(algo::CollectiveName(spec.collective)) + " of " +
+                            std::to_string(spec.count) + " elements on rank " +
+                            std::to_string(rank()));
+    }
+    tuner_.Agreed(spec, sums);
+    recorder_.Record("tuned", seq, tuner_.Describe(spec));
+    plan = tuner_.Next(spec, rank_candidates);
+  }
+  spec.algorithm = plan.algorithm;
+  *trial = plan.trial;
+  return spec;
+}
+
+Status Communicator::Execute(const algo::RankSchedule& schedule, const CollectiveSpec& spec,
+                             const void* in, void* out, const CallOptions& opts, uint64_t seq,
+                             OpCounters* counters) {
+  OpContext ctx;  // named from desc and seq only if something prints it
+  ctx.seq = seq;
+  ctx.desc = MakeOpDesc(spec);
+  ExecOptions eo;
+  eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
+  eo.total_deadline = opts.deadline;
+  eo.monitor = &monitor_;
+  recorder_.RecordOp("op_start", seq, ctx.desc);
+  return executor_.Run(schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo, counters);
+}
+
 Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const CallOptions& opts) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto resolved = Resolve(spec, opts);
+  int trial = -1;
+  Algorithm model_pick = Algorithm::kAuto;
+  if (resolved.ok() && Tunes(spec, opts, *resolved)) {
+    model_pick = resolved->algorithm;
+    resolved = Tune(*resolved, opts, &trial);
+  }
   const uint64_t seq = next_seq_++;
   const TimePoint start = transport_->clock().Now();
-  auto resolved = Resolve(spec, opts);
   if (!resolved.ok()) {
     last_ = OpResult{seq, spec, {}, {}, resolved.status()};
     return resolved.status().WithContext(std::string(algo::CollectiveName(spec.collective)) +
@@ -143,26 +221,27 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
     return s;
   }
   auto schedule = GetSchedule(spec);
+  if (!schedule.ok() && trial >= 0) {
+    // A candidate that cannot run this count (the model ranked the bucket's) is not tried
+    // again; the model's choice runs. Schedules are built alike on every rank, so every rank
+    // falls back at this same call.
+    tuner_.Record(spec, trial, Duration::zero(), false);
+    trial = -1;
+    spec.algorithm = model_pick;
+    schedule = GetSchedule(spec);
+  }
   if (!schedule.ok()) {
     last_ = OpResult{seq, spec, {}, {}, schedule.status()};
     return schedule.status();
   }
-  OpContext ctx;  // named from desc and seq only if something prints it
-  ctx.seq = seq;
-  ctx.desc = desc;
-  ExecOptions eo;
-  eo.progress_timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
-  eo.total_deadline = opts.deadline;
-  eo.monitor = &monitor_;
-  recorder_.RecordOp("op_start", seq, desc);
   // The counters live in last_ and are overwritten in place: no allocation per call.
-  Status st = executor_.Run(**schedule, spec, ctx, OpBuffers{in, out}, transport_.get(), eo,
-                            &last_.counters);
+  Status st = Execute(**schedule, spec, in, out, opts, seq, &last_.counters);
   total_.Add(last_.counters);
   last_.seq = seq;
   last_.spec = spec;
   last_.elapsed = transport_->clock().Now() - start;
   last_.status = st;
+  if (trial >= 0) tuner_.Record(spec, trial, last_.elapsed, st.ok());
   if (!st.ok() && failure_handler_) {
     st = failure_handler_(last_);
     last_.status = st;

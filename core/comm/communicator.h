@@ -26,6 +26,7 @@
 #include "core/base/dtype.h"
 #include "core/comm/flight_recorder.h"
 #include "core/comm/metrics.h"
+#include "core/comm/tuner.h"
 #include "core/exec/executor.h"
 #include "core/exec/monitor.h"
 #include "core/transport/transport.h"
@@ -52,6 +53,12 @@ struct CommOptions {
   int local_size = 0;
   // Append one JSON line per operation to this file (empty: off).
   std::string trace_jsonl;
+  // Online tuning of the model's choice (tuner.h): the first calls of each size bucket try
+  // the model's closest candidates in turn and the ranks keep the fastest. Every rank must
+  // agree on this switch. It applies to calls of 1 MiB and more (OnlineTuner::kMinBytes), not
+  // with `thresholds`, across hosts, or to a call that forces an algorithm or asks for the
+  // canonical order.
+  bool tune = false;
 };
 
 struct CallOptions {
@@ -151,7 +158,8 @@ class Communicator {
   // Any collective from its spec (world_size is filled in; algorithm kAuto selects).
   Status Run(algo::CollectiveSpec spec, const void* in, void* out, const CallOptions& opts = {});
 
-  // The concrete spec a call would run with (algorithm chosen, deterministic applied).
+  // The concrete spec a call would run with (algorithm chosen, deterministic applied). With
+  // tuning on, a call may run another of the model's candidates than this (last() says).
   StatusOr<algo::CollectiveSpec> Resolve(algo::CollectiveSpec spec, const CallOptions& opts) const;
 
   // What to do when an operation fails: the job layer installs one that asks the other
@@ -173,6 +181,17 @@ class Communicator {
 
  private:
   StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
+  // Whether online tuning applies to a call asked as `asked` and resolved as `resolved`.
+  bool Tunes(const algo::CollectiveSpec& asked, const CallOptions& opts,
+             const algo::CollectiveSpec& resolved) const;
+  // The tuner's algorithm for `spec` (the model's choice), after the ranks' agreement when its
+  // trials are over; *trial names the candidate a trial call times (-1: none).
+  StatusOr<algo::CollectiveSpec> Tune(algo::CollectiveSpec spec, const CallOptions& opts,
+                                      int* trial);
+  // Runs a resolved spec's schedule under sequence number `seq`, counting into *counters.
+  Status Execute(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spec,
+                 const void* in, void* out, const CallOptions& opts, uint64_t seq,
+                 OpCounters* counters);
   StatusOr<std::shared_ptr<PendingMessage>> Post(bool send, void* buf, int64_t count,
                                                  DataType dtype, int peer, int tag);
 
@@ -194,6 +213,7 @@ class Communicator {
   // The automatic choice (thread-safe; Resolve is const), or why the model cannot be loaded.
   std::shared_ptr<algo::ModelSelector> selector_;
   Status selector_status_;
+  OnlineTuner tuner_;  // under mu_
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;

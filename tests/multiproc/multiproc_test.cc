@@ -314,11 +314,12 @@ TEST(GyrerunTest, CallDefaultsReachEveryRankInBothModes) {
   for (const char* mode : {"daemon", "embedded"}) {
     for (bool set : {false, true}) {
       std::vector<std::string> argv = {Gyrerun(), "-n", "3", "--mode", mode, "--timeout", "20"};
-      if (set) argv.insert(argv.end(), {"--segment_bytes", "4096", "--deterministic"});
+      if (set) argv.insert(argv.end(), {"--segment_bytes", "4096", "--deterministic", "--tune"});
       argv.insert(argv.end(), {"--", Client(), "--check=false", "--report_defaults"});
       CommandResult r = RunCommand(argv,
                                    {{"GYRE_SEGMENT_BYTES", "1024"},
                                     {"GYRE_DETERMINISTIC", set ? "0" : "1"},
+                                    {"GYRE_TUNE", set ? "0" : "1"},
                                     {"GYRE_TIMEOUT_MS", "5"}},
                                    120);
       const std::string what = std::string(mode) + (set ? " with" : " without") + " flags\n";
@@ -331,11 +332,17 @@ TEST(GyrerunTest, CallDefaultsReachEveryRankInBothModes) {
             "rank 2: chain broadcast sent 0 messages, received " + msgs,
             std::string("rank 2: env GYRE_TIMEOUT_MS=20000"),
             "rank 2: env GYRE_SEGMENT_BYTES=" + std::string(set ? "4096" : "0"),
-            "rank 2: env GYRE_DETERMINISTIC=" + std::string(set ? "1" : "0")}) {
+            "rank 2: env GYRE_DETERMINISTIC=" + std::string(set ? "1" : "0"),
+            "rank 2: env GYRE_TUNE=" + std::string(set ? "1" : "0"),
+            std::string("rank 2: 12 automatic broadcasts ran ")}) {
         EXPECT_NE(r.out.find(line), std::string::npos) << what << line << "\n" << r.out;
       }
       const bool canonical = r.out.find("rank 2: allreduce ran canonical") != std::string::npos;
       EXPECT_EQ(canonical, set) << what << r.out;
+      // Tuned (in gyred or in the program), the first calls try the model's close rivals.
+      const bool one = r.out.find("rank 2: 12 automatic broadcasts ran 1 algorithms") !=
+                       std::string::npos;
+      EXPECT_EQ(one, !set) << what << r.out;
     }
   }
 }
@@ -374,7 +381,8 @@ TEST(GyrerunTest, EmbeddedDefaultsFromAnotherLauncher) {
       {"GYRE_TIMEOUT_MS", "0"},
       {"GYRE_TIMEOUT_MS", "10000000000000"},
       {"GYRE_DETERMINISTIC", "2"},
-      {"GYRE_DETERMINISTIC", "yes"}};
+      {"GYRE_DETERMINISTIC", "yes"},
+      {"GYRE_TUNE", "on"}};
   for (const auto& [name, value] : bad) {
     r = RunEmbeddedAlone({{name, value}});
     ASSERT_FALSE(r.timed_out) << name << "=" << value << "\n" << r.err;

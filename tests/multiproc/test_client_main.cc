@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "client/include/gyre/gyre.h"
@@ -31,7 +33,8 @@ DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
 DEFINE_bool(report_defaults, false,
             "print how many messages a chain broadcast of 16 KiB sent and which algorithm an "
             "automatic allreduce ran, to show the job's call defaults (segments, "
-            "deterministic) reached this rank");
+            "deterministic) reached this rank, and how many algorithms 12 automatic broadcasts "
+            "ran (online tuning)");
 
 namespace {
 
@@ -261,8 +264,19 @@ int main(int argc, char** argv) {
       s = comm.Allreduce(buf.data(), buf.data(), 100, DataType::kFloat32, ReduceOp::kSum);
     }
     if (s.ok()) std::printf("rank %d: allreduce ran %s\n", r, comm.last().algorithm.c_str());
+    // Online tuning tries more than one algorithm on the first calls of a size (1 MiB and
+    // up).
+    std::set<std::string> ran;
+    std::vector<float> big(1 << 18, static_cast<float>(r));
+    for (int i = 0; s.ok() && i < 12; ++i) {
+      s = comm.Broadcast(big.data(), big.data(), static_cast<int64_t>(big.size()),
+                         DataType::kFloat32, 0);
+      ran.insert(comm.last().algorithm);
+    }
+    if (s.ok()) std::printf("rank %d: 12 automatic broadcasts ran %zu algorithms\n", r, ran.size());
     // What a program's own layer (the Python one) reads, in either mode.
-    for (const char* name : {"GYRE_TIMEOUT_MS", "GYRE_SEGMENT_BYTES", "GYRE_DETERMINISTIC"}) {
+    for (const char* name :
+         {"GYRE_TIMEOUT_MS", "GYRE_SEGMENT_BYTES", "GYRE_DETERMINISTIC", "GYRE_TUNE"}) {
       const char* v = std::getenv(name);
       std::printf("rank %d: env %s=%s\n", r, name, v ? v : "(unset)");
     }

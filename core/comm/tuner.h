@@ -1,0 +1,95 @@
+// Online tuning of the automatic choice (CommOptions::tune, gyrerun --tune, GYRE_TUNE=1).
+//
+// The cost model is calibrated once, and some costs it cannot see change while a job runs: on
+// a shared machine, whether two ranks' processes sit on one CPU or on two decides whether a
+// chain or a binomial broadcast is faster at 1-64 MiB (docs/algorithms.md). With tuning on,
+// the first calls of each size bucket try the model's best few candidates in turn, the ranks
+// add up what each candidate took, and the fastest runs every later call of the bucket.
+//
+// Every rank makes the same decisions: a bucket's state moves only with calls, which every
+// rank makes in the same order, and the decision is taken from the sums all ranks computed
+// together (one small allreduce), never from one rank's own clock. A rank that tunes while
+// another does not runs a different algorithm in a trial, which the peers' operation check
+// reports as a mismatch naming the rank.
+//
+// This class is the bookkeeping only; the Communicator runs the calls and the allreduce.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/algo/collective.h"
+#include "core/base/clock.h"
+
+namespace gyre {
+
+class OnlineTuner {
+ public:
+  // At most this many candidates are tried: the model's fastest and the next ones whose
+  // estimate is within kMaxEstimateRatio of it (a candidate the model puts 1.5x behind has
+  // not been seen to win on this machine, and each one tried costs calls).
+  static constexpr int kMaxCandidates = 3;
+  static constexpr double kMaxEstimateRatio = 1.5;
+  // Calls of each candidate, in turn: the first of each is not timed (it builds and checks
+  // the schedule, and touches the buffers), the median of the others is that rank's figure.
+  static constexpr int kWarmCalls = 1;
+  static constexpr int kTimedCalls = 3;
+  // Only calls of at least this many bytes (count x element size) are tuned. Below it one
+  // call's time is mostly the ranks' arrival skew and scheduling, which a few back-to-back
+  // trials do not average out: tuned allreduce from 4 B to 64 KiB at p = 4 and 8 kept tree,
+  // direct or Rabenseifner in some rounds and measured 1.07-1.29x the model's choice, where
+  // from 1 MiB up it measured 0.79-1.10x (bench/results/2026-12-04-tuning.md).
+  static constexpr int64_t kMinBytes = int64_t{1} << 20;
+  // Buckets tracked at once; beyond, a bucket runs the model's choice untuned.
+  static constexpr size_t kMaxBuckets = 4096;
+
+  struct Candidate {
+    algo::Algorithm algorithm;
+    double estimate_s;
+  };
+
+  // What the next call of a bucket does.
+  struct Plan {
+    algo::Algorithm algorithm = algo::Algorithm::kAuto;  // run this
+    int trial = -1;  // >= 0: the call is a trial of that candidate; Record its time
+    // Not empty: the trials are over; first sum these (nanoseconds, one per candidate)
+    // across the ranks and pass the sums to Agreed, then ask Next again.
+    std::vector<int64_t> agree;
+  };
+
+  // `rank_candidates` is called once per bucket, on its first call: the model's candidates
+  // for it, fastest first. `spec` is a call the automatic choice resolved for one host.
+  Plan Next(const algo::CollectiveSpec& spec,
+            const std::function<std::vector<Candidate>()>& rank_candidates);
+  // A trial call's outcome. A failed trial ends the bucket's tuning at the model's choice.
+  void Record(const algo::CollectiveSpec& spec, int trial, Duration elapsed, bool ok);
+  // The per-candidate sums over all ranks: the smallest wins (ties: the model's order).
+  void Agreed(const algo::CollectiveSpec& spec, const std::vector<int64_t>& sums);
+
+  // What tuning decided for the bucket of `spec`, one line: "tuned: binomial 812 us, chain
+  // 1.04 ms (sums over 4 ranks of each rank's median)", "tuning: 3 of 8 trial calls made", or
+  // empty when the bucket has not been seen.
+  std::string Describe(const algo::CollectiveSpec& spec) const;
+
+ private:
+  using Key = std::tuple<int, int, int64_t, int, int64_t, int>;
+  struct Bucket {
+    std::vector<Candidate> candidates;
+    std::vector<std::vector<int64_t>> timed_ns;  // per candidate, this rank's timed trials
+    int calls = 0;                               // trial calls made
+    int chosen = -1;                             // once decided
+    std::vector<int64_t> sums;                   // the agreed sums, once decided
+  };
+  static Key KeyOf(const algo::CollectiveSpec& spec);
+  int TrialCalls(const Bucket& b) const {
+    return static_cast<int>(b.candidates.size()) * (kWarmCalls + kTimedCalls);
+  }
+
+  std::map<Key, Bucket> buckets_;
+};
+
+}  // namespace gyre

@@ -1,0 +1,239 @@
+// Online tuning (CommOptions::tune) across real communicators: every rank runs the same trial
+// and the same decision, the results stay exact, the agreement is one extra operation, and
+// the candidate that is faster on the wire wins even where the model ranks it second.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "core/algo/model_select.h"
+#include "core/transport/faulty.h"
+#include "core/transport/loopback.h"
+#include "tests/world/world.h"
+
+namespace gyre::testing {
+namespace {
+
+using algo::Algorithm;
+using algo::Collective;
+
+constexpr int kP = 4;
+
+CommOptions Tuned(bool tune = true) {
+  CommOptions o;
+  o.tune = tune;
+  o.timeout = Seconds(10);
+  return o;
+}
+
+// The model's candidates as the tuner sees them: fastest first, within its ratio and count.
+std::vector<algo::Estimate> CloseCandidates(Collective c, int64_t count, DataType dtype) {
+  algo::CollectiveSpec s =
+      algo::MakeSpec(c, algo::ModelSelector::BucketCount(count), dtype, ReduceOp::kSum, 0);
+  s.world_size = kP;
+  std::vector<algo::Estimate> all = algo::RankCandidates(s, algo::DefaultMachineModel());
+  std::vector<algo::Estimate> close;
+  for (const algo::Estimate& e : all) {
+    if (static_cast<int>(close.size()) == OnlineTuner::kMaxCandidates) break;
+    if (!close.empty() && e.seconds > close.front().seconds * OnlineTuner::kMaxEstimateRatio) break;
+    close.push_back(e);
+  }
+  return close;
+}
+
+constexpr int kTrialCallsPer = OnlineTuner::kWarmCalls + OnlineTuner::kTimedCalls;
+
+TEST(TuningTest, EveryRankTriesTheSameCandidatesThenRunsOneAlgorithmWithExactResults) {
+  // An int32 allreduce size (from the smallest tuned one) where the model has a close rival.
+  int64_t count = 0;
+  std::vector<algo::Estimate> close;
+  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
+       c *= 2) {
+    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
+    count = c;
+  }
+  ASSERT_GE(close.size(), 2u) << "the built-in model has no close allreduce rivals at 4 ranks";
+  const int k = static_cast<int>(close.size());
+  const int calls = k * kTrialCallsPer + 6;
+
+  auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
+  ASSERT_TRUE(world.ok()) << world.status();
+  std::vector<std::vector<Algorithm>> ran(kP);
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    std::vector<int32_t> in(static_cast<size_t>(count)), out(static_cast<size_t>(count));
+    for (int call = 0; call < calls; ++call) {
+      for (int64_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(r * 100003 + i * 7 + call);
+      GYRE_RETURN_IF_ERROR(
+          (*world)[r]->Allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum));
+      ran[r].push_back((*world)[r]->last().spec.algorithm);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t want = int64_t{100003} * (kP * (kP - 1) / 2) + kP * (i * 7 + call);
+        if (out[i] != static_cast<int32_t>(want)) {
+          return InternalError("rank " + std::to_string(r) + " call " + std::to_string(call) +
+                               " element " + std::to_string(i) + " is wrong");
+        }
+      }
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < kP; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+  for (int r = 1; r < kP; ++r) EXPECT_EQ(ran[r], ran[0]) << "rank " << r << " ran otherwise";
+  // The trials take the model's close candidates in turn, the model's choice first.
+  for (int call = 0; call < k * kTrialCallsPer; ++call) {
+    EXPECT_EQ(ran[0][call], close[call % k].algorithm) << "trial call " << call;
+  }
+  // Then one of them, from the first decided call on.
+  const Algorithm kept = ran[0][k * kTrialCallsPer];
+  std::set<Algorithm> tried;
+  for (const auto& e : close) tried.insert(e.algorithm);
+  EXPECT_TRUE(tried.count(kept)) << algo::AlgorithmName(kept);
+  for (int call = k * kTrialCallsPer; call < calls; ++call) EXPECT_EQ(ran[0][call], kept);
+  // The agreement was one more operation, on every rank.
+  for (int r = 0; r < kP; ++r) EXPECT_EQ((*world)[r]->next_seq(), uint64_t(calls) + 2);
+}
+
+TEST(TuningTest, KeepsTheCandidateWithFewerHopsWhenEveryMessageIsSlow) {
+  // A broadcast size where the model's choice takes more rounds than a close rival: with
+  // every message held 4 ms, the rival is faster by a round per 4 ms, whatever the model says.
+  int64_t count = 0;
+  std::vector<algo::Estimate> close;
+  int64_t fewest = 0;
+  for (int64_t c = OnlineTuner::kMinBytes; c <= (int64_t{1} << 24); c *= 2) {
+    close = CloseCandidates(Collective::kBroadcast, c, DataType::kUint8);
+    if (close.size() < 2) continue;
+    fewest = close.front().rounds;
+    for (const auto& e : close) fewest = std::min(fewest, e.rounds);
+    if (fewest < close.front().rounds) {
+      count = c;
+      break;
+    }
+  }
+  ASSERT_GT(count, 0) << "the built-in model always picks the fewest rounds for broadcast";
+  const int k = static_cast<int>(close.size());
+  const int calls = k * kTrialCallsPer + 3;
+
+  FaultPlan slow;
+  slow.delay = Millis(4);
+  auto transports = LoopbackHub::CreateWorld(kP);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& t : transports) {
+    comms.push_back(std::make_unique<Communicator>(
+        std::make_unique<FaultyTransport>(std::move(t), slow), Tuned()));
+  }
+  std::vector<Algorithm> kept(kP);
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    std::vector<uint8_t> buf(static_cast<size_t>(count));
+    for (int call = 0; call < calls; ++call) {
+      for (int64_t i = 0; i < count; ++i) buf[i] = r == 1 ? static_cast<uint8_t>(i * 13 + call) : 0;
+      GYRE_RETURN_IF_ERROR(comms[r]->Broadcast(buf.data(), buf.data(), count, DataType::kUint8, 1));
+      for (int64_t i = 0; i < count; ++i) {
+        if (buf[i] != static_cast<uint8_t>(i * 13 + call)) return InternalError("wrong byte");
+      }
+    }
+    kept[r] = comms[r]->last().spec.algorithm;
+    return Status::Ok();
+  });
+  for (int r = 0; r < kP; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r];
+  for (int r = 1; r < kP; ++r) EXPECT_EQ(kept[r], kept[0]);
+  int64_t kept_rounds = -1;
+  for (const auto& e : close) {
+    if (e.algorithm == kept[0]) kept_rounds = e.rounds;
+  }
+  EXPECT_EQ(kept_rounds, fewest) << "kept " << algo::AlgorithmName(kept[0]) << " over the model's "
+                                 << algo::AlgorithmName(close.front().algorithm);
+  EXPECT_NE(kept[0], close.front().algorithm);
+}
+
+TEST(TuningTest, SmallCallsAreNotTuned) {
+  auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
+  ASSERT_TRUE(world.ok());
+  const int64_t count = OnlineTuner::kMinBytes / 4 - 1;  // one float short
+  // Not for want of rivals: the model has close ones there.
+  ASSERT_GE(CloseCandidates(Collective::kAllreduce, count, DataType::kFloat32).size(), 2u);
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    std::vector<float> in(static_cast<size_t>(count), 1.0f), out(static_cast<size_t>(count));
+    std::set<Algorithm> ran;
+    for (int call = 0; call < 3 * kTrialCallsPer + 2; ++call) {
+      GYRE_RETURN_IF_ERROR(
+          (*world)[r]->Allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum));
+      ran.insert((*world)[r]->last().spec.algorithm);
+    }
+    if (ran.size() != 1) return InternalError(std::to_string(ran.size()) + " algorithms ran");
+    if ((*world)[r]->next_seq() != uint64_t(3 * kTrialCallsPer + 2) + 1) {
+      return InternalError("an agreement ran");
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < kP; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r];
+}
+
+TEST(TuningTest, ForcedAndCanonicalCallsAreNotTuned) {
+  auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
+  ASSERT_TRUE(world.ok());
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    const int64_t n = OnlineTuner::kMinBytes / 4;
+    std::vector<float> in(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));
+    for (int call = 0; call < 3 * kTrialCallsPer; ++call) {
+      CallOptions forced;
+      forced.algorithm = Algorithm::kRing;
+      GYRE_RETURN_IF_ERROR((*world)[r]->Allreduce(in.data(), out.data(), n, DataType::kFloat32,
+                                                  ReduceOp::kSum, forced));
+      if ((*world)[r]->last().spec.algorithm != Algorithm::kRing) return InternalError("not ring");
+      CallOptions canonical;
+      canonical.deterministic = 1;
+      GYRE_RETURN_IF_ERROR((*world)[r]->Allreduce(in.data(), out.data(), n, DataType::kFloat32,
+                                                  ReduceOp::kSum, canonical));
+      if ((*world)[r]->last().spec.algorithm != Algorithm::kCanonical) {
+        return InternalError("not canonical");
+      }
+    }
+    // No agreement ran: one sequence number per call.
+    if ((*world)[r]->next_seq() != uint64_t(6 * kTrialCallsPer) + 1) {
+      return InternalError("next_seq " + std::to_string((*world)[r]->next_seq()));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < kP; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r];
+}
+
+TEST(TuningTest, ARankThatTunesAloneIsAMismatchNamedOnItsPeers) {
+  std::vector<algo::Estimate> close;
+  int64_t count = 0;
+  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
+       c *= 2) {
+    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
+    count = c;
+  }
+  ASSERT_GE(close.size(), 2u);
+  auto transports = LoopbackHub::CreateWorld(kP);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < kP; ++r) {
+    CommOptions o = Tuned(r == 2);
+    o.timeout = Seconds(2);
+    comms.push_back(std::make_unique<Communicator>(std::move(transports[r]), o));
+  }
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    std::vector<int32_t> in(static_cast<size_t>(count), r), out(static_cast<size_t>(count));
+    for (int call = 0; call < 4; ++call) {
+      GYRE_RETURN_IF_ERROR(
+          comms[r]->Allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum));
+      for (int32_t v : out) {
+        if (v != kP * (kP - 1) / 2) return InternalError("silently wrong data");
+      }
+    }
+    return Status::Ok();
+  });
+  // Rank 2's second call runs the model's runner-up where the others run its choice.
+  int named = 0;
+  for (int r = 0; r < kP; ++r) {
+    std::printf("rank %d: %s\n", r, statuses[r].ToString().c_str());
+    ASSERT_FALSE(statuses[r].ok()) << "rank " << r << " finished";
+    EXPECT_EQ(statuses[r].message().find("silently wrong"), std::string::npos);
+    if (statuses[r].message().find("rank 2") != std::string::npos) ++named;
+  }
+  EXPECT_GE(named, 1) << statuses[0];
+}
+
+}  // namespace
+}  // namespace gyre::testing
