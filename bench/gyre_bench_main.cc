@@ -39,7 +39,8 @@ DEFINE_string(sizes, "", "comma-separated sizes (4,64K,1M), instead of -b/-e/-f"
 DEFINE_int32(n, 0, "timed iterations per cell; 0 = chosen so a cell takes about --cell_seconds");
 DEFINE_int32(w, -1,
              "warm-up iterations; -1 = 5 up to 1 MiB, 2 above, and for auto under online tuning "
-             "(GYRE_TUNE=1, gyrerun --tune) enough to cover the tuner's trial calls");
+             "(GYRE_TUNE=1, gyrerun --tune) enough to cover the tuner's trial calls where it "
+             "tunes");
 DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
 DEFINE_string(d, "float32", "data type");
 DEFINE_string(o, "sum", "reduction operator");
@@ -492,8 +493,10 @@ int Main() {
         memory.Start();
       }
       int warmups = FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes);
-      if (tuning && FLAGS_w < 0 && name == "auto") {
-        // Every trial, then the call that starts with the ranks' agreement.
+      if (tuning && FLAGS_w < 0 && name == "auto" &&
+          shape.count * static_cast<int64_t>(esize) >= OnlineTuner::kMinBytes) {
+        // Every trial, then the call that starts with the ranks' agreement (calls the tuner
+        // leaves alone keep the usual warm-up).
         warmups = std::max(
             warmups,
             OnlineTuner::kMaxCandidates * (OnlineTuner::kWarmCalls + OnlineTuner::kTimedCalls) + 1);
