@@ -497,9 +497,7 @@ int Main() {
           shape.count * static_cast<int64_t>(esize) >= OnlineTuner::kMinBytes) {
         // Every trial, then the call that starts with the ranks' agreement (calls the tuner
         // leaves alone keep the usual warm-up).
-        warmups = std::max(
-            warmups,
-            OnlineTuner::kMaxCandidates * (OnlineTuner::kWarmCalls + OnlineTuner::kTimedCalls) + 1);
+        warmups = std::max(warmups, OnlineTuner::kTrialCalls + 1);
       }
       auto timing = TimeCell(
           coll, run, check, [&] { ran.insert(comm.last().algorithm); }, warmups, FLAGS_n,

@@ -11,6 +11,7 @@
 #include "bench/bench_common.h"
 #include "core/algo/formulas.h"
 #include "core/comm/selfcheck.h"
+#include "core/comm/tuner.h"
 
 namespace gyre::daemon {
 namespace {
@@ -345,7 +346,12 @@ bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
                                 comm.rank(), p, 0, shape, out.data());
       return Status::Ok();
     };
-    auto cell = bench::TimeCell(coll, op, check, nullptr, bench::DefaultWarmups(bytes), 0, 0.25);
+    int warmups = bench::DefaultWarmups(bytes);
+    if (comm.tuning() && shape.count * 4 >= OnlineTuner::kMinBytes) {
+      // The tuner's trials and its agreement are warm-up: the timed calls run what it kept.
+      warmups = std::max(warmups, OnlineTuner::kTrialCalls + 1);
+    }
+    auto cell = bench::TimeCell(coll, op, check, nullptr, warmups, 0, 0.25);
     if (!cell.ok()) {
       report << "bench: " << cell.status().ToString() << "\n";
       return false;

@@ -12,10 +12,6 @@
 namespace gyre::algo {
 namespace {
 
-// Above this many ranks the first call of a bucket would build and walk schedules with
-// p^2 messages; such jobs keep the thresholds.
-constexpr int kMaxModelRanks = 64;
-
 double SharingFactor(int p, int cores) {
   return std::max(1.0, static_cast<double>(p) / std::max(1, cores));
 }

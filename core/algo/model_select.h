@@ -19,6 +19,10 @@
 
 namespace gyre::algo {
 
+// Beyond this many ranks the measured thresholds of select.h decide, not the model: the
+// first call of a bucket would walk p^2 messages per candidate.
+inline constexpr int kMaxModelRanks = 64;
+
 // The machine as seen by a job of `world_size` ranks (ranks time-share the cores when
 // world_size > cores, so every cost is measured at the size it is used at).
 struct MachinePoint {

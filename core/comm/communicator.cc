@@ -125,7 +125,7 @@ bool Communicator::Tunes(const CollectiveSpec& asked, const CallOptions& opts,
   if (shaped.local_size == 0) shaped.local_size = options_.local_size;
   return options_.tune && !options_.thresholds && selector_status_.ok() && size() > 1 &&
          asked.algorithm == Algorithm::kAuto && opts.algorithm == Algorithm::kAuto &&
-         !resolved.deterministic && !algo::SpansHosts(shaped) &&
+         !resolved.deterministic && !algo::SpansHosts(shaped) && size() <= algo::kMaxModelRanks &&
          resolved.count >=
              OnlineTuner::kMinBytes / static_cast<int64_t>(DataTypeSize(resolved.dtype));
 }
@@ -145,7 +145,9 @@ StatusOr<CollectiveSpec> Communicator::Tune(CollectiveSpec spec, const CallOptio
   };
   OnlineTuner::Plan plan = tuner_.Next(spec, rank_candidates);
   if (!plan.agree.empty()) {
-    // Every rank reaches this call with its trials over: sum the ranks' medians.
+    // Every rank reaches this call with its trials over (they move with calls alone): sum
+    // the ranks' figures. The agreement is internal: counted in total_counters() and the
+    // flight recorder, not in the metrics or the trace, which list the program's calls.
     std::vector<int64_t> sums(plan.agree.size());
     CollectiveSpec sum =
         algo::MakeSpec(Collective::kAllreduce, static_cast<int64_t>(plan.agree.size()),
@@ -153,20 +155,23 @@ StatusOr<CollectiveSpec> Communicator::Tune(CollectiveSpec spec, const CallOptio
     sum.world_size = size();
     sum = selector_->Choose(sum);
     const uint64_t seq = next_seq_++;
+    const TimePoint start = transport_->clock().Now();
     OpCounters counters;
     auto schedule = GetSchedule(sum);
     Status st = schedule.status();
     if (st.ok()) {
       st = Execute(**schedule, sum, plan.agree.data(), sums.data(), opts, seq, &counters);
+      total_.Add(counters);
+      if (!st.ok() && failure_handler_) {
+        st = failure_handler_(OpResult{seq, sum, counters, transport_->clock().Now() - start, st});
+      }
+      recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
     }
-    total_.Add(counters);
-    if (!st.ok() && failure_handler_) st = failure_handler_(OpResult{seq, sum, counters, {}, st});
-    recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
     if (!st.ok()) {
+      tuner_.AgreementFailed(spec);  // no second agreement: the model's choice from now on
       return st.WithContext("agreeing on the tuned algorithm for " +
                             std::string(algo::CollectiveName(spec.collective)) + " of " +
-                            std::to_string(spec.count) + " elements on rank " +
-                            std::to_string(rank()));
+                            std::to_string(spec.count) + " elements");
     }
     tuner_.Agreed(spec, sums);
     recorder_.Record("tuned", seq, tuner_.Describe(spec));
@@ -218,13 +223,15 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
         (in_count > 0 && in == nullptr ? "input" : "output") + " buffer is null but must hold " +
         std::to_string(in_count > 0 && in == nullptr ? in_count : out_count) + " elements");
     last_ = OpResult{seq, spec, {}, {}, s};
+    // The trial counts as made (and failed), so this rank's bucket moves with the others'.
+    if (trial >= 0) tuner_.Record(spec, trial, Duration::zero(), false);
     return s;
   }
   auto schedule = GetSchedule(spec);
   if (!schedule.ok() && trial >= 0) {
-    // A candidate that cannot run this count (the model ranked the bucket's) is not tried
-    // again; the model's choice runs. Schedules are built alike on every rank, so every rank
-    // falls back at this same call.
+    // A candidate that cannot run this count (the model ranked the bucket's count): the
+    // trial counts as failed, which keeps the model's choice for the bucket at the
+    // agreement, and this call runs the model's choice now.
     tuner_.Record(spec, trial, Duration::zero(), false);
     trial = -1;
     spec.algorithm = model_pick;

@@ -175,6 +175,8 @@ class Communicator {
   FlightRecorder* recorder() { return &recorder_; }
   const Metrics& metrics() const { return metrics_; }
 
+  // Whether online tuning is on (CommOptions::tune).
+  bool tuning() const { return options_.tune; }
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }
   uint64_t next_seq() const { return next_seq_; }

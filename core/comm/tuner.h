@@ -6,11 +6,14 @@
 // the first calls of each size bucket try the model's best few candidates in turn, the ranks
 // add up what each candidate took, and the fastest runs every later call of the bucket.
 //
-// Every rank makes the same decisions: a bucket's state moves only with calls, which every
-// rank makes in the same order, and the decision is taken from the sums all ranks computed
-// together (one small allreduce), never from one rank's own clock. A rank that tunes while
-// another does not runs a different algorithm in a trial, which the peers' operation check
-// reports as a mismatch naming the rank.
+// Every rank makes the same decisions: a bucket's state moves only with calls (failed or
+// not), which every rank makes in the same order, so every rank reaches the agreement (one
+// small allreduce) at the same call, and the decision is taken from the sums all ranks
+// computed together, never from one rank's own clock. A trial that failed on any rank, or
+// candidate lists that differ between ranks (models calibrated apart), keep the model's
+// choice everywhere. A rank that tunes while another does not runs a different algorithm in
+// a trial: a mismatch where the two schedules exchange a message, else a progress timeout,
+// either naming a rank.
 //
 // This class is the bookkeeping only; the Communicator runs the calls and the allreduce.
 #pragma once
@@ -34,10 +37,12 @@ class OnlineTuner {
   // not been seen to win on this machine, and each one tried costs calls).
   static constexpr int kMaxCandidates = 3;
   static constexpr double kMaxEstimateRatio = 1.5;
-  // Calls of each candidate, in turn: the first of each is not timed (it builds and checks
-  // the schedule, and touches the buffers), the median of the others is that rank's figure.
-  static constexpr int kWarmCalls = 1;
-  static constexpr int kTimedCalls = 3;
+  // Every bucket runs this many trial calls, whatever its number of candidates k (so that
+  // ranks whose models disagree on k still agree at the same call): the candidates in turn,
+  // each round in another order; the first round is not timed (it builds and checks the
+  // schedules, and touches the buffers), the median of the others is that rank's figure.
+  static constexpr int kTrialCalls = 12;
+  static constexpr int kWarmRounds = 1;
   // Only calls of at least this many bytes (count x element size) are tuned. Below it one
   // call's time is mostly the ranks' arrival skew and scheduling, which a few back-to-back
   // trials do not average out: tuned allreduce from 4 B to 64 KiB at p = 4 and 8 kept tree,
@@ -46,6 +51,10 @@ class OnlineTuner {
   static constexpr int64_t kMinBytes = int64_t{1} << 20;
   // Buckets tracked at once; beyond, a bucket runs the model's choice untuned.
   static constexpr size_t kMaxBuckets = 4096;
+  // The agreement vector: one median per candidate slot, then whether a trial failed on
+  // this rank, then a fingerprint f of the candidate list and f^2. Summed over p ranks, the
+  // lists were the same on every rank exactly when p * sum(f^2) == sum(f)^2.
+  static constexpr int kAgreeLength = kMaxCandidates + 3;
 
   struct Candidate {
     algo::Algorithm algorithm;
@@ -55,9 +64,9 @@ class OnlineTuner {
   // What the next call of a bucket does.
   struct Plan {
     algo::Algorithm algorithm = algo::Algorithm::kAuto;  // run this
-    int trial = -1;  // >= 0: the call is a trial of that candidate; Record its time
-    // Not empty: the trials are over; first sum these (nanoseconds, one per candidate)
-    // across the ranks and pass the sums to Agreed, then ask Next again.
+    int trial = -1;  // >= 0: the call is a trial of that candidate; Record its outcome
+    // Not empty (kAgreeLength values): the trials are over; first sum these across the
+    // ranks and pass the sums to Agreed (or call AgreementFailed), then ask Next again.
     std::vector<int64_t> agree;
   };
 
@@ -65,14 +74,19 @@ class OnlineTuner {
   // for it, fastest first. `spec` is a call the automatic choice resolved for one host.
   Plan Next(const algo::CollectiveSpec& spec,
             const std::function<std::vector<Candidate>()>& rank_candidates);
-  // A trial call's outcome. A failed trial ends the bucket's tuning at the model's choice.
+  // A trial call's outcome: every trial call must be recorded, failed or not, on every
+  // return path, so that the bucket moves with calls alone.
   void Record(const algo::CollectiveSpec& spec, int trial, Duration elapsed, bool ok);
-  // The per-candidate sums over all ranks: the smallest wins (ties: the model's order).
+  // The agreement's sums over spec.world_size ranks: the smallest time wins (ties: the
+  // model's order), unless a trial failed on some rank or the ranks' candidate lists differ,
+  // when every rank keeps the model's choice.
   void Agreed(const algo::CollectiveSpec& spec, const std::vector<int64_t>& sums);
+  // The agreement itself failed: the model's choice, and no second agreement.
+  void AgreementFailed(const algo::CollectiveSpec& spec);
 
-  // What tuning decided for the bucket of `spec`, one line: "tuned: binomial 812 us, chain
-  // 1.04 ms (sums over 4 ranks of each rank's median)", "tuning: 3 of 8 trial calls made", or
-  // empty when the bucket has not been seen.
+  // What tuning decided for the bucket of `spec`, one line: "tuned: binomial 812.0 us, chain
+  // 1.04 ms (sums over 4 ranks of each rank's median trial)", "tuning: 3 of 12 trial calls
+  // made", "untuned: ..." with the reason, or empty when the bucket has not been seen.
   std::string Describe(const algo::CollectiveSpec& spec) const;
 
  private:
@@ -81,13 +95,13 @@ class OnlineTuner {
     std::vector<Candidate> candidates;
     std::vector<std::vector<int64_t>> timed_ns;  // per candidate, this rank's timed trials
     int calls = 0;                               // trial calls made
+    bool failed = false;                         // a trial failed on this rank
     int chosen = -1;                             // once decided
-    std::vector<int64_t> sums;                   // the agreed sums, once decided
+    std::vector<int64_t> sums;                   // the agreed time sums, when they decided
+    std::string why;                             // why the model's choice stays, if it does
   };
   static Key KeyOf(const algo::CollectiveSpec& spec);
-  int TrialCalls(const Bucket& b) const {
-    return static_cast<int>(b.candidates.size()) * (kWarmCalls + kTimedCalls);
-  }
+  static int64_t Fingerprint(const std::vector<Candidate>& candidates);
 
   std::map<Key, Bucket> buckets_;
 };

@@ -1,5 +1,6 @@
 // OnlineTuner's bookkeeping: which candidates a bucket tries, in what order, which trial times
-// count, and what the ranks' sums decide.
+// count, what the ranks' sums decide, and that every rank reaches the agreement at the same
+// call whatever happened to its trials.
 #include "core/comm/tuner.h"
 
 #include <gtest/gtest.h>
@@ -12,58 +13,80 @@ namespace {
 using algo::Algorithm;
 using Candidates = std::vector<OnlineTuner::Candidate>;
 
-algo::CollectiveSpec Spec(int64_t count, Algorithm model_pick) {
+algo::CollectiveSpec Spec(int64_t count, Algorithm model_pick, int p = 4) {
   algo::CollectiveSpec s =
       algo::MakeSpec(algo::Collective::kBroadcast, count, DataType::kFloat32, ReduceOp::kSum, 0);
-  s.world_size = 4;
+  s.world_size = p;
   s.algorithm = model_pick;
   return s;
 }
 
-const Candidates kThree = {{Algorithm::kChain, 1.0e-3},
-                           {Algorithm::kBinomial, 1.2e-3},
-                           {Algorithm::kHierarchical, 1.4e-3},
-                           {Algorithm::kDirect, 1.45e-3}};
+const Candidates kFour = {{Algorithm::kChain, 1.0e-3},
+                          {Algorithm::kBinomial, 1.2e-3},
+                          {Algorithm::kHierarchical, 1.4e-3},
+                          {Algorithm::kDirect, 1.45e-3}};
+const Candidates kTwo = {{Algorithm::kChain, 1.0e-3}, {Algorithm::kBinomial, 1.2e-3}};
 
-// Runs every trial of the bucket of `spec`, each candidate taking `ns[c]` (the warm calls take
-// far longer, and must not count), and returns the medians the ranks are to add up.
+// Runs every trial call of the bucket of `spec`, candidate c taking ns[c] (the warm round
+// takes far longer and must not count), failing call `fail_at` if set; returns what this
+// rank contributes to the agreement.
 std::vector<int64_t> RunTrials(OnlineTuner& t, const algo::CollectiveSpec& spec,
-                               const std::vector<int64_t>& ns, std::vector<Algorithm>* ran) {
+                               const Candidates& offered, const std::vector<int64_t>& ns,
+                               std::vector<int>* trials = nullptr, int fail_at = -1) {
   const int k = static_cast<int>(ns.size());
-  for (int call = 0; call < k * (OnlineTuner::kWarmCalls + OnlineTuner::kTimedCalls); ++call) {
-    OnlineTuner::Plan plan = t.Next(spec, [] { return kThree; });
+  for (int call = 0; call < OnlineTuner::kTrialCalls; ++call) {
+    OnlineTuner::Plan plan = t.Next(spec, [&] { return offered; });
     EXPECT_TRUE(plan.agree.empty()) << "call " << call;
-    EXPECT_EQ(plan.trial, call % k) << "call " << call;
-    ran->push_back(plan.algorithm);
-    const bool warm = call / k < OnlineTuner::kWarmCalls;
-    // Timed calls vary around ns[c] (+0, +5, -5 ...): the median is ns[c].
-    const int64_t jitter = (call / k) % 2 == 0 ? 5 : -5;
-    const int64_t took =
-        warm ? 1000000000 : ns[static_cast<size_t>(plan.trial)] + (call / k == 1 ? 0 : jitter);
-    t.Record(spec, plan.trial, std::chrono::nanoseconds(took), true);
+    EXPECT_GE(plan.trial, 0) << "call " << call;
+    if (plan.trial < 0) return {};
+    EXPECT_EQ(plan.algorithm, offered[static_cast<size_t>(plan.trial)].algorithm);
+    if (trials) trials->push_back(plan.trial);
+    const int round = call / k;
+    // Timed calls vary around ns[c] (+0, +5, -5, +5 ...): the median is ns[c].
+    const int64_t jitter = round == 1 ? 0 : (round % 2 == 0 ? 5 : -5);
+    const int64_t took = round < OnlineTuner::kWarmRounds
+                             ? 1000000000
+                             : ns[static_cast<size_t>(plan.trial)] + jitter;
+    t.Record(spec, plan.trial, std::chrono::nanoseconds(took), call != fail_at);
   }
-  OnlineTuner::Plan plan = t.Next(spec, [] { return kThree; });
+  OnlineTuner::Plan plan = t.Next(spec, [&] { return offered; });
   EXPECT_EQ(plan.trial, -1);
+  EXPECT_EQ(plan.agree.size(), static_cast<size_t>(OnlineTuner::kAgreeLength));
   return plan.agree;
 }
 
-TEST(OnlineTunerTest, TriesTheCloseCandidatesInTurnThenKeepsTheAgreedFastest) {
+// The agreement's sums when every one of `p` ranks contributed `mine`.
+std::vector<int64_t> Times(const std::vector<int64_t>& mine, int p) {
+  std::vector<int64_t> out = mine;
+  for (int64_t& v : out) v *= p;
+  return out;
+}
+
+TEST(OnlineTunerTest, TriesTheCloseCandidatesInRotatingTurnsThenKeepsTheAgreedFastest) {
   OnlineTuner t;
   const auto spec = Spec(1 << 18, Algorithm::kChain);
-  std::vector<Algorithm> ran;
+  std::vector<int> trials;
   // kDirect is within 1.5x too, but only three are tried.
-  const std::vector<int64_t> medians = RunTrials(t, spec, {900, 700, 800}, &ran);
-  ASSERT_EQ(ran.size(), 12u);
-  for (size_t i = 0; i < ran.size(); ++i) {
-    EXPECT_EQ(ran[i], kThree[i % 3].algorithm) << "call " << i;
-  }
-  EXPECT_EQ(medians, (std::vector<int64_t>{900, 700, 800}));
+  const std::vector<int64_t> mine = RunTrials(t, spec, kFour, {900, 700, 800}, &trials);
+  // Four rounds of three, each round one candidate later.
+  EXPECT_EQ(trials, (std::vector<int>{0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2}));
+  ASSERT_EQ(mine.size(), 6u);
+  EXPECT_EQ(mine[0], 900);
+  EXPECT_EQ(mine[1], 700);
+  EXPECT_EQ(mine[2], 800);
+  EXPECT_EQ(mine[3], 0) << "no trial failed";
+  EXPECT_GT(mine[4], 0);
+  EXPECT_EQ(mine[5], mine[4] * mine[4]);
   EXPECT_EQ(t.Describe(spec), "tuning: 12 of 12 trial calls made");
 
   // The other ranks saw otherwise: the sums decide, not this rank's medians.
-  t.Agreed(spec, {3000, 3500, 2900});
+  std::vector<int64_t> sums = Times(mine, 4);
+  sums[0] = 3000;
+  sums[1] = 3500;
+  sums[2] = 2900;
+  t.Agreed(spec, sums);
   for (int i = 0; i < 3; ++i) {
-    OnlineTuner::Plan plan = t.Next(spec, [] { return kThree; });
+    OnlineTuner::Plan plan = t.Next(spec, [] { return kFour; });
     EXPECT_EQ(plan.algorithm, Algorithm::kHierarchical);
     EXPECT_EQ(plan.trial, -1);
     EXPECT_TRUE(plan.agree.empty());
@@ -73,78 +96,124 @@ TEST(OnlineTunerTest, TriesTheCloseCandidatesInTurnThenKeepsTheAgreedFastest) {
             "each rank's median trial)");
 }
 
+TEST(OnlineTunerTest, TwoCandidatesShareTheSameNumberOfTrialCalls) {
+  OnlineTuner t;
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  std::vector<int> trials;
+  const std::vector<int64_t> mine = RunTrials(t, spec, kTwo, {2000000, 1500000}, &trials);
+  EXPECT_EQ(trials, (std::vector<int>{0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0}));
+  ASSERT_EQ(mine.size(), 6u);
+  EXPECT_EQ(mine[0], 2000000);
+  EXPECT_EQ(mine[1], 1500000);
+  EXPECT_EQ(mine[2], 0) << "an unused slot";
+  t.Agreed(spec, Times(mine, 4));
+  EXPECT_EQ(t.Next(spec, [] { return kTwo; }).algorithm, Algorithm::kBinomial);
+  EXPECT_EQ(t.Describe(spec),
+            "tuned: binomial 6.00 ms, chain 8.00 ms (sums over 4 ranks of each rank's median "
+            "trial)");
+}
+
 TEST(OnlineTunerTest, BucketsAreTheModelsQuarterOctaves) {
   OnlineTuner t;
-  std::vector<Algorithm> ran;
-  RunTrials(t, Spec(1 << 20, Algorithm::kChain), {10, 20, 30}, &ran);
-  t.Agreed(Spec(1 << 20, Algorithm::kChain), {40, 50, 60});
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  t.Agreed(spec, Times(RunTrials(t, spec, kFour, {10, 20, 30}), 4));
   // A count of the same bucket runs the decision; one of the next bucket starts trials.
   const int64_t same = (1 << 20) + 1000;
   const int64_t next = (1 << 20) + (1 << 18);
   ASSERT_EQ(algo::ModelSelector::BucketCount(same), 1 << 20);
   ASSERT_NE(algo::ModelSelector::BucketCount(next), 1 << 20);
-  EXPECT_EQ(t.Next(Spec(same, Algorithm::kChain), [] { return kThree; }).trial, -1);
-  EXPECT_EQ(t.Next(Spec(next, Algorithm::kChain), [] { return kThree; }).trial, 0);
-  // So does another world size or collective.
-  auto other = Spec(1 << 20, Algorithm::kChain);
-  other.world_size = 8;
-  EXPECT_EQ(t.Next(other, [] { return kThree; }).trial, 0);
+  EXPECT_EQ(t.Next(Spec(same, Algorithm::kChain), [] { return kFour; }).trial, -1);
+  EXPECT_EQ(t.Next(Spec(next, Algorithm::kChain), [] { return kFour; }).trial, 0);
+  // So does another world size.
+  EXPECT_EQ(t.Next(Spec(1 << 20, Algorithm::kChain, 8), [] { return kFour; }).trial, 0);
 }
 
 TEST(OnlineTunerTest, TiesKeepTheModelsOrder) {
   OnlineTuner t;
-  const auto spec = Spec(4096, Algorithm::kChain);
-  std::vector<Algorithm> ran;
-  RunTrials(t, spec, {5, 5, 5}, &ran);
-  t.Agreed(spec, {100, 100, 100});
-  EXPECT_EQ(t.Next(spec, [] { return kThree; }).algorithm, Algorithm::kChain);
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  t.Agreed(spec, Times(RunTrials(t, spec, kFour, {5, 5, 5}), 4));
+  EXPECT_EQ(t.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
 }
 
-TEST(OnlineTunerTest, NoTrialsWithoutACloseRival) {
+TEST(OnlineTunerTest, WithoutACloseRivalTheModelsChoiceStillAgreesAtTheSameCall) {
   OnlineTuner t;
-  const auto spec = Spec(64, Algorithm::kChain);
-  // The runner-up is more than 1.5x behind.
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  // The runner-up is more than 1.5x behind: every trial call runs the model's choice.
   const Candidates far = {{Algorithm::kChain, 1.0}, {Algorithm::kBinomial, 1.6}};
-  for (int i = 0; i < 5; ++i) {
-    OnlineTuner::Plan plan = t.Next(spec, [&] { return far; });
-    EXPECT_EQ(plan.algorithm, Algorithm::kChain);
-    EXPECT_EQ(plan.trial, -1);
-    EXPECT_TRUE(plan.agree.empty());
-  }
-  EXPECT_EQ(t.Describe(spec), "untuned: chain has no close rival in the model");
+  std::vector<int> trials;
+  const std::vector<int64_t> mine = RunTrials(t, spec, far, {7}, &trials);
+  EXPECT_EQ(trials, std::vector<int>(OnlineTuner::kTrialCalls, 0));
+  t.Agreed(spec, Times(mine, 4));
+  EXPECT_EQ(t.Next(spec, [&] { return far; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(t.Describe(spec),
+            "untuned: chain (the model's choice): no candidate within 1.5x of it in the model");
   // Nor when the ranking does not start with the caller's choice (it is the model's).
   OnlineTuner u;
-  EXPECT_EQ(u.Next(Spec(64, Algorithm::kBinomial), [] { return kThree; }).trial, -1);
-  EXPECT_EQ(u.Next(Spec(64, Algorithm::kBinomial), [] { return kThree; }).algorithm,
-            Algorithm::kBinomial);
+  for (int i = 0; i < 3; ++i) {
+    OnlineTuner::Plan plan = u.Next(Spec(1 << 20, Algorithm::kBinomial), [] { return kFour; });
+    EXPECT_EQ(plan.algorithm, Algorithm::kBinomial);
+    EXPECT_EQ(plan.trial, 0);
+    u.Record(Spec(1 << 20, Algorithm::kBinomial), 0, std::chrono::microseconds(1), true);
+  }
 }
 
-TEST(OnlineTunerTest, AFailedTrialEndsTheBucketsTuningAtTheModelsChoice) {
-  OnlineTuner t;
-  const auto spec = Spec(1 << 16, Algorithm::kChain);
-  OnlineTuner::Plan plan = t.Next(spec, [] { return kThree; });
-  t.Record(spec, plan.trial, std::chrono::microseconds(10), true);
-  plan = t.Next(spec, [] { return kThree; });
-  ASSERT_EQ(plan.algorithm, Algorithm::kBinomial);
-  t.Record(spec, plan.trial, std::chrono::microseconds(10), false);
-  plan = t.Next(spec, [] { return kThree; });
-  EXPECT_EQ(plan.algorithm, Algorithm::kChain);
-  EXPECT_EQ(plan.trial, -1);
-  EXPECT_TRUE(plan.agree.empty());
-  EXPECT_EQ(t.Describe(spec), "untuned: a trial failed, chain (the model's choice)");
+TEST(OnlineTunerTest, AFailedTrialOnOneRankKeepsTheModelsChoiceOnEveryRank) {
+  // Rank A's fifth trial failed, rank B's did not: both still agree at call 12.
+  OnlineTuner a, b;
+  const auto spec = Spec(1 << 22, Algorithm::kChain, 2);
+  const std::vector<int64_t> from_a = RunTrials(a, spec, kFour, {100, 1, 1}, nullptr, 4);
+  const std::vector<int64_t> from_b = RunTrials(b, spec, kFour, {100, 1, 1});
+  ASSERT_EQ(from_a.size(), from_b.size());
+  EXPECT_EQ(from_a[3], 1);
+  EXPECT_EQ(from_b[3], 0);
+  std::vector<int64_t> sums(from_a.size());
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] = from_a[i] + from_b[i];
+  a.Agreed(spec, sums);
+  b.Agreed(spec, sums);
+  EXPECT_EQ(a.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(b.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(b.Describe(spec), "untuned: chain (the model's choice): a trial failed on 1 rank(s)");
   // A late Record or Agreed for a decided bucket changes nothing.
-  t.Record(spec, 1, std::chrono::microseconds(1), true);
-  t.Agreed(spec, {9, 1, 1});
-  EXPECT_EQ(t.Next(spec, [] { return kThree; }).algorithm, Algorithm::kChain);
+  b.Record(spec, 1, std::chrono::microseconds(1), true);
+  b.Agreed(spec, {9, 1, 1, 0, 1, 1});
+  EXPECT_EQ(b.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
+}
+
+TEST(OnlineTunerTest, RanksWhoseModelsOfferDifferentCandidatesKeepTheModelsChoice) {
+  // Calibrated apart, rank A's model offers three candidates and rank B's two: both reach
+  // the agreement at the same call, see the lists differ, and keep chain.
+  OnlineTuner a, b;
+  const auto spec = Spec(1 << 22, Algorithm::kChain, 2);
+  const std::vector<int64_t> from_a = RunTrials(a, spec, kFour, {100, 1, 50});
+  const std::vector<int64_t> from_b = RunTrials(b, spec, kTwo, {100, 1});
+  std::vector<int64_t> sums(from_a.size());
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] = from_a[i] + from_b[i];
+  a.Agreed(spec, sums);
+  b.Agreed(spec, sums);
+  EXPECT_EQ(a.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(b.Next(spec, [] { return kTwo; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(a.Describe(spec),
+            "untuned: chain (the model's choice): the ranks' models offered different "
+            "candidates");
+}
+
+TEST(OnlineTunerTest, AFailedAgreementIsNotRetried) {
+  OnlineTuner t;
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  RunTrials(t, spec, kFour, {3, 2, 1});
+  t.AgreementFailed(spec);
+  OnlineTuner::Plan plan = t.Next(spec, [] { return kFour; });
+  EXPECT_EQ(plan.algorithm, Algorithm::kChain);
+  EXPECT_TRUE(plan.agree.empty());
+  EXPECT_EQ(t.Describe(spec), "untuned: chain (the model's choice): the agreement failed");
 }
 
 TEST(OnlineTunerTest, AgreedSumsOfTheWrongLengthKeepTheModelsChoice) {
   OnlineTuner t;
-  const auto spec = Spec(1 << 12, Algorithm::kChain);
-  std::vector<Algorithm> ran;
-  RunTrials(t, spec, {3, 2, 1}, &ran);
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  RunTrials(t, spec, kFour, {3, 2, 1});
   t.Agreed(spec, {5, 1});
-  EXPECT_EQ(t.Next(spec, [] { return kThree; }).algorithm, Algorithm::kChain);
+  EXPECT_EQ(t.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
 }
 
 TEST(OnlineTunerTest, DescribesAnUnseenBucketAsEmpty) {
