@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/algo/model_select.h"
 
 namespace gyre {
@@ -59,6 +61,14 @@ std::vector<int64_t> RunTrials(OnlineTuner& t, const algo::CollectiveSpec& spec,
 std::vector<int64_t> Times(const std::vector<int64_t>& mine, int p) {
   std::vector<int64_t> out = mine;
   for (int64_t& v : out) v *= p;
+  return out;
+}
+
+// The agreement's sums of two ranks.
+std::vector<int64_t> Add(const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+  EXPECT_EQ(x.size(), y.size());
+  std::vector<int64_t> out(std::min(x.size(), y.size()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = x[i] + y[i];
   return out;
 }
 
@@ -166,10 +176,8 @@ TEST(OnlineTunerTest, AFailedTrialOnOneRankKeepsTheModelsChoiceOnEveryRank) {
   ASSERT_EQ(from_a.size(), from_b.size());
   EXPECT_EQ(from_a[3], 1);
   EXPECT_EQ(from_b[3], 0);
-  std::vector<int64_t> sums(from_a.size());
-  for (size_t i = 0; i < sums.size(); ++i) sums[i] = from_a[i] + from_b[i];
-  a.Agreed(spec, sums);
-  b.Agreed(spec, sums);
+  a.Agreed(spec, Add(from_a, from_b));
+  b.Agreed(spec, Add(from_a, from_b));
   EXPECT_EQ(a.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
   EXPECT_EQ(b.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
   EXPECT_EQ(b.Describe(spec), "untuned: chain (the model's choice): a trial failed on 1 rank(s)");
@@ -186,10 +194,8 @@ TEST(OnlineTunerTest, RanksWhoseModelsOfferDifferentCandidatesKeepTheModelsChoic
   const auto spec = Spec(1 << 22, Algorithm::kChain, 2);
   const std::vector<int64_t> from_a = RunTrials(a, spec, kFour, {100, 1, 50});
   const std::vector<int64_t> from_b = RunTrials(b, spec, kTwo, {100, 1});
-  std::vector<int64_t> sums(from_a.size());
-  for (size_t i = 0; i < sums.size(); ++i) sums[i] = from_a[i] + from_b[i];
-  a.Agreed(spec, sums);
-  b.Agreed(spec, sums);
+  a.Agreed(spec, Add(from_a, from_b));
+  b.Agreed(spec, Add(from_a, from_b));
   EXPECT_EQ(a.Next(spec, [] { return kFour; }).algorithm, Algorithm::kChain);
   EXPECT_EQ(b.Next(spec, [] { return kTwo; }).algorithm, Algorithm::kChain);
   EXPECT_EQ(a.Describe(spec),
