@@ -340,8 +340,8 @@ TEST(GyrerunTest, CallDefaultsReachEveryRankInBothModes) {
       const bool canonical = r.out.find("rank 2: allreduce ran canonical") != std::string::npos;
       EXPECT_EQ(canonical, set) << what << r.out;
       // Tuned (in gyred or in the program), the first calls try the model's close rivals.
-      const bool one = r.out.find("rank 2: 12 automatic broadcasts ran 1 algorithms") !=
-                       std::string::npos;
+      const bool one =
+          r.out.find("rank 2: 12 automatic broadcasts ran 1 algorithms") != std::string::npos;
       EXPECT_EQ(one, !set) << what << r.out;
     }
   }
