@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/comm/tuner.h"
+
 namespace gyre::bench {
 namespace {
 
@@ -399,6 +401,11 @@ int IterationsFor(double fastest_seconds, double cell_seconds) {
 }
 
 int DefaultWarmups(int64_t bytes) { return bytes <= kMiB ? 5 : 2; }
+
+int TunedWarmups(int warmups, int64_t call_bytes) {
+  return call_bytes >= OnlineTuner::kMinBytes ? std::max(warmups, OnlineTuner::kTrialCalls + 1)
+                                              : warmups;
+}
 
 StatusOr<CellTiming> TimeCell(Collectives& coll, const std::function<Status()>& op,
                               const std::function<Status()>& check,

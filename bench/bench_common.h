@@ -82,6 +82,10 @@ int IterationsFor(double fastest_seconds, double cell_seconds);
 double TypicalWarmup(std::vector<double> warm_seconds);
 // 5 warm-up iterations up to 1 MiB, 2 above.
 int DefaultWarmups(int64_t bytes);
+// The warm-up of an automatic call of `call_bytes` (its count x element size) under online
+// tuning: `warmups`, or enough to cover the tuner's trials and agreement where it tunes, so
+// that the timed calls run what it kept.
+int TunedWarmups(int warmups, int64_t call_bytes);
 
 struct CellTiming {
   int iters = 0;

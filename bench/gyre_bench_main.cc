@@ -30,7 +30,7 @@
 #include "core/algo/builders.h"
 #include "core/algo/collective.h"
 #include "core/algo/schedule.h"
-#include "core/comm/tuner.h"
+#include "core/job/identity.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
@@ -400,11 +400,13 @@ int Main() {
   auto reporter_or = Reporter::Open(rank == 0, FLAGS_format, FLAGS_jsonl);
   if (!reporter_or.ok()) return Fail(reporter_or.status(), rank);
   Reporter& reporter = **reporter_or;
-  // gyrerun --tune sets GYRE_TUNE for the program in either mode (a malformed value has
-  // failed the embedded Comm already; gyred takes --tune).
-  const char* tune_env = std::getenv("GYRE_TUNE");
-  const bool tuning =
-      tune_env != nullptr && (std::string(tune_env) == "1" || std::string(tune_env) == "true");
+  // gyrerun --tune sets GYRE_TUNE for the program in either mode (gyred takes --tune).
+  bool tuning = false;
+  if (const char* t = std::getenv("GYRE_TUNE"); t != nullptr && *t != '\0') {
+    auto parsed = job::ParseEnvSwitch("GYRE_TUNE", t);
+    if (!parsed.ok()) return Fail(parsed.status(), rank);
+    tuning = *parsed;
+  }
   std::ostringstream title;
   title << "gyre-bench: " << OpName(op) << ", " << p << " ranks, impl " << impl << " (mode "
         << comm.mode() << "), " << DataTypeName(dtype) << " " << ReduceOpName(redop)
@@ -493,11 +495,8 @@ int Main() {
         memory.Start();
       }
       int warmups = FLAGS_w >= 0 ? FLAGS_w : DefaultWarmups(shape.bytes);
-      if (tuning && FLAGS_w < 0 && name == "auto" &&
-          shape.count * static_cast<int64_t>(esize) >= OnlineTuner::kMinBytes) {
-        // Every trial, then the call that starts with the ranks' agreement (calls the tuner
-        // leaves alone keep the usual warm-up).
-        warmups = std::max(warmups, OnlineTuner::kTrialCalls + 1);
+      if (tuning && FLAGS_w < 0 && name == "auto") {
+        warmups = TunedWarmups(warmups, shape.count * static_cast<int64_t>(esize));
       }
       auto timing = TimeCell(
           coll, run, check, [&] { ran.insert(comm.last().algorithm); }, warmups, FLAGS_n,

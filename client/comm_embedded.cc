@@ -101,16 +101,13 @@ StatusOr<std::optional<int64_t>> EnvInteger(const char* name, int64_t min, int64
   return std::optional<int64_t>(v);
 }
 
-// GYRE_DETERMINISTIC, GYRE_TUNE: 0/false or 1/true (unset or empty: the default), as the Python
-// layer reads it.
+// GYRE_DETERMINISTIC, GYRE_TUNE (job::ParseEnvSwitch); nullopt when unset or empty, as the
+// Python layer reads them.
 StatusOr<std::optional<bool>> EnvSwitch(const char* name) {
   const char* raw = std::getenv(name);
   if (raw == nullptr || *raw == '\0') return std::optional<bool>();
-  const std::string text = raw;
-  if (text == "1" || text == "true") return std::optional<bool>(true);
-  if (text == "0" || text == "false") return std::optional<bool>(false);
-  return InvalidArgumentError(std::string(name) + "=\"" + text.substr(0, 64) +
-                              "\" is not 0, 1, false or true");
+  GYRE_ASSIGN_OR_RETURN(bool v, job::ParseEnvSwitch(name, raw));
+  return std::optional<bool>(v);
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include "bench/bench_common.h"
 #include "core/algo/formulas.h"
 #include "core/comm/selfcheck.h"
-#include "core/comm/tuner.h"
 
 namespace gyre::daemon {
 namespace {
@@ -346,11 +345,9 @@ bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
                                 comm.rank(), p, 0, shape, out.data());
       return Status::Ok();
     };
-    int warmups = bench::DefaultWarmups(bytes);
-    if (comm.tuning() && shape.count * 4 >= OnlineTuner::kMinBytes) {
-      // The tuner's trials and its agreement are warm-up: the timed calls run what it kept.
-      warmups = std::max(warmups, OnlineTuner::kTrialCalls + 1);
-    }
+    const int warmups = comm.tuning()
+                            ? bench::TunedWarmups(bench::DefaultWarmups(bytes), shape.count * 4)
+                            : bench::DefaultWarmups(bytes);
     auto cell = bench::TimeCell(coll, op, check, nullptr, warmups, 0, 0.25);
     if (!cell.ok()) {
       report << "bench: " << cell.status().ToString() << "\n";

@@ -22,6 +22,12 @@ StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& va
   return v;
 }
 
+StatusOr<bool> ParseEnvSwitch(const std::string& name, const std::string& value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  return InvalidArgumentError(name + "=\"" + value.substr(0, 64) + "\" is not 0, 1, false or true");
+}
+
 namespace {
 
 StatusOr<int> ParseInt(const std::string& name, const std::string& value) {

@@ -65,6 +65,9 @@ EnvLookup MapEnvironment(std::map<std::string, std::string> env);
 StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& value, int64_t min,
                                   int64_t max);
 
+// `value` of the switch `name`: 0/false or 1/true; otherwise InvalidArgument naming both.
+StatusOr<bool> ParseEnvSwitch(const std::string& name, const std::string& value);
+
 // InvalidArgument naming the variable when a value does not parse, when rank/world size
 // cannot be found anywhere, or when 0 <= rank < world_size does not hold.
 StatusOr<Identity> ResolveIdentity(const IdentityOverrides& overrides, const EnvLookup& env);

@@ -163,6 +163,50 @@ TEST_F(TuningTest, KeepsTheCandidateWithFewerHopsWhenEveryMessageIsSlow) {
   EXPECT_NE(kept[0], close.front().algorithm);
 }
 
+TEST_F(TuningTest, AFailedTrialCallKeepsTheModelsChoiceWithTheSequenceAligned) {
+  // A trial call refused before it runs (a null output buffer, on every rank) still counts:
+  // every rank reaches the agreement at the same call and keeps the model's choice.
+  int64_t count = 0;
+  std::vector<algo::Estimate> close;
+  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
+       c *= 2) {
+    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
+    count = c;
+  }
+  ASSERT_GE(close.size(), 2u);
+  auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
+  ASSERT_TRUE(world.ok());
+  const int calls = kTrials + 3;
+  auto statuses = RunOnRanks(kP, [&](int r) -> Status {
+    std::vector<int32_t> in(static_cast<size_t>(count), r), out(static_cast<size_t>(count));
+    for (int call = 0; call < calls; ++call) {
+      const bool refused = call == 1;
+      Status s = (*world)[r]->Allreduce(in.data(), refused ? nullptr : out.data(), count,
+                                        DataType::kInt32, ReduceOp::kSum);
+      if (refused) {
+        if (s.ok() || s.message().find("output buffer is null") == std::string::npos) {
+          return InternalError("the null buffer was not refused: " + s.ToString());
+        }
+        continue;
+      }
+      GYRE_RETURN_IF_ERROR(s);
+      if (call >= kTrials && (*world)[r]->last().spec.algorithm != close.front().algorithm) {
+        return InternalError(std::string("kept ") +
+                             algo::AlgorithmName((*world)[r]->last().spec.algorithm));
+      }
+      for (int32_t v : out) {
+        if (v != kP * (kP - 1) / 2) return InternalError("wrong result");
+      }
+    }
+    // One sequence number per call, and one for the agreement.
+    if ((*world)[r]->next_seq() != uint64_t(calls) + 2) {
+      return InternalError("next_seq " + std::to_string((*world)[r]->next_seq()));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < kP; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r];
+}
+
 TEST_F(TuningTest, SmallCallsAreNotTuned) {
   auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
   ASSERT_TRUE(world.ok());
