@@ -43,6 +43,19 @@ std::vector<algo::Estimate> CloseCandidates(Collective c, int64_t count, DataTyp
   return close;
 }
 
+// The smallest tuned int32 allreduce count (doubling from 1 MiB) at which the model has a
+// close rival, with its candidates in *close (fewer than two if there is none up to 16 MiB).
+int64_t AllreduceCountWithRivals(std::vector<algo::Estimate>* close) {
+  int64_t count = 0;
+  close->clear();
+  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close->size() < 2;
+       c *= 2) {
+    *close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
+    count = c;
+  }
+  return count;
+}
+
 constexpr int kTrials = OnlineTuner::kTrialCalls;
 
 // The candidate a trial call runs: the candidates in turn, each round one later.
@@ -57,13 +70,8 @@ class TuningTest : public ::testing::Test {
 
 TEST_F(TuningTest, EveryRankTriesTheSameCandidatesThenRunsOneAlgorithmWithExactResults) {
   // An int32 allreduce size (from the smallest tuned one) where the model has a close rival.
-  int64_t count = 0;
   std::vector<algo::Estimate> close;
-  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
-       c *= 2) {
-    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
-    count = c;
-  }
+  const int64_t count = AllreduceCountWithRivals(&close);
   ASSERT_GE(close.size(), 2u) << "the built-in model has no close allreduce rivals at 4 ranks";
   const int k = static_cast<int>(close.size());
   const int calls = kTrials + 6;
@@ -166,13 +174,8 @@ TEST_F(TuningTest, KeepsTheCandidateWithFewerHopsWhenEveryMessageIsSlow) {
 TEST_F(TuningTest, AFailedTrialCallKeepsTheModelsChoiceWithTheSequenceAligned) {
   // A trial call refused before it runs (a null output buffer, on every rank) still counts:
   // every rank reaches the agreement at the same call and keeps the model's choice.
-  int64_t count = 0;
   std::vector<algo::Estimate> close;
-  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
-       c *= 2) {
-    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
-    count = c;
-  }
+  const int64_t count = AllreduceCountWithRivals(&close);
   ASSERT_GE(close.size(), 2u);
   auto world = MakeWorld(LoopbackFactory(), kP, Tuned());
   ASSERT_TRUE(world.ok());
@@ -261,12 +264,7 @@ TEST_F(TuningTest, ForcedAndCanonicalCallsAreNotTuned) {
 
 TEST_F(TuningTest, ARankThatTunesAloneIsAMismatchNamedOnItsPeers) {
   std::vector<algo::Estimate> close;
-  int64_t count = 0;
-  for (int64_t c = OnlineTuner::kMinBytes / 4; c <= (int64_t{1} << 22) && close.size() < 2;
-       c *= 2) {
-    close = CloseCandidates(Collective::kAllreduce, c, DataType::kInt32);
-    count = c;
-  }
+  const int64_t count = AllreduceCountWithRivals(&close);
   ASSERT_GE(close.size(), 2u);
   auto transports = LoopbackHub::CreateWorld(kP);
   std::vector<std::unique_ptr<Communicator>> comms;
