@@ -12,6 +12,25 @@ using algo::Algorithm;
 using algo::Collective;
 using algo::CollectiveSpec;
 
+namespace {
+
+// A digest (FNV-1a, never 0) of every figure of a model estimate: equal for two algorithms
+// exactly when the model sees the same schedule under two names (OnlineTuner::Candidate).
+uint64_t ShapeOf(const algo::Estimate& e) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  for (double d : {e.seconds, e.walk_s, e.overhead_s, e.throughput_s}) mix(&d, sizeof d);
+  for (int64_t v : {e.rounds, e.max_msgs, e.max_bytes, e.max_reduced_bytes}) mix(&v, sizeof v);
+  return h | 1;
+}
+
+}  // namespace
+
 std::string FormatOpDesc(const OpDesc& d) {
   if (d.collective == kPointToPointDesc) {
     return "send/recv(count=" + std::to_string(d.count) + ", " +
@@ -139,7 +158,7 @@ StatusOr<CollectiveSpec> Communicator::Tune(CollectiveSpec spec, const CallOptio
     s.root = 0;
     std::vector<OnlineTuner::Candidate> out;
     for (const algo::Estimate& e : algo::RankCandidates(s, selector_->model())) {
-      out.push_back({e.algorithm, e.seconds});
+      out.push_back({e.algorithm, e.seconds, ShapeOf(e)});
     }
     return out;
   };

@@ -57,7 +57,12 @@ OnlineTuner::Plan OnlineTuner::Next(
           c.estimate_s > b.candidates.front().estimate_s * kMaxEstimateRatio) {
         break;
       }
-      b.candidates.push_back(c);
+      const bool seen =
+          c.shape != 0 &&
+          std::any_of(b.candidates.begin(), b.candidates.end(), [&](const Candidate& t) {
+            return t.shape == c.shape && t.estimate_s == c.estimate_s;
+          });
+      if (!seen) b.candidates.push_back(c);
     }
     // The model's choice is the first candidate: the caller resolved `spec` with it. A
     // bucket without a close rival still runs its trial calls and the agreement (all of the

@@ -59,6 +59,12 @@ class OnlineTuner {
   struct Candidate {
     algo::Algorithm algorithm;
     double estimate_s;
+    // A digest of every figure of the model's estimate (rounds, messages, bytes, times); 0:
+    // none given. Two candidates with the same non-zero shape are one schedule under two
+    // names (on one host of 4 ranks hierarchical is the binomial tree for broadcast and the
+    // 2 x 2 grid of two_d for allreduce): the later one is not tried, and its trial slot
+    // goes to the next distinct candidate.
+    uint64_t shape = 0;
   };
 
   // What the next call of a bucket does.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/algo/model_select.h"
 
@@ -104,6 +105,43 @@ TEST(OnlineTunerTest, TriesTheCloseCandidatesInRotatingTurnsThenKeepsTheAgreedFa
   EXPECT_EQ(t.Describe(spec),
             "tuned: hierarchical 2.9 us, chain 3.0 us, binomial 3.5 us (sums over 4 ranks of "
             "each rank's median trial)");
+}
+
+TEST(OnlineTunerTest, OneScheduleUnderTwoNamesIsTriedOnce) {
+  // Binomial and hierarchical with one shape (hierarchical on one host of 4 ranks is the
+  // binomial tree): the third slot goes to direct, the next distinct candidate.
+  const Candidates offered = {{Algorithm::kChain, 1.0e-3, 11},
+                              {Algorithm::kBinomial, 1.2e-3, 22},
+                              {Algorithm::kHierarchical, 1.2e-3, 22},
+                              {Algorithm::kDirect, 1.45e-3, 33}};
+  OnlineTuner t;
+  const auto spec = Spec(1 << 20, Algorithm::kChain);
+  std::set<Algorithm> ran;
+  for (int call = 0; call < OnlineTuner::kTrialCalls; ++call) {
+    OnlineTuner::Plan plan = t.Next(spec, [&] { return offered; });
+    ASSERT_GE(plan.trial, 0);
+    ran.insert(plan.algorithm);
+    t.Record(spec, plan.trial, std::chrono::microseconds(100), true);
+  }
+  EXPECT_EQ(ran,
+            (std::set<Algorithm>{Algorithm::kChain, Algorithm::kBinomial, Algorithm::kDirect}));
+
+  // Without a shape (0), or with the same shape but another estimate, both names are tried.
+  for (const Candidates& both : {Candidates{{Algorithm::kChain, 1.0e-3},
+                                            {Algorithm::kBinomial, 1.2e-3},
+                                            {Algorithm::kHierarchical, 1.2e-3}},
+                                 Candidates{{Algorithm::kChain, 1.0e-3, 11},
+                                            {Algorithm::kBinomial, 1.2e-3, 22},
+                                            {Algorithm::kHierarchical, 1.3e-3, 22}}}) {
+    OnlineTuner u;
+    std::set<Algorithm> tried;
+    for (int call = 0; call < 3; ++call) {
+      OnlineTuner::Plan plan = u.Next(spec, [&] { return both; });
+      tried.insert(plan.algorithm);
+      u.Record(spec, plan.trial, std::chrono::microseconds(100), true);
+    }
+    EXPECT_TRUE(tried.count(Algorithm::kHierarchical));
+  }
 }
 
 TEST(OnlineTunerTest, TwoCandidatesShareTheSameNumberOfTrialCalls) {

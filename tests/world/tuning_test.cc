@@ -3,6 +3,7 @@
 // the candidate that is faster on the wire wins even where the model ranks it second.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -38,7 +39,13 @@ std::vector<algo::Estimate> CloseCandidates(Collective c, int64_t count, DataTyp
   for (const algo::Estimate& e : all) {
     if (static_cast<int>(close.size()) == OnlineTuner::kMaxCandidates) break;
     if (!close.empty() && e.seconds > close.front().seconds * OnlineTuner::kMaxEstimateRatio) break;
-    close.push_back(e);
+    // One schedule under two names (every figure equal) is tried once.
+    const bool seen = std::any_of(close.begin(), close.end(), [&](const algo::Estimate& t) {
+      return t.seconds == e.seconds && t.walk_s == e.walk_s && t.overhead_s == e.overhead_s &&
+             t.throughput_s == e.throughput_s && t.rounds == e.rounds && t.max_msgs == e.max_msgs &&
+             t.max_bytes == e.max_bytes && t.max_reduced_bytes == e.max_reduced_bytes;
+    });
+    if (!seen) close.push_back(e);
   }
   return close;
 }
