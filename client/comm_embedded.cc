@@ -122,6 +122,9 @@ StatusOr<std::unique_ptr<Comm>> MakeEmbedded() {
   GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms,
                         EnvInteger("GYRE_TIMEOUT_MS", 1, int64_t{1000000000000}));
   if (timeout_ms) jo.comm.timeout = Millis(*timeout_ms);
+  GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> rendezvous_ms,
+                        EnvInteger("GYRE_RENDEZVOUS_TIMEOUT_MS", 1, int64_t{1000000000000}));
+  if (rendezvous_ms) jo.rendezvous_timeout = Millis(*rendezvous_ms);
   if (const char* d = std::getenv("GYRE_FLIGHT_DIR")) jo.flight_dir = d;
   // The pipelining segment (gyrerun --segment_bytes; gyred takes it as a flag).
   GYRE_ASSIGN_OR_RETURN(std::optional<int64_t> segment,

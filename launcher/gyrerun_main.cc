@@ -137,13 +137,18 @@ void PrintMergedView(const std::string& run_dir, int n) {
     for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
       const std::string kind = (*it)[2];
       if (kind == "verdict" && verdict.empty()) verdict = (*it)[4];
-      if (kind == "op_start") started = (*it)[4];
+      if (kind == "op_start") {
+        started = (*it)[4];
+        ended.clear();  // what ended before belongs to an earlier operation
+      }
       if (kind == "op_end" || kind == "verdict" || kind == "abort_received") ended = (*it)[4];
     }
     ++found;
     if (ended.size() > 220) ended = ended.substr(0, 217) + "...";
     view << "  rank " << r << ": last started " << (started.empty() ? "nothing" : started)
-         << "\n           ended: " << (ended.empty() ? "-" : ended) << "\n";
+         << "\n           ended: "
+         << (ended.empty() ? (started.empty() ? "-" : "not yet (inside it when recorded)") : ended)
+         << "\n";
   }
   if (found == 0) return;
   if (!verdict.empty()) {
@@ -157,10 +162,10 @@ void PrintMergedView(const std::string& run_dir, int n) {
 }
 
 // Watches the job over the ranks' control endpoints; on a hang, reports and stops the job
-// (by sending gyrerun itself SIGTERM, which the supervisor turns into an orderly stop).
+// (an orderly stop, exit 124 as for --job_timeout).
 void WatchForHangs(const std::string& store_url, const std::string& job_id, int n,
                    const std::string& run_dir, gyre::auth::Credentials credentials,
-                   std::atomic<bool>* done) {
+                   gyre::launcher::Supervisor* supervisor, std::atomic<bool>* done) {
   using namespace gyre;
   Duration limit = Seconds(FLAGS_hang_timeout);
   std::vector<std::string> addresses;
@@ -227,10 +232,15 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
       f << dumps[r].response.dump_json() << "\n";
     }
     std::cerr << os.str() << std::flush;
-    ::kill(::getpid(), SIGTERM);
+    supervisor->RequestStop(
+        "no rank made progress for " + FormatDuration(limit) + " (--hang_timeout)",
+        gyre::launcher::kExitJobDeadline);
     return;
   }
 }
+
+// The most ranks one gyrerun starts (each is a process with pipes this launcher reads).
+constexpr int kMaxRanks = 1024;
 
 struct HostSlots {
   std::string host;
@@ -269,10 +279,12 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
     h.host = item.substr(0, colon);
     if (colon != std::string::npos) {
       const std::string n = item.substr(colon + 1);
-      h.slots = std::atoi(n.c_str());
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || h.slots < 1) {
-        return gyre::InvalidArgumentError("host '" + item + "': slots must be a positive number");
+      if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
+          std::atoi(n.c_str()) < 1 || std::atoi(n.c_str()) > kMaxRanks) {
+        return gyre::InvalidArgumentError("host '" + item + "': slots must be a number from 1 to " +
+                                          std::to_string(kMaxRanks));
       }
+      h.slots = std::atoi(n.c_str());
     }
     if (h.host.empty()) return gyre::InvalidArgumentError("host '" + item + "' has no name");
     out.push_back(h);
@@ -343,6 +355,9 @@ int main(int argc, char** argv) {
       "gyrerun -n N [flags] [-- program args...]\n"
       "Without a program, runs gyre's main job on N local ranks.");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  // A reader that goes away (`gyrerun ... | head`) drops the rest of the output; the job runs
+  // on and ends in order. The ranks get the default back (Supervisor).
+  ::signal(SIGPIPE, SIG_IGN);
   using namespace gyre;
   // Where the ranks run: here (-n), on a list of hosts (--hosts/--hostfile), or this host's
   // share of a job with one gyrerun per host (--nnodes/--node_rank/--nproc_per_node).
@@ -364,10 +379,14 @@ int main(int argc, char** argv) {
   if (fan_out) {
     auto hosts = ParseHosts(FLAGS_hosts, FLAGS_hostfile);
     if (!hosts.ok()) return Usage(hosts.status().message());
-    int total = 0;
+    int64_t total = 0;
     for (const auto& h : *hosts) total += h.slots;
     if (total == 0) return Usage("--hosts/--hostfile name no host");
-    if (n == 0) n = total;
+    if (n == 0 && total > kMaxRanks) {
+      return Usage("--hosts/--hostfile give " + std::to_string(total) + " slots; one gyrerun " +
+                   "starts at most " + std::to_string(kMaxRanks) + " ranks (give -n)");
+    }
+    if (n == 0) n = static_cast<int>(total);
     if (n > total) {
       return Usage("-n " + std::to_string(n) + " is more than the " + std::to_string(total) +
                    " slots of --hosts/--hostfile");
@@ -381,6 +400,13 @@ int main(int argc, char** argv) {
   } else if (torchrun) {
     if (FLAGS_nnodes < 1 || FLAGS_nproc_per_node < 1) {
       return Usage("--nnodes and --nproc_per_node must both be at least 1");
+    }
+    if (int64_t{FLAGS_nnodes} * FLAGS_nproc_per_node > 1 << 20 ||
+        FLAGS_nproc_per_node > kMaxRanks) {
+      return Usage(
+          "--nnodes x --nproc_per_node is at most 1048576, and --nproc_per_node at "
+          "most " +
+          std::to_string(kMaxRanks));
     }
     if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
       return Usage("--node_rank " + std::to_string(FLAGS_node_rank) + " is not in 0.." +
@@ -399,10 +425,15 @@ int main(int argc, char** argv) {
     }
   } else {
     if (n < 1) return Usage("give the number of ranks with -n N (N >= 1)");
+    if (n > kMaxRanks) {
+      return Usage("-n " + std::to_string(n) + ": one gyrerun starts at most " +
+                   std::to_string(kMaxRanks) + " ranks");
+    }
     for (int r = 0; r < n; ++r) placements.push_back({r, r, "", false});
   }
-  if (placements.size() > 1024) {
-    return Usage(std::to_string(placements.size()) + " ranks on one host are more than 1024");
+  if (placements.size() > static_cast<size_t>(kMaxRanks)) {
+    return Usage(std::to_string(placements.size()) + " ranks: one gyrerun starts at most " +
+                 std::to_string(kMaxRanks));
   }
   bool remote = false;
   for (const auto& p : placements) remote = remote || p.remote;
@@ -430,6 +461,23 @@ int main(int argc, char** argv) {
     return Usage("--timeout must be from 0.001 to 1e9 seconds, not " +
                  std::to_string(FLAGS_timeout));
   }
+  // Durations are held in nanoseconds (about 292 years); NaN fails every comparison.
+  if (!(FLAGS_rendezvous_timeout >= 0.001 && FLAGS_rendezvous_timeout <= 1e9)) {
+    return Usage("--rendezvous_timeout must be from 0.001 to 1e9 seconds, not " +
+                 std::to_string(FLAGS_rendezvous_timeout));
+  }
+  if (!(FLAGS_grace_period >= 0 && FLAGS_grace_period <= 1e6)) {
+    return Usage("--grace_period must be from 0 to 1e6 seconds, not " +
+                 std::to_string(FLAGS_grace_period));
+  }
+  if (!(FLAGS_job_timeout >= 0 && FLAGS_job_timeout <= 1e9)) {
+    return Usage("--job_timeout must be 0 (never) or up to 1e9 seconds, not " +
+                 std::to_string(FLAGS_job_timeout));
+  }
+  if (!(FLAGS_hang_timeout >= 0 && FLAGS_hang_timeout <= 1e9)) {
+    return Usage("--hang_timeout must be 0 (off) or up to 1e9 seconds, not " +
+                 std::to_string(FLAGS_hang_timeout));
+  }
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));
@@ -444,7 +492,29 @@ int main(int argc, char** argv) {
       return 1;
     }
     run_dir = tmpl;
+  } else {
+    // A reused folder: what an earlier job left there (its file store, its flight records,
+    // its report) would be read as this job's.
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir + "/store", ec);
+    std::filesystem::remove(run_dir + "/report.txt", ec);
+    for (int r = 0; r < kMaxRanks; ++r) {
+      std::filesystem::remove(run_dir + "/flight-rank" + std::to_string(r) + ".json", ec);
+    }
   }
+  // On every way out: the folder gyrerun made goes (unless kept), and so does a secret it wrote.
+  struct RunDirCleanup {
+    std::string dir;
+    bool remove_dir = false;
+    std::string secret;
+    ~RunDirCleanup() {
+      if (!secret.empty()) ::unlink(secret.c_str());
+      if (remove_dir) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    }
+  } cleanup{run_dir, FLAGS_run_dir.empty() && !FLAGS_keep_run_dir, ""};
   std::string job_id = FLAGS_job_id.empty() ? RandomJobId() : FLAGS_job_id;
   if (FLAGS_job_id.empty() && FLAGS_nnodes > 1) {
     // Every host must compute the same id; the store address is what they share.
@@ -468,6 +538,7 @@ int main(int argc, char** argv) {
     }
     secret = std::move(*generated);
     secret_file = run_dir + "/secret";
+    cleanup.secret = secret_file;
     ::unlink(secret_file.c_str());  // left by an earlier run in a reused --run_dir
     Status written = auth::WriteSecretFile(secret_file, secret);
     if (!written.ok()) {
@@ -547,6 +618,8 @@ int main(int argc, char** argv) {
   // the launching shell happened to export.
   const std::vector<std::pair<std::string, std::string>> call_defaults = {
       {"GYRE_TIMEOUT_MS", std::to_string(static_cast<int64_t>(FLAGS_timeout * 1000))},
+      {"GYRE_RENDEZVOUS_TIMEOUT_MS",
+       std::to_string(std::max<int64_t>(1, static_cast<int64_t>(FLAGS_rendezvous_timeout * 1000)))},
       {"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)},
       {"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"},
       {"GYRE_TUNE", FLAGS_tune ? "1" : "0"}};
@@ -601,6 +674,7 @@ int main(int argc, char** argv) {
       d.argv = gyred_argv("serve");
       d.argv.push_back("--socket=" + socket);
       d.env = common_env(r);
+      d.service = true;  // stopped if the program ends without (or after) calling it
       specs.push_back(std::move(d));
       launcher::ProcessSpec p;
       p.rank = r;
@@ -686,7 +760,8 @@ int main(int argc, char** argv) {
     auth::Credentials credentials;
     credentials.secret = secret;
     credentials.job_id = job_id;
-    watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &done);
+    watcher =
+        std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &supervisor, &done);
   }
   const int code = supervisor.Wait();
   done = true;
@@ -698,11 +773,5 @@ int main(int argc, char** argv) {
     if (report) std::cout << report.rdbuf() << std::flush;
   }
   if (store_server) store_server->Stop();
-  if (own_secret_file) ::unlink(secret_file.c_str());
-  if (!FLAGS_keep_run_dir && FLAGS_run_dir.empty()) {
-    // Only the folder gyrerun created; it holds the store, sockets and the report.
-    std::error_code ec;
-    std::filesystem::remove_all(run_dir, ec);
-  }
-  return code;
+  return code;  // `cleanup` removes the secret, and the folder if gyrerun made it
 }

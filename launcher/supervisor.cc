@@ -214,6 +214,8 @@ class Supervisor::SignalRelay {
     if (termination_signals) {
       relay->Catch(SIGINT, SA_RESTART);
       relay->Catch(SIGTERM, SA_RESTART);
+      // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does.
+      relay->Catch(SIGHUP, SA_RESTART);
     }
     relay->had_subreaper_ = 0;
     prctl(PR_GET_CHILD_SUBREAPER, &relay->had_subreaper_, 0, 0, 0);
@@ -277,6 +279,10 @@ struct Supervisor::Child {
   Stream out;
   Stream err;
   int launch_fd = -1;  // read end of the LaunchFailure pipe
+  // A service: when it is to be stopped (its rank's other processes all ended 0), and when
+  // it is to be killed once stopped.
+  Deadline service_stop = Deadline::Infinite();
+  Deadline service_kill = Deadline::Infinite();
   std::deque<std::string> tail;
   std::string prefix;
 };
@@ -496,6 +502,25 @@ void Supervisor::SweepExits() {
       RecordExit(child.get(), CLD_EXITED, 255);
     }
   }
+  ReapOrphans();
+}
+
+void Supervisor::ReapOrphans() {
+  if (pgid_ <= 0 || group_released_ || finishing_) return;
+  for (int i = 0; i < 4096; ++i) {
+    siginfo_t info{};
+    // Peek first: a rank's status is SweepExits' to take, the guardian's FinishGroup's.
+    int rc = waitid(P_PGID, static_cast<id_t>(pgid_), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc != 0 || info.si_pid == 0) return;
+    const pid_t pid = info.si_pid;
+    bool ours = pid == guardian_pid_;
+    for (const auto& child : children_) ours = ours || child->result.pid == pid;
+    if (ours) return;
+    siginfo_t gone{};
+    while (waitid(P_PID, static_cast<id_t>(pid), &gone, WEXITED | WNOHANG) < 0 && errno == EINTR) {
+    }
+  }
 }
 
 void Supervisor::RecordExit(Child* child, int code, int status) {
@@ -524,6 +549,37 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
   }
 }
 
+void Supervisor::StopIdleServices() {
+  for (auto& service : children_) {
+    ProcessResult& r = service->result;
+    if (!service->spec.service || r.pid <= 0 || r.finished()) continue;
+    if (r.stopped_as_service) {
+      if (!r.sigkilled_by_launcher && service->service_kill.Expired(*clock_)) {
+        kill(r.pid, SIGKILL);
+        r.sigkilled_by_launcher = true;
+      }
+      continue;
+    }
+    bool served = false, all_ok = true;
+    for (const auto& other : children_) {
+      if (other->spec.service || other->spec.rank != service->spec.rank) continue;
+      served = true;
+      const ProcessResult& o = other->result;
+      all_ok = all_ok && o.exited && o.exit_code == 0;
+    }
+    if (!served || !all_ok) continue;
+    if (service->service_stop.infinite()) {
+      service->service_stop = Deadline::After(*clock_, options_.service_linger);
+    } else if (service->service_stop.Expired(*clock_)) {
+      kill(r.pid, SIGTERM);
+      kill(r.pid, SIGCONT);
+      r.killed_by_launcher = true;
+      r.stopped_as_service = true;
+      service->service_kill = Deadline::After(*clock_, options_.grace_period);
+    }
+  }
+}
+
 void Supervisor::SignalLive(int sig) {
   for (auto& child : children_) {
     ProcessResult& r = child->result;
@@ -549,9 +605,27 @@ void Supervisor::BeginShutdown(const std::string& reason) {
   kill_deadline_ = Deadline::After(*clock_, options_.grace_period);
 }
 
+void Supervisor::RequestStop(const std::string& reason, int exit_status) {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (!stop_accepted_ || stop_requested_) return;
+  stop_requested_ = true;
+  stop_reason_ = reason;
+  stop_status_ = exit_status;
+  const unsigned char wake = 0;  // not a signal number: HandleSignalBytes checks the flag
+  const int fd = g_signal_pipe_write.load();
+  if (fd >= 0) (void)!write(fd, &wake, 1);
+}
+
 void Supervisor::HandleSignalBytes() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stop_requested_ && !stopped_on_request_ && !shutting_down_ && !finishing_) {
+      stopped_on_request_ = true;
+      BeginShutdown(stop_reason_);
+    }
+  }
   for (int sig : relay_->Drain()) {
-    if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: the sweep does the work
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) continue;  // SIGCHLD: the sweep
     if (finishing_) continue;
     if (!shutting_down_) {
       launcher_signal_ = sig;
@@ -738,7 +812,11 @@ void Supervisor::KillAllAndReap() {
   }
   FinishGroup();
   CloseAll();
-  relay_.reset();
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_accepted_ = false;
+    relay_.reset();
+  }
 }
 
 int Supervisor::Wait() {
@@ -749,6 +827,7 @@ int Supervisor::Wait() {
     if (root_cause_ != nullptr && !shutting_down_ && settle_deadline_.Expired(*clock_)) {
       BeginShutdown(root_cause_->result.name);
     }
+    if (!shutting_down_) StopIdleServices();
     if (!shutting_down_ && options_.job_deadline.Expired(*clock_)) {
       deadline_fired_ = true;
       BeginShutdown("job deadline exceeded after " + FormatDuration(clock_->Now() - start_time_));
@@ -792,6 +871,7 @@ int Supervisor::Wait() {
 
 int Supervisor::ComputeExitStatus() const {
   if (launcher_signal_ != 0) return 128 + launcher_signal_;
+  if (stopped_on_request_) return stop_status_;
   if (deadline_fired_) return kExitJobDeadline;
   if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
@@ -799,6 +879,7 @@ int Supervisor::ComputeExitStatus() const {
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
+    if (r.stopped_as_service) continue;
     if (!r.finished() || r.signaled || r.exit_code != 0) return 1;
   }
   return 0;
@@ -815,6 +896,9 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
     how = "signal " + SignalName(r.signal) + " (" + std::to_string(r.signal) + ")";
   } else {
     how = "exit " + std::to_string(r.exit_code);
+  }
+  if (r.stopped_as_service) {
+    return "stopped by gyrerun once its rank's other processes had exited 0 (" + how + ")";
   }
   if (r.killed_by_launcher) {
     if (r.signaled && r.signal == SIGKILL && r.sigkilled_by_launcher) {
@@ -836,6 +920,8 @@ std::string Supervisor::BuildSummary() const {
   std::ostringstream os;
   if (launcher_signal_ != 0) {
     os << "gyrerun: job stopped: gyrerun received " << SignalName(launcher_signal_) << "\n";
+  } else if (stopped_on_request_) {
+    os << "gyrerun: job stopped: " << shutdown_reason_ << "\n";
   } else if (deadline_fired_) {
     os << "gyrerun: " << shutdown_reason_ << "\n";
   } else if (root_cause_ != nullptr) {

@@ -40,14 +40,18 @@
 // The job ends when every process has exited. It is cut short by the first of:
 //   - a process exiting non-zero or by a signal: that process is the ROOT CAUSE (if several
 //     are seen in the same sweep, the one given first to Start());
-//   - SIGINT or SIGTERM to the launcher (a second one escalates to SIGKILL at once);
-//   - options.job_deadline passing.
+//   - SIGINT, SIGTERM or SIGHUP to the launcher (a second one escalates to SIGKILL at once);
+//   - options.job_deadline passing;
+//   - RequestStop() from another thread (a watchdog).
+// A ProcessSpec::service process whose rank's other processes all exited 0 is stopped on its
+// own after options.service_linger, without failing the job.
 // Shutdown sends SIGTERM (and SIGCONT, so a stopped process can act on it) to every live
 // child and to the job's process group, then SIGKILL to all of them once grace_period has
 // passed. Processes signalled this way are "terminated by gyrerun", never a root cause. When
 // every child has exited, whatever is left in the process group (descendants of the ranks,
 // even of ranks that exited 0) is SIGKILLed and reaped: the launcher makes itself a child
-// subreaper (PR_SET_CHILD_SUBREAPER) so such orphans are re-parented to it. A descendant that
+// subreaper (PR_SET_CHILD_SUBREAPER) so such orphans are re-parented to it, and reaps those
+// that exit while the job runs on every sweep. A descendant that
 // leaves the process group (setsid) is out of reach. Only pids this supervisor started, and
 // its own process group, are ever signalled, and only this supervisor's children are reaped.
 //
@@ -55,7 +59,7 @@
 //   0        every process exited 0;
 //   N        the root cause exited with N (127 when it could not be executed);
 //   128+S    the root cause died by signal S (SIGKILL: 137);
-//   130/143  the launcher got SIGINT/SIGTERM;
+//   130/143/129  the launcher got SIGINT/SIGTERM/SIGHUP;
 //   124      the job deadline passed.
 // On any non-zero result it prints FailureSummary() to options.err: one row per process
 // (rank, name, pid, host, how it ended, "<- root cause" on the first failure), then the last
@@ -71,6 +75,7 @@
 #include <cstddef>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -107,6 +112,11 @@ struct ProcessSpec {
   // The host the process runs on when argv reaches another machine (an ssh or similar
   // prefix), for the summary; empty means this one.
   std::string host;
+  // Serves the other processes of its rank (a daemon beside a program). Once every one of
+  // them has exited 0 and it is still running SupervisorOptions::service_linger later, it is
+  // stopped (SIGTERM, SIGKILL after the grace period) and the job does not fail for it: a
+  // program that ends without ever calling its daemon must not leave the job waiting forever.
+  bool service = false;
 };
 
 struct SupervisorOptions {
@@ -127,9 +137,12 @@ struct SupervisorOptions {
   // process killed by a signal in that window is preferred over one that exited with an
   // error (usually reporting the killed one).
   Duration settle_time = Millis(1500);
-  // Catch SIGINT/SIGTERM sent to the launcher and shut the job down (exit 130/143). Turn off
-  // when the embedding program handles these itself.
+  // Catch SIGINT/SIGTERM/SIGHUP sent to the launcher and shut the job down (exit 130/143/129).
+  // Turn off when the embedding program handles these itself.
   bool handle_termination_signals = true;
+  // How long a ProcessSpec::service process may outlive the rest of its rank (a daemon
+  // normally exits with its client at once, and lingers up to 3 s after a failed call).
+  Duration service_linger = Seconds(5);
 };
 
 // What became of one process. Filled in as the job runs; final once Wait() returned.
@@ -144,6 +157,8 @@ struct ProcessResult {
   int signal = 0;
   // The launcher signalled it (SIGTERM, maybe then SIGKILL) before it ended.
   bool killed_by_launcher = false;
+  // ...because it was a service whose rank's other processes had all exited 0; not a failure.
+  bool stopped_as_service = false;
   // ...and SIGTERM was not enough within the grace period (or a second Ctrl-C came).
   bool sigkilled_by_launcher = false;
   // The first process to fail on its own; at most one per job.
@@ -178,6 +193,11 @@ class Supervisor {
   // top of this file). REQUIRES: Start() returned OK. Call once.
   int Wait();
 
+  // Stops the job from another thread (a watchdog): an orderly shutdown as for SIGTERM, but
+  // Wait() returns `exit_status` and the summary opens with `reason`. Ignored once the job
+  // has ended or is already stopping. Thread-safe.
+  void RequestStop(const std::string& reason, int exit_status);
+
   // One entry per ProcessSpec, in Start() order.
   std::vector<ProcessResult> results() const;
   // The job's process group, or -1 before Start().
@@ -193,6 +213,11 @@ class Supervisor {
   Status SpawnGuardian();
   Status SpawnOne(Child* child);
   void SweepExits();
+  // Reaps exited descendants of the ranks that were re-parented to the launcher (it is a child
+  // subreaper), so their pids are not held until the job ends. Only the job's process group.
+  void ReapOrphans();
+  // Stops the ProcessSpec::service processes whose rank's other processes ended, as above.
+  void StopIdleServices();
   void RecordExit(Child* child, int code, int status);
   void BeginShutdown(const std::string& reason);
   void SignalLive(int sig);
@@ -236,7 +261,14 @@ class Supervisor {
   Deadline kill_deadline_ = Deadline::Infinite();
   Deadline kill_wait_deadline_ = Deadline::Infinite();
   bool sent_sigkill_ = false;
-  int launcher_signal_ = 0;  // SIGINT / SIGTERM received by the launcher
+  int launcher_signal_ = 0;  // SIGINT / SIGTERM / SIGHUP received by the launcher
+  // RequestStop: guarded by stop_mu_ until Wait() has read them.
+  std::mutex stop_mu_;
+  bool stop_requested_ = false;
+  bool stop_accepted_ = true;  // false once Wait() no longer reads the relay pipe
+  std::string stop_reason_;
+  int stop_status_ = 0;
+  bool stopped_on_request_ = false;
   bool deadline_fired_ = false;
   Child* root_cause_ = nullptr;
   Deadline settle_deadline_ = Deadline::Infinite();

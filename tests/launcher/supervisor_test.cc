@@ -430,11 +430,117 @@ TEST_P(LauncherSignalTest, SignalToLauncherStopsTheJob) {
     EXPECT_EQ(r.signal, SIGTERM);
   }
   EXPECT_THAT(supervisor_->FailureSummary(),
-              HasSubstr(std::string("gyrerun received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")));
+              HasSubstr(std::string("gyrerun received ") + (sig == SIGINT   ? "SIGINT"
+                                                            : sig == SIGHUP ? "SIGHUP"
+                                                                            : "SIGTERM")));
   ExpectNoProcessLeft();
 }
 
-INSTANTIATE_TEST_SUITE_P(IntAndTerm, LauncherSignalTest, ::testing::Values(SIGINT, SIGTERM));
+// SIGHUP: a closed terminal or a dropped ssh session.
+INSTANTIATE_TEST_SUITE_P(IntTermHup, LauncherSignalTest,
+                         ::testing::Values(SIGINT, SIGTERM, SIGHUP));
+
+// The zombies in process group `pgid` among this process's children (the supervisor makes it
+// a child subreaper); earlier tests' leftovers are in other groups.
+int ZombieChildren(pid_t pgid) {
+  int zombies = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat) || stat.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+    char state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (state == 'Z' && ppid == getpid() && pgrp == pgid) ++zombies;
+  }
+  return zombies;
+}
+
+TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingTheJob) {
+  // Rank 0's service would serve for a minute; its program ends after 0.5 s without a word
+  // to it. Rank 1 has no service.
+  SupervisorOptions options = Options();
+  options.service_linger = Millis(300);
+  ProcessSpec service = Rank(0, {"--sleep_ms=60000"});
+  service.name = "rank 0 gyred";
+  service.service = true;
+  ProcessSpec program = Rank(0, {"--sleep_ms=500"});
+  program.name = "rank 0 program";
+  EXPECT_EQ(Run({service, program, Rank(1, {})}, options), 0) << err_.str();
+  EXPECT_LT(ElapsedSeconds(), 10.0);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].stopped_as_service);
+  EXPECT_TRUE(results[0].killed_by_launcher);
+  EXPECT_EQ(results[0].signal, SIGTERM);
+  EXPECT_FALSE(results[0].root_cause);
+  // Not before its program ended, and the linger after it.
+  EXPECT_GE(results[0].run_time, results[1].run_time + Millis(250));
+  EXPECT_FALSE(results[1].stopped_as_service);
+  EXPECT_EQ(supervisor_->FailureSummary(), "");
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
+  SupervisorOptions options = Options();
+  options.service_linger = Millis(100);
+  ProcessSpec service = Rank(0, {"--sleep_ms=60000"});
+  service.name = "rank 0 gyred";
+  service.service = true;
+  ProcessSpec program = Rank(0, {"--sleep_ms=200", "--exit_code=3"});
+  program.name = "rank 0 program";
+  EXPECT_EQ(Run({service, program}, options), 3);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_FALSE(results[0].stopped_as_service);
+  EXPECT_TRUE(results[0].killed_by_launcher);
+  EXPECT_TRUE(results[1].root_cause);
+  EXPECT_THAT(SummaryRow(supervisor_->FailureSummary(), "rank 0 gyred"),
+              HasSubstr("terminated by gyrerun"));
+}
+
+TEST_F(SupervisorTest, RequestStopFromAnotherThreadEndsTheJobWithItsStatus) {
+  supervisor_ = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(
+      supervisor_->Start({Rank(0, {"--sleep_ms=30000"}), Rank(1, {"--sleep_ms=30000"})}).ok());
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    supervisor_->RequestStop("no rank made progress for 2 s", 124);
+    supervisor_->RequestStop("a second request is ignored", 99);
+  });
+  auto begin = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervisor_->Wait(), 124);
+  watchdog.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+  for (const ProcessResult& r : supervisor_->results()) {
+    EXPECT_TRUE(r.killed_by_launcher);
+    EXPECT_EQ(r.signal, SIGTERM);
+  }
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("gyrerun: job stopped: no rank made progress for 2 s\n"));
+  EXPECT_THAT(supervisor_->FailureSummary(), Not(HasSubstr("second request")));
+  supervisor_->RequestStop("after the end: nothing to stop", 1);  // must not write anywhere
+  ExpectNoProcessLeft();
+}
+
+TEST_F(SupervisorTest, OrphansThatExitAreReapedWhileTheJobRuns) {
+  // The rank starts 20 short-lived background helpers that outlive their parent shell, then
+  // runs on; each one is re-parented to this process when it is orphaned.
+  ProcessSpec rank;
+  rank.rank = 0;
+  rank.argv = {"/bin/sh", "-c", "for i in $(seq 20); do (sleep 0.05 &); done; sleep 2"};
+  supervisor_ = std::make_unique<Supervisor>(Options());
+  ASSERT_TRUE(supervisor_->Start({rank}).ok());
+  int zombies = -1;
+  std::thread look([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    zombies = ZombieChildren(supervisor_->process_group());
+  });
+  EXPECT_EQ(supervisor_->Wait(), 0) << err_.str();
+  look.join();
+  EXPECT_EQ(zombies, 0) << "exited orphans were held until the job ended";
+}
 
 TEST_F(SupervisorTest, SecondSignalToLauncherSkipsTheGracePeriod) {
   SupervisorOptions options = Options();

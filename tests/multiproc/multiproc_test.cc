@@ -408,6 +408,74 @@ TEST(GyrerunTest, BadCallDefaultFlagsAreClearErrors) {
   }
 }
 
+TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
+  // Durations are nanoseconds in an int64: a huge value must not wrap into "at once".
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--job_timeout", "1e10"},     {"--job_timeout", "nan"},        {"--job_timeout", "-1"},
+      {"--grace_period", "1e20"},    {"--grace_period", "nan"},       {"--hang_timeout", "inf"},
+      {"--rendezvous_timeout", "0"}, {"--rendezvous_timeout", "1e10"}};
+  for (const auto& [flag, value] : bad) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "1", flag, value, "--", "/bin/true"}, {}, 30);
+    EXPECT_EQ(r.exit_code, 2) << flag << " " << value;
+    EXPECT_NE(r.err.find("gyrerun: " + flag + " must be"), std::string::npos) << r.err;
+  }
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2000", "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("at most 1024 ranks"), std::string::npos) << r.err;
+  r = RunCommand({Gyrerun(), "--hosts", "localhost:2000000000", "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("slots must be a number from 1 to 1024"), std::string::npos) << r.err;
+}
+
+TEST(GyrerunTest, ADaemonWhoseProgramNeverCallsItDoesNotHoldTheJob) {
+  // Daemon mode: each program exits 0 without creating a Comm; its gyred would serve forever.
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--", "/bin/true"}, {}, 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 30.0);
+  EXPECT_EQ(r.err.find("job failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[rank 1 gyred]"), std::string::npos) << r.err;
+}
+
+TEST(GyrerunTest, EmbeddedRanksGetTheRendezvousTimeout) {
+  // Rank 0 never joins: rank 1 must give up after --rendezvous_timeout, not the 60 s default.
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "--rendezvous_timeout", "2", "--job_timeout",
+       "40", "--", "/bin/sh", "-c",
+       "[ \"$GYRE_RANK\" = 0 ] && exit 0; exec " + Client() + " --check=false --loop_iters 3"},
+      {}, 60);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_NE(r.err.find("rendezvous of job"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing: rank 0"), std::string::npos) << r.err;
+}
+
+TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
+  const std::string dir = TempDir("reused-run-dir");
+  // The first job fails in a collective (rank 1 dies), leaving flight records and a store.
+  CommandResult first = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--timeout", "20", "--",
+       Client(), "--check=false", "--loop_iters", "200", "--die_rank", "1", "--die_after", "5"},
+      {}, 60);
+  ASSERT_NE(first.exit_code, 0) << first.err;
+  // The second fails before any collective: nothing about the first may show.
+  CommandResult second = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir,
+                                     "--", "/bin/sh", "-c", "echo bad config >&2; exit 3"},
+                                    {}, 60);
+  EXPECT_EQ(second.exit_code, 3);
+  EXPECT_NE(second.err.find("bad config"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("verdict"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("flight recorders"), std::string::npos) << second.err;
+  // With a fixed job id, a reused folder's store must not hold the earlier job's claims.
+  for (int run = 0; run < 2; ++run) {
+    CommandResult ok =
+        RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--job_id",
+                    "fixed", "--", Client(), "--check=false", "--loop_iters", "3"},
+                   {}, 60);
+    EXPECT_EQ(ok.exit_code, 0) << "run " << run << "\n" << ok.err;
+  }
+}
+
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);

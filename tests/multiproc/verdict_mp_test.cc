@@ -237,9 +237,13 @@ TEST(HangTimeoutTest, GyrerunStopsAHungJobAndShowsEveryRank) {
                   BinDir() + "/gyre-test-client", "--check=false", "--loop_seconds=60",
                   "--skip_rank=1", "--fault_at=20"},
                  {}, 60);
-  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, 124) << "a hang stops the job as --job_timeout does";
   EXPECT_LT(r.seconds, 20.0);  // well before the 60 s progress timeout
   EXPECT_NE(r.err.find("no rank made progress for 2 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gyrerun: job stopped: no rank made progress for 2.00 s (--hang_timeout)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("received SIGTERM"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 1: idle, last completed seq=20"), std::string::npos) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(rank 0: allreduce seq=21 .*waiting on rank)")))
       << r.err;
