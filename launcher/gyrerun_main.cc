@@ -316,9 +316,13 @@ std::vector<std::string> SplitWords(const std::string& text) {
 
 // After a failure across hosts: a host none of whose processes survived on its own is named
 // as a whole (a machine lost, or its ranks killed together), not rank by rank.
-void PrintLostHosts(const std::vector<gyre::launcher::ProcessResult>& results) {
+// Only hosts reached through --rsh: a local rank exiting 255 is that program's own code, and
+// this host is not lost while gyrerun runs on it.
+void PrintLostHosts(const std::vector<gyre::launcher::ProcessResult>& results,
+                    const std::vector<std::string>& remote_hosts) {
   std::vector<std::string> hosts;
   for (const auto& r : results) {
+    if (std::find(remote_hosts.begin(), remote_hosts.end(), r.host) == remote_hosts.end()) continue;
     if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
   }
   for (const auto& host : hosts) {
@@ -342,6 +346,20 @@ void PrintLostHosts(const std::vector<gyre::launcher::ProcessResult>& results) {
   }
 }
 
+// Where the program starts in argv: at "--", or at the first word that is neither one of
+// gyrerun's flags nor the value of one (a non-boolean flag given as "--flag value").
+int ProgramStart(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') return i;
+    const std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+    if (name.find('=') != std::string::npos) continue;
+    gflags::CommandLineFlagInfo info;
+    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) && info.type != "bool") ++i;
+  }
+  return argc;
+}
+
 int Usage(const std::string& why) {
   std::cerr << "gyrerun: " << why << "\n"
             << "usage: gyrerun -n N [--store file|tcp|URL] [--timeout S] [-- program args...]\n";
@@ -354,7 +372,13 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "gyrerun -n N [flags] [-- program args...]\n"
       "Without a program, runs gyre's main job on N local ranks.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  // gflags takes flags from anywhere in argv: the program's own (`gyrerun -n 2 ./prog -n 3`)
+  // would become gyrerun's. Only what comes before the program is gyrerun's.
+  const int program_at = ProgramStart(argc, argv);
+  std::vector<std::string> program(argv + program_at, argv + argc);
+  if (!program.empty() && program.front() == "--") program.erase(program.begin());
+  int flag_argc = program_at;
+  gflags::ParseCommandLineFlags(&flag_argc, &argv, true);
   // A reader that goes away (`gyrerun ... | head`) drops the rest of the output; the job runs
   // on and ends in order. The ranks get the default back (Supervisor).
   ::signal(SIGPIPE, SIG_IGN);
@@ -391,10 +415,17 @@ int main(int argc, char** argv) {
       return Usage("-n " + std::to_string(n) + " is more than the " + std::to_string(total) +
                    " slots of --hosts/--hostfile");
     }
+    // This host may be named twice ("localhost:2,127.0.0.1:2"): its ranks share one name, so
+    // they know they share a host, and count their local ranks together.
+    std::string local_name;
+    int local_slots = 0;
     for (const auto& h : *hosts) {
+      const bool local = IsLocalHost(h.host);
+      if (local && local_name.empty()) local_name = h.host;
       for (int s = 0; s < h.slots && static_cast<int>(placements.size()) < n; ++s) {
+        const int local_rank = local ? local_slots++ : s;
         placements.push_back(
-            {static_cast<int>(placements.size()), s, h.host, !IsLocalHost(h.host)});
+            {static_cast<int>(placements.size()), local_rank, local ? local_name : h.host, !local});
       }
     }
   } else if (torchrun) {
@@ -482,7 +513,6 @@ int main(int argc, char** argv) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));
   }
-  std::vector<std::string> program(argv + 1, argv + argc);
 
   std::string run_dir = FLAGS_run_dir;
   if (run_dir.empty()) {
@@ -767,7 +797,13 @@ int main(int argc, char** argv) {
   done = true;
   if (watcher.joinable()) watcher.join();
   if (code != 0) PrintMergedView(run_dir, n);
-  if (code != 0 && (remote || torchrun)) PrintLostHosts(supervisor.results());
+  if (code != 0 && remote) {
+    std::vector<std::string> remote_hosts;
+    for (const Placement& p : placements) {
+      if (p.remote) remote_hosts.push_back(p.host);
+    }
+    PrintLostHosts(supervisor.results(), remote_hosts);
+  }
   if (program.empty()) {
     std::ifstream report(report_file);
     if (report) std::cout << report.rdbuf() << std::flush;

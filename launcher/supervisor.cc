@@ -543,6 +543,13 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
   // Within the settle window a process killed by a signal outranks one that exited with an
   // error: the survivors of a crash exit reporting the crash, a moment after it.
   if (r.signaled && !root_cause_->result.signaled && !settle_deadline_.Expired(*clock_)) {
+    // Say so: a survivor that aborts on a peer's failure would take the blame otherwise.
+    const ProcessResult& first = root_cause_->result;
+    notes_.push_back(first.name + " (pid " + std::to_string(first.pid) + ") had exited with code " +
+                     std::to_string(first.exit_code) + " " +
+                     FormatDuration(r.run_time - first.run_time) + " before " + r.name +
+                     " was killed by " + SignalName(r.signal) +
+                     "; the signal is taken as the root cause (see both stderr tails)");
     root_cause_->result.root_cause = false;
     r.root_cause = true;
     root_cause_ = child;

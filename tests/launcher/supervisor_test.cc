@@ -459,6 +459,21 @@ int ZombieChildren(pid_t pgid) {
   return zombies;
 }
 
+TEST_F(SupervisorTest, ASignalThatTakesTheBlameFromAnEarlierErrorSaysSo) {
+  // Rank 1 fails first; rank 0 aborts a moment later (as a survivor may on a peer's failure).
+  // Within the settle time the signal is the root cause, and the summary names the earlier one.
+  int status = Run({Rank(0, {"--sleep_ms=600", "--signal=SIGABRT"}),
+                    Rank(1, {"--sleep_ms=100", "--exit_code=3"})});
+  EXPECT_EQ(status, 128 + SIGABRT);
+  EXPECT_TRUE(supervisor_->results()[0].root_cause);
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("gyrerun: rank 1 (pid " + std::to_string(supervisor_->results()[1].pid) +
+                        ") had exited with code 3 "));
+  EXPECT_THAT(
+      supervisor_->FailureSummary(),
+      HasSubstr("before rank 0 was killed by SIGABRT; the signal is taken as the root cause"));
+}
+
 TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingTheJob) {
   // Rank 0's service would serve for a minute; its program ends after 0.5 s without a word
   // to it. Rank 1 has no service.

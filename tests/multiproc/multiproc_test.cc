@@ -476,6 +476,27 @@ TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   }
 }
 
+TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
+  // "-n 3" after the program is the program's, not a second -n for gyrerun.
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "/bin/echo", "hello", "-n", "3"}, {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  int lines = 0;
+  for (size_t at = r.out.find("] hello -n 3\n"); at != std::string::npos;
+       at = r.out.find("] hello -n 3\n", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2) << r.out;
+}
+
+TEST(GyrerunTest, ThisHostUnderTwoNamesIsOneHost) {
+  CommandResult r = RunCommand({Gyrerun(), "--hosts", "localhost:1,127.0.0.1:1", "--mode",
+                                "embedded", "--", Client(), "--check=false", "--loop_iters", "3"},
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("client rank 1 of 2"), std::string::npos) << r.out;
+}
+
 TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   CommandResult r = RunCommand({Gyrerun(), "-n", "0"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);
