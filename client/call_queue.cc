@@ -30,13 +30,26 @@ struct CallQueue::Item : public Work {
 
 CallQueue::CallQueue() : worker_([this] { Loop(); }) {}
 
-CallQueue::~CallQueue() {
+CallQueue::~CallQueue() { Shutdown(); }
+
+void CallQueue::Shutdown() {
+  std::deque<std::shared_ptr<Item>> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    dropped.swap(queue_);
   }
   cv_.notify_all();
-  worker_.join();
+  for (auto& item : dropped) {
+    {
+      std::lock_guard<std::mutex> il(item->mu);
+      item->status =
+          AbortedError("not run: its Comm was destroyed while an earlier call was still queued");
+      item->done = true;
+    }
+    item->cv.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
 }
 
 std::shared_ptr<Work> CallQueue::Submit(std::function<Status()> call) {

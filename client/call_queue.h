@@ -16,7 +16,13 @@ namespace gyre::client {
 class CallQueue {
  public:
   CallQueue();
+  // Shutdown().
   ~CallQueue();
+
+  // Lets the call that is running finish, completes every queued one with Aborted ("not
+  // run"), and stops the worker. Call it before what the calls use goes away (a Comm's
+  // destructor); idempotent.
+  void Shutdown();
 
   std::shared_ptr<Work> Submit(std::function<Status()> call);
   // Runs `call` (a callable returning Status) after all submitted calls finished. A

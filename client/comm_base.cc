@@ -38,7 +38,12 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
     GYRE_ASSIGN_OR_RETURN(c.algorithm, algo::ParseAlgorithm(o.algorithm));
   }
   c.deterministic = o.deterministic;
-  c.timeout = o.timeout;
+  if (o.timeout < Duration::zero()) {
+    return InvalidArgumentError("Options::timeout is negative (" + FormatDuration(o.timeout) +
+                                "); zero means the job's default");
+  }
+  // "Forever" (Duration::max()) is 1e9 s: a progress deadline is the last progress plus it.
+  c.timeout = std::min<Duration>(o.timeout, kMaxCallTimeout);
   c.deadline = o.deadline;
   return c;
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "client/comm_impl.h"
 #include "core/auth/fd_handshake.h"
@@ -41,6 +42,7 @@ class DaemonComm final : public CommBase {
  public:
   DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
+    StopCalls();
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     if (bell_mem_ != nullptr) ::munmap(bell_mem_, ipc::Doorbell::kBlockBytes);
     for (const auto& [start, block] : blocks_) {
@@ -297,9 +299,23 @@ class DaemonComm final : public CommBase {
   // whose EOF means the daemon died, and at the daemon's heartbeat counter, which ticks every
   // second while a call runs: kDaemonSilence without a tick means the daemon is stopped or
   // frozen, and the call fails rather than waiting on it.
+  // After a failure of the channel itself (the daemon gone, silent, or answering out of turn)
+  // the request may still run in the daemon later, over the staging area a next call would
+  // fill: every later call fails at once with that first failure instead.
   Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
+    if (!broken_.ok()) return broken_;
     uint32_t seq = 0;
-    GYRE_RETURN_IF_ERROR(bell_.PostRequest(req, &seq));
+    GYRE_RETURN_IF_ERROR(bell_.PostRequest(req, &seq));  // refused before it was posted: no harm
+    Status s = AwaitAnswer(req, seq, resp);
+    if (!s.ok()) {
+      broken_ = Status(s.code(), "an earlier call through the daemon at " + path_ + " failed (" +
+                                     s.ToString() +
+                                     "); no further call is sent on this Comm: make a new one");
+    }
+    return s;
+  }
+
+  Status AwaitAnswer(const proto::ClientRequest& req, uint32_t seq, proto::ClientResponse* resp) {
     const Clock& clock = *SteadyClock::Get();
     ipc::WaitPolicy policy = ipc::DoorbellPolicy(spin_, kAnswerSpin);
     uint64_t beat = bell_.heartbeat();
@@ -327,6 +343,8 @@ class DaemonComm final : public CommBase {
     }
     return Status::Ok();
   }
+
+  Status broken_;
 
   // Whether the daemon closed the socket: once the doorbell is attached it writes nothing
   // there, so anything readable is its EOF.
@@ -397,13 +415,25 @@ class DaemonComm final : public CommBase {
                                                           "set GYRE_SHM_DIR to a larger one)"
                                                         : ""));
     }
-    // posix_fallocate sized the file already; only where it is unsupported does it need this.
-    if (reserved != 0 && ::ftruncate(fd, static_cast<off_t>(want)) != 0) {
-      std::string e = std::strerror(errno);
-      ::close(fd);
-      ::unlink(file.c_str());
-      return ResourceExhaustedError("cannot size shared memory " + file + " to " +
-                                    std::to_string(want) + " bytes: " + e);
+    // posix_fallocate sized the file already. Where it is unsupported, zeros are written: a
+    // sparse file (ftruncate) would get its pages at the first touch, and on a full file
+    // system that touch is a SIGBUS, in the daemon when it writes an output first.
+    if (reserved != 0) {
+      const std::vector<char> zeros(size_t{1} << 20, 0);
+      for (size_t at = 0; at < want;) {
+        const ssize_t n =
+            ::pwrite(fd, zeros.data(), std::min(zeros.size(), want - at), static_cast<off_t>(at));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          std::string e = n < 0 ? std::strerror(errno) : "no progress";
+          ::close(fd);
+          ::unlink(file.c_str());
+          return ResourceExhaustedError("cannot fill shared memory " + file + " to " +
+                                        std::to_string(want) + " bytes: " + e +
+                                        " (set GYRE_SHM_DIR to a larger tmpfs)");
+        }
+        at += static_cast<size_t>(n);
+      }
     }
     void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);

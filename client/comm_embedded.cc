@@ -54,6 +54,7 @@ class MessageWork final : public Work {
 class EmbeddedComm final : public CommBase {
  public:
   explicit EmbeddedComm(job::Joined joined) : joined_(std::move(joined)) {}
+  ~EmbeddedComm() override { StopCalls(); }
   int rank() const override { return joined_.comm->rank(); }
   int size() const override { return joined_.comm->size(); }
   std::string mode() const override { return "embedded"; }

@@ -67,6 +67,8 @@ class CommBase : public Comm {
   }
   // Runs `call` on this thread once every earlier call has finished, and no call with it.
   Status Inline(const std::function<Status()>& call) { return queue_.RunInline(call); }
+  // First thing in a derived destructor: no queued call may run on what it destroys.
+  void StopCalls() { queue_.Shutdown(); }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
   void SetLast(const CallInfo& info);

@@ -40,10 +40,15 @@ void Report(const OpResult& r, proto::ClientResponse* resp) {
 }
 
 // A request's progress timeout and total deadline (0: the daemon's default, none).
+// Both capped at 1e12 ms (1e9 s): a progress deadline is the last progress plus the timeout,
+// and the nanoseconds of a TimePoint hold about 9.2e12 ms.
 CallOptions TimeoutsOf(int64_t timeout_ms, int64_t deadline_ms) {
+  constexpr int64_t kMaxMs = int64_t{1000000000000};
   CallOptions opts;
-  if (timeout_ms > 0) opts.timeout = Millis(timeout_ms);
-  if (deadline_ms > 0) opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(deadline_ms));
+  if (timeout_ms > 0) opts.timeout = Millis(std::min(timeout_ms, kMaxMs));
+  if (deadline_ms > 0) {
+    opts.deadline = Deadline::After(*SteadyClock::Get(), Millis(std::min(deadline_ms, kMaxMs)));
+  }
   return opts;
 }
 
@@ -68,19 +73,29 @@ struct Mapping {
 // Maps the first `bytes` of the client's shared-memory file at `path`, which must be at least
 // that long and owned by this user.
 StatusOr<std::unique_ptr<Mapping>> MapFile(const std::string& path, size_t bytes) {
+  if (bytes == 0) return InvalidArgumentError("shared memory " + path + ": a buffer of 0 bytes");
   struct stat st {};
-  int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO put in the file's place must not block the open.
+  int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (mfd < 0) {
     return InvalidArgumentError("cannot open shared memory " + path + ": " + std::strerror(errno));
   }
-  if (::fstat(mfd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes ||
-      st.st_uid != ::geteuid()) {
-    ::close(mfd);
-    return InvalidArgumentError("shared memory " + path +
-                                " is smaller than announced or not owned by this user");
+  std::string wrong;
+  if (::fstat(mfd, &st) != 0) {
+    wrong = std::string("cannot stat it: ") + std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    wrong = "it is not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    wrong = "it is owned by uid " + std::to_string(st.st_uid) + ", not this user";
+  } else if (static_cast<size_t>(st.st_size) < bytes) {
+    wrong = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
+            std::to_string(bytes) + " announced";
   }
-  void* m =
-      bytes == 0 ? MAP_FAILED : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  if (!wrong.empty()) {
+    ::close(mfd);
+    return InvalidArgumentError("shared memory " + path + ": " + wrong);
+  }
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
   ::close(mfd);
   if (m == MAP_FAILED) {
     return ResourceExhaustedError("cannot map " + path + " (" + std::to_string(bytes) +
@@ -252,8 +267,13 @@ ClientServer::ClientServer(Communicator* comm, std::string job_id, std::string l
 
 ClientServer::~ClientServer() {
   Stop();
-  std::lock_guard<std::mutex> lock(threads_mu_);
-  for (auto& t : threads_) {
+  // Joined without the lock, which a connection thread takes on its way out.
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) {
     if (t.joinable()) t.join();
   }
   if (!path_.empty()) ::unlink(path_.c_str());
@@ -296,6 +316,8 @@ Status ClientServer::Listen(const std::string& socket_path) {
   return Status::Ok();
 }
 
+void ClientServer::RequestStop() { stopping_ = true; }
+
 void ClientServer::Stop() {
   stopping_ = true;
   // Wake connection threads blocked reading an idle client.
@@ -309,7 +331,16 @@ void ClientServer::Serve(bool until_first_client_leaves) {
     int rc = ::poll(&p, 1, 100);
     if (rc <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays queued and the socket readable: wait for a descriptor to free
+        // up instead of spinning on it.
+        LOG_EVERY_N(WARNING, 50) << prefix_
+                                 << "cannot accept a client connection: " << std::strerror(errno);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      continue;
+    }
     std::lock_guard<std::mutex> lock(threads_mu_);
     ReapFinishedThreads();
     if (unauthenticated_ >= kMaxUnauthenticated || live_fds_.size() >= kMaxConnections) {
@@ -326,6 +357,7 @@ void ClientServer::Serve(bool until_first_client_leaves) {
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
+  if (stopping_) Stop();  // a RequestStop (a signal): wake the connection threads from here
 }
 
 void ClientServer::HandleConnection(int fd) {
@@ -445,8 +477,10 @@ void ClientServer::HandleConnection(int fd) {
         }
       }
       if (result.ok()) {
-        std::lock_guard<std::mutex> lock(call_mu_);
+        // Beating from before the lock: a call queued behind another client's call waits on
+        // a live daemon, and its program must not take the wait for a frozen one.
         beat->CallStarted();
+        std::lock_guard<std::mutex> lock(call_mu_);
         result = comm_->Run(spec, in, out, opts);
         beat->CallEnded();
         Report(comm_->last(), &resp);
@@ -476,8 +510,8 @@ void ClientServer::HandleConnection(int fd) {
         }
       }
       if (result.ok()) {
+        beat->CallStarted();  // before the lock, as above
         std::lock_guard<std::mutex> lock(call_mu_);
-        beat->CallStarted();
         result = m.send() ? comm_->Send(buf, m.count(), dtype, m.peer(), m.tag(), opts)
                           : comm_->Recv(buf, m.count(), dtype, m.peer(), m.tag(), opts);
         beat->CallEnded();

@@ -37,7 +37,10 @@ class ClientServer {
   // Serves until Stop(), or, if `until_first_client_leaves`, until a client that said
   // hello disconnects. Returns the number of requests that failed.
   void Serve(bool until_first_client_leaves);
+  // Stops serving and wakes the connection threads. Not for a signal handler: it locks.
   void Stop();
+  // Async-signal-safe: Serve() notices within 100 ms and does what Stop() does.
+  void RequestStop();
 
   int64_t calls_served() const { return calls_.load(); }
   const auth::RefusalCounters& refusals() const { return refusals_; }

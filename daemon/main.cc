@@ -98,11 +98,12 @@ void ServeMetrics(int listen_fd, gyre::Communicator* comm) {
     ::close(fd);
   }
 }
-gyre::daemon::ClientServer* g_server = nullptr;
+std::atomic<gyre::daemon::ClientServer*> g_server{nullptr};
 
+// Only atomic stores: a lock taken here could be the one the interrupted thread holds.
 void OnSignal(int) {
   g_stop = true;
-  if (g_server != nullptr) g_server->Stop();
+  if (gyre::daemon::ClientServer* server = g_server.load()) server->RequestStop();
 }
 
 int Fail(const std::string& prefix, const gyre::Status& s) {

@@ -514,7 +514,21 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   bad_map.mutable_map_buffer()->set_bytes(8192);
   r = ask(bad_map);
   EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
-  EXPECT_NE(r.status().message().find("smaller than announced"), std::string::npos)
+  EXPECT_NE(r.status().message().find("holds 4096 bytes, fewer than the 8192 announced"),
+            std::string::npos)
+      << r.DebugString();
+  // A buffer of no bytes, and a FIFO in a file's place (whose open would block), are refused.
+  bad_map.mutable_map_buffer()->set_bytes(0);
+  r = ask(bad_map);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("a buffer of 0 bytes"), std::string::npos) << r.DebugString();
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  bad_map.mutable_map_buffer()->set_path(fifo);
+  bad_map.mutable_map_buffer()->set_bytes(4096);
+  r = ask(bad_map);
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_NE(r.status().message().find("it is not a regular file"), std::string::npos)
       << r.DebugString();
 
   proto::ClientRequest unmap;
@@ -548,7 +562,7 @@ TEST_F(DaemonTest, DoorbellRequestsAreAnsweredAndAbuseDropsOnlyThatClient) {
   void* tiny_map = SharedFile(tiny, 4096);
   ASSERT_NE(tiny_map, nullptr);
   r = Attach(fd, tiny, bytes);
-  EXPECT_NE(r.status().message().find("smaller than announced"), std::string::npos)
+  EXPECT_NE(r.status().message().find("holds 4096 bytes, fewer than the"), std::string::npos)
       << r.DebugString();
 
   // A real doorbell: requests through it are answered through it, errors included.
@@ -626,6 +640,79 @@ TEST_F(DaemonTest, ACallToADeadDaemonFailsInsteadOfWaiting) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("daemon at " + socket_), std::string::npos) << s;
   EXPECT_NE(s.message().find("the daemon exited"), std::string::npos) << s;
+  // The channel is gone: a later call is not posted at all, and says why.
+  Status again = Allreduce(**comm, 5);
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable) << again;
+  EXPECT_NE(again.message().find("an earlier call through the daemon at " + socket_ + " failed"),
+            std::string::npos)
+      << again;
+  EXPECT_NE(again.message().find("make a new one"), std::string::npos) << again;
+}
+
+// Queued asynchronous calls must not run on a Comm being destroyed (its shared memory is
+// unmapped): the one running finishes, the others come back Aborted, and the daemon goes on.
+TEST_F(DaemonTest, DestroyingACommWithQueuedCallsAbortsThemInsteadOfCrashing) {
+  std::vector<std::shared_ptr<Work>> works;
+  constexpr int64_t kCount = int64_t{8} << 20;  // 32 MiB of floats each, staged
+  std::vector<std::vector<float>> data(6, std::vector<float>(kCount, 1.0f));
+  {
+    auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    for (auto& d : data) {
+      works.push_back(
+          (*comm)->AllreduceAsync(d.data(), d.data(), kCount, DataType::kFloat32, ReduceOp::kSum));
+    }
+  }  // destroyed with calls still queued
+  int aborted = 0;
+  for (auto& w : works) {
+    Status st = w->Wait(In(Seconds(30)));
+    EXPECT_TRUE(st.ok() || st.code() == StatusCode::kAborted) << st;
+    if (st.code() == StatusCode::kAborted) {
+      ++aborted;
+      EXPECT_NE(st.message().find("not run: its Comm was destroyed"), std::string::npos) << st;
+    }
+  }
+  std::printf("%d of %zu queued calls aborted\n", aborted, works.size());
+  auto other = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(Allreduce(**other, 7).ok());
+}
+
+TEST_F(DaemonTest, AnEndlessTimeoutIsTheLongestAndANegativeOneIsRefused) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  int32_t v[4] = {1, 2, 3, 4};
+  Options forever;
+  forever.timeout = Duration::max();
+  EXPECT_TRUE((*comm)->Allreduce(v, v, 4, DataType::kInt32, ReduceOp::kSum, forever).ok());
+  EXPECT_EQ(v[3], 4);
+  Options negative;
+  negative.timeout = -Seconds(1);
+  Status s = (*comm)->Allreduce(v, v, 4, DataType::kInt32, ReduceOp::kSum, negative);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("Options::timeout is negative"), std::string::npos) << s;
+  EXPECT_TRUE(Allreduce(**comm, 8).ok());
+}
+
+// SIGTERM while the daemon accepts and reaps client connections: the handler must not take a
+// lock the interrupted thread holds (it did, and about half of such daemons never exited).
+TEST_F(DaemonTest, SigtermWhileClientsComeAndGoEndsTheDaemon) {
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop) {
+      int fd = ConnectSocket(socket_);
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  std::this_thread::sleep_for(Millis(300));
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  int status = 0;
+  const bool exited =
+      Eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, Seconds(5));
+  stop = true;
+  churn.join();
+  EXPECT_TRUE(exited) << "gyred did not exit within 5 s of SIGTERM";
+  if (exited) pid_ = -1;
 }
 
 // The doorbell is a shared-memory file too: where none can be made, connecting fails naming
@@ -820,6 +907,95 @@ TEST_F(DaemonTest, PeerPortShrugsOffStrangersWhileClientsAreServed) {
   EXPECT_TRUE(Allreduce(**comm, 17).ok());
   EXPECT_TRUE(Eventually([&] { return ProcDescriptors(pid_) <= fds_before; }, Seconds(5)))
       << ProcDescriptors(pid_) << " descriptors, " << fds_before << " before";
+}
+
+// Two clients of one daemon of a two-rank job: while A's call waits (on rank 1, which has no
+// program), B's call waits behind it. The daemon is alive and beating, so B must not be told
+// it is stopped or frozen (it was, after 10 s without a heartbeat); B fails on its own
+// progress timeout once it runs, naming rank 1.
+TEST(DaemonQueueTest, ACallQueuedBehindAnotherClientsCallIsNotTakenForAFrozenDaemon) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/gyre-dqueue-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::string dir = tmpl;
+  const std::string secret_file = dir + "/secret";
+  ASSERT_TRUE(auth::WriteSecretFile(secret_file, *auth::Secret::Generate()).ok());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = dir + "/gyred" + std::to_string(r) + ".log";
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+      const std::string gyred = BinDir() + "/gyred";
+      std::vector<std::string> args = {gyred,
+                                       "--rank=" + std::to_string(r),
+                                       "--world_size=2",
+                                       "--store=file://" + dir + "/store",
+                                       "--job_id=dqueue",
+                                       "--secret_file=" + secret_file,
+                                       "--run=serve",
+                                       "--timeout=60",
+                                       "--socket=" + dir + "/rank" + std::to_string(r) + ".sock",
+                                       "--exit_with_client=false"};
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(gyred.c_str(), argv.data());
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < 2; ++r) {
+    const std::string log = dir + "/gyred" + std::to_string(r) + ".log";
+    ASSERT_TRUE(Eventually(
+        [&] { return ReadFile(log).find("serving clients") != std::string::npos; }, Seconds(20)))
+        << ReadFile(log);
+  }
+  ::setenv(auth::kSecretFileEnv, secret_file.c_str(), 1);
+  ::setenv("GYRE_JOB_ID", "dqueue", 1);
+  const std::string socket = dir + "/rank0.sock";
+  auto a = Comm::ConnectDaemon(socket, In(Seconds(10)));
+  auto b = Comm::ConnectDaemon(socket, In(Seconds(10)));
+  ::unsetenv(auth::kSecretFileEnv);
+  ::unsetenv("GYRE_JOB_ID");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  Status a_status, b_status;
+  double b_seconds = 0;
+  std::thread first([&] {
+    int32_t v = 0;
+    Options o;
+    o.timeout = Seconds(12);  // past the client's 10 s silence limit
+    a_status = (*a)->Recv(&v, 1, DataType::kInt32, 1, 0, o);
+  });
+  std::this_thread::sleep_for(Millis(300));
+  {
+    int32_t v[2] = {1, 2};
+    Options o;
+    o.timeout = Seconds(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    b_status = (*b)->Allreduce(v, v, 2, DataType::kInt32, ReduceOp::kSum, o);
+    b_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  first.join();
+  EXPECT_EQ(a_status.code(), StatusCode::kDeadlineExceeded) << a_status;
+  EXPECT_EQ(b_status.code(), StatusCode::kDeadlineExceeded) << b_status;
+  EXPECT_EQ(b_status.message().find("stopped or frozen"), std::string::npos) << b_status;
+  EXPECT_NE(b_status.message().find("rank 1"), std::string::npos) << b_status;
+  EXPECT_GT(b_seconds, 11.0) << "B did not wait behind A";
+  for (pid_t pid : pids) {
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    if (!Eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, Seconds(10))) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
 }  // namespace

@@ -24,12 +24,17 @@ namespace gyre {
 
 struct CallOptions;  // core/comm/communicator.h
 
+// The longest progress timeout a call takes (about 31 years); Options::timeout is capped here.
+inline constexpr Duration kMaxCallTimeout = std::chrono::seconds(1000000000);
+
 // Per-call options. Algorithm names are those of docs/algorithms.md ("ring", "tree", ...),
 // empty for automatic choice.
 struct Options {
   std::string algorithm;
-  int deterministic = -1;                    // -1: job default; 0 off; 1 canonical order
-  Duration timeout = Duration::zero();       // progress timeout; zero: the job default
+  int deterministic = -1;  // -1: job default; 0 off; 1 canonical order
+  // Progress timeout; zero: the job default; negative is refused; at most kMaxCallTimeout
+  // (longer ones, Duration::max() included, are taken as that).
+  Duration timeout = Duration::zero();
   Deadline deadline = Deadline::Infinite();  // total deadline of the call
 };
 
