@@ -85,10 +85,13 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   // A listener on every interface is published at the first advertised address.
   const std::string control_address =
       HostPort(HostOf(joined.address), PortOf(joined.control->address()));
-  GYRE_RETURN_IF_ERROR(joined.store->Set(ControlKey(id.job_id, id.rank), control_address, deadline)
-                           .WithContext(who + ": publishing the control address"));
-
-  auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline);
+  // Published once this rank's slot is won: a second process given the same rank fails the
+  // claim and must not replace the live owner's control address.
+  auto publish_control = [&]() -> Status {
+    return joined.store->Set(ControlKey(id.job_id, id.rank), control_address, deadline)
+        .WithContext(who + ": publishing the control address");
+  };
+  auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline, publish_control);
   if (!peers.ok()) return peers.status();
   joined.peers = *peers;
   auto dir = std::make_shared<JobDirectory>();

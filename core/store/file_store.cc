@@ -270,7 +270,8 @@ StatusOr<std::optional<std::string>> FileStore::ReadKey(const char* op,
   const std::string name = FileNameForKey(key);
   const std::string path = dir_ + "/" + name;
   const std::string where = Describe() + ": " + op + " of key " + QuoteKey(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO put at a key's path would block the open past every deadline.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
     return IoError(where + ": open " + path, errno);
@@ -280,6 +281,11 @@ StatusOr<std::optional<std::string>> FileStore::ReadKey(const char* op,
     int err = errno;
     ::close(fd);
     return IoError(where + ": fstat " + path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InternalError(where + ": " + path +
+                         " is not a regular file; it was not written by gyre");
   }
   const size_t limit = kMaxValueBytes + kMaxKeyBytes + 8;
   if (static_cast<uint64_t>(st.st_size) > limit) {

@@ -136,7 +136,8 @@ std::string FormatRankList(const std::vector<int>& ranks_in) {
 }
 
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
-                                             const PeerRecord& me, Deadline deadline) {
+                                             const PeerRecord& me, Deadline deadline,
+                                             const std::function<Status()>& claimed) {
   CHECK(store != nullptr) << "Rendezvous needs a store";
   CallTimer timer(deadline);
   GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
@@ -185,6 +186,7 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
                                 std::to_string(other.world_size));
   };
   if (first.world_size != mine.world_size) return mismatch(first);
+  if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
   std::vector<std::string> keys;
   keys.reserve(mine.world_size);

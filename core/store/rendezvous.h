@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,13 @@ std::string FormatRankList(const std::vector<int>& ranks);
 //  - the store's own error (e.g. Unavailable) with the job as context.
 // The last 5% of the time left (at most 50 ms) is kept for finding out which ranks are
 // missing, so the error comes by the deadline.
+// `claimed`, if set, runs once this rank holds its slot (and agrees on the world size),
+// before it waits for the others: what a rank publishes under its rank beside the record
+// belongs there, so that a second claimant, which fails, never overwrites the owner's keys.
+// Its error is the rendezvous' error.
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
-                                             const PeerRecord& me, Deadline deadline);
+                                             const PeerRecord& me, Deadline deadline,
+                                             const std::function<Status()>& claimed = {});
 
 // Returns once all `world_size` ranks of `job_id` have entered the barrier called `name`;
 // DeadlineExceeded names the ranks that did not. Each barrier instance needs its own name

@@ -6,8 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -53,6 +55,21 @@ TEST(FileStoreTest, OpenOnAFileIsAnError) {
   ASSERT_FALSE(below.ok());
   EXPECT_THAT(below.status().message(), HasSubstr(file));
   EXPECT_THAT(below.status().message(), HasSubstr("Not a directory"));
+}
+
+TEST(FileStoreTest, AFifoAtAKeysPathIsAnErrorByTheDeadline) {
+  // Opening a FIFO for reading blocks until a writer comes: it must not outlast the deadline.
+  TempDir tmp;
+  auto store = FileStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  const std::string fifo = tmp.path() + "/" + FileStore::FileNameForKey("k");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto value = (*store)->Get("k", In(Seconds(1)));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  ASSERT_FALSE(value.ok());
+  EXPECT_THAT(value.status().message(), HasSubstr("is not a regular file"));
+  EXPECT_THAT(value.status().message(), HasSubstr(fifo));
 }
 
 TEST(FileStoreTest, PublishLeavesNoTempFilesAndIgnoresStaleOnes) {

@@ -87,6 +87,33 @@ TEST(RendezvousTest, DuplicateRankNamesBothClaimants) {
   EXPECT_EQ((*results[0])[1].pid, (*winner)[1].pid);
 }
 
+TEST(RendezvousTest, OnlyTheClaimantThatWinsPublishesBesideItsRecord) {
+  // What a rank publishes under its rank beside the record (its control address) is written
+  // by the owner of the slot only: a second claimant fails before it writes anything.
+  HashStore store;
+  auto publisher = [&](const std::string& value) {
+    return [&store, value]() { return store.Set("control/1", value, In(Seconds(5))); };
+  };
+  Result owner = Result(InternalError("not run"));
+  std::thread first(
+      [&] { owner = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)), publisher("owner")); });
+  ASSERT_TRUE(store.Wait({"control/1"}, In(Seconds(5))).ok());
+  PeerRecord intruder = Peer(1, 2);
+  intruder.pid = 999;
+  Result second = Rendezvous(&store, "J", intruder, In(Seconds(5)), publisher("intruder"));
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists) << second.status();
+  Result zero = Rendezvous(&store, "J", Peer(0, 2), In(Seconds(5)));
+  first.join();
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(*store.Get("control/1", In(Seconds(1))), "owner");
+  // An error of the publisher is the rendezvous' error.
+  HashStore other;
+  Result failed = Rendezvous(&other, "K", Peer(0, 1), In(Seconds(5)),
+                             [] { return ResourceExhaustedError("disk full"); });
+  EXPECT_EQ(failed.status().code(), StatusCode::kResourceExhausted) << failed.status();
+}
+
 TEST(RendezvousTest, WorldSizeMismatchNamesBothValuesAndRanks) {
   HashStore store;
   // Rank 0 fixes the world size at 2; rank 1 then arrives believing in 3.
