@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/auth/fd_handshake.h"
@@ -81,10 +83,28 @@ void ControlServer::Loop() {
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (active_ >= 32) {  // a flood of connections gets nothing
-      ::close(fd);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        std::this_thread::sleep_for(Millis(50));  // the connection stays queued: no spinning
+      }
       continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(handshaking_mu_);
+      if (active_ >= kMaxActive) {
+        ++over_cap_;
+        ++refused_;
+        if (handshaking_.empty() || active_ >= 2 * kMaxActive) {
+          // Every slot holds a proven connection, or cut-off ones are still ending (they
+          // count as active until their handlers return): the newcomer goes.
+          ::close(fd);
+          continue;
+        }
+        // The longest handshake is cut off for the newcomer; its handler closes it.
+        ::shutdown(handshaking_.front(), SHUT_RDWR);
+        handshaking_.pop_front();
+      }
+      handshaking_.push_back(fd);
     }
     ++active_;
     std::thread([this, fd] {
@@ -94,12 +114,27 @@ void ControlServer::Loop() {
   }
 }
 
+bool ControlServer::Proven(int fd) {
+  std::lock_guard<std::mutex> lock(handshaking_mu_);
+  auto it = std::find(handshaking_.begin(), handshaking_.end(), fd);
+  if (it == handshaking_.end()) return false;
+  handshaking_.erase(it);
+  return true;
+}
+
 void ControlServer::Handle(int fd) {
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
   auth::Refusal refusal;
-  if (!auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_, &replay_guard_, deadline,
-                        &refusal)
-           .ok()) {
+  const bool accepted = auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_, &replay_guard_,
+                                         deadline, &refusal)
+                            .ok();
+  // Off the handshake list before anything else: past this point the fd is never cut off,
+  // and no later shutdown() may reach a descriptor number that closing this one frees.
+  if (!Proven(fd)) {
+    ::close(fd);  // cut off at the cap (counted there)
+    return;
+  }
+  if (!accepted) {
     // A stranger, another job or a replay: closed without a word, and counted.
     ++refused_;
     comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));

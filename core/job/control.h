@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -38,9 +39,22 @@ class ControlServer {
   std::string address() const { return address_; }
   void Stop();
 
+  // At most this many connections are served at once. At the cap the one that has waited
+  // longest in the handshake is cut off for the newcomer: a real query proves itself within
+  // milliseconds, so idle strangers holding every slot cannot make a live rank look dead.
+  // Only when every slot holds a proven connection is the newcomer closed.
+  static constexpr int kMaxActive = 32;
+
+  // Connections refused: a failed handshake (stranger, other job, replay) or cut off at the
+  // cap; over_cap() counts the latter. Safe from any thread.
+  int64_t refused() const { return refused_.load(); }
+  int64_t over_cap() const { return over_cap_.load(); }
+
  private:
   void Loop();
   void Handle(int fd);
+  // Takes `fd` off the handshake list; false if it was cut off (shut down) already.
+  bool Proven(int fd);
 
   Communicator* comm_;
   RankInfo info_;
@@ -51,6 +65,11 @@ class ControlServer {
   auth::Credentials credentials_;
   auth::ReplayGuard replay_guard_;
   std::atomic<int64_t> refused_{0};
+  std::atomic<int64_t> over_cap_{0};
+  std::mutex handshaking_mu_;
+  // Accepted and not yet proven, oldest first; each handler closes its own descriptor, and
+  // takes it off this list (under the lock) before it does, so a cut-off never hits a reused one.
+  std::deque<int> handshaking_;
   std::thread thread_;
 };
 

@@ -1,0 +1,67 @@
+// The control endpoint under a crowd of idle strangers: they hold connections without a
+// word, yet a real query (the job's secret) is still answered, so a live rank is never taken
+// for a dead one, and the strangers cut off at the cap are counted.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "core/auth/secret.h"
+#include "core/job/control.h"
+#include "core/transport/loopback.h"
+
+namespace gyre::job {
+namespace {
+
+int ConnectIdle(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ControlServerTest, IdleStrangersAtTheCapCannotMakeALiveRankLookDead) {
+  auto transports = LoopbackHub::CreateWorld(1);
+  Communicator comm(std::move(transports[0]), CommOptions());
+  auth::Credentials credentials;
+  credentials.secret = *auth::Secret::Generate();
+  credentials.job_id = "control-cap";
+  credentials.rank = 0;
+  ControlServer server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials);
+  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+
+  // More idle connections than the cap, none sending a byte (each would sit for 2 s).
+  std::vector<int> idle;
+  for (int i = 0; i < ControlServer::kMaxActive + 8; ++i) {
+    int fd = ConnectIdle(server.address());
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  ::usleep(300 * 1000);  // every one accepted by now
+
+  proto::ControlRequest q;
+  q.mutable_status();
+  auth::Credentials asker = credentials;
+  asker.rank = auth::kNoRank;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const QueryResult r = QueryControl(server.address(), 0, q, Seconds(1), asker);
+    EXPECT_EQ(r.reach, Reach::kAnswered) << "attempt " << attempt << ": " << r.error;
+  }
+  EXPECT_GE(server.over_cap(), 8) << "the strangers cut off at the cap are not counted";
+  EXPECT_GE(server.refused(), server.over_cap());
+  for (int fd : idle) ::close(fd);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace gyre::job
