@@ -1,10 +1,12 @@
 #include "core/store/rendezvous.h"
 
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <sstream>
 
 #include "core/store/prefix_store.h"
 #include "core/store/store_internal.h"
@@ -32,6 +34,7 @@ std::string Encode(const PeerRecord& record) {
   p.set_host(record.host);
   p.set_pid(record.pid);
   p.set_nonce(record.nonce);
+  p.set_process(record.process);
   return p.SerializeAsString();
 }
 
@@ -54,7 +57,56 @@ bool Decode(const std::string& bytes, PeerRecord* record) {
   record->host = p.host();
   record->pid = p.pid();
   record->nonce = p.nonce();
+  record->process = p.process();
   return true;
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[1024] = {0};
+  const bool got = std::fgets(buf, sizeof(buf), f) != nullptr;
+  std::fclose(f);
+  std::string line = got ? buf : "";
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+// Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces); empty if
+// the process does not exist.
+std::string StartTime(int64_t pid) {
+  const std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return "";
+  std::istringstream rest(stat.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (rest >> field); ++i) {
+  }
+  return field;
+}
+
+// "<boot id> <pid namespace> <pid> <start time>" of this process; empty if unknown.
+std::string ThisProcess() {
+  const std::string boot = ReadFirstLine("/proc/sys/kernel/random/boot_id");
+  char ns[256] = {0};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  const int64_t pid = ::getpid();
+  const std::string start = StartTime(pid);
+  if (boot.empty() || n <= 0 || start.empty()) return "";
+  return boot + " " + std::string(ns, static_cast<size_t>(n)) + " " + std::to_string(pid) + " " +
+         start;
+}
+
+// Whether the process that wrote `theirs` has exited, as far as this one can tell: only on
+// the same boot of the same machine and in the same pid namespace; a reused pid has another
+// start time.
+bool ProcessGone(const std::string& theirs, const std::string& mine) {
+  std::istringstream a(theirs), b(mine);
+  std::string boot_a, ns_a, boot_b, ns_b, start_a;
+  int64_t pid_a = 0;
+  if (!(a >> boot_a >> ns_a >> pid_a >> start_a) || !(b >> boot_b >> ns_b)) return false;
+  if (boot_a != boot_b || ns_a != ns_b || pid_a <= 0) return false;
+  return StartTime(pid_a) != start_a;
 }
 
 std::string RandomNonce() {
@@ -145,6 +197,7 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   GYRE_RETURN_IF_ERROR(CheckRank(where, me.rank, me.world_size));
   PeerRecord mine = me;
   if (mine.nonce.empty()) mine.nonce = RandomNonce();
+  if (mine.process.empty()) mine.process = ThisProcess();
   const std::string encoded = Encode(mine);
   PrefixStore job(store, "gyre/rdzv/" + job_id);
   const std::string slot = "rank/" + std::to_string(mine.rank);
@@ -187,6 +240,25 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   };
   if (first.world_size != mine.world_size) return mismatch(first);
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
+
+  // A record already in its slot when this rank arrives cannot belong to a rank that has
+  // finished this rendezvous (none can before this rank is here): if its writer has exited,
+  // it is an earlier job's record under this job id, or its rank died while starting. Said
+  // now, rather than as a connect timeout to a dead address later. Checked only where the
+  // writer's exit can be seen (same machine, same pid namespace).
+  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
+    if (rank == mine.rank) continue;
+    StatusOr<std::optional<std::string>> there =
+        job.TryGet("rank/" + std::to_string(rank), deadline);
+    if (!there.ok() || !there->has_value()) continue;
+    PeerRecord other;
+    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
+    return UnavailableError(where + ": the slot of " + DescribePeer(other) +
+                            " belongs to a process on this machine that is no longer running: "
+                            "it exited while starting, or the store holds an earlier job's "
+                            "records under this job id (start with a new job id or an empty "
+                            "store)");
+  }
 
   std::vector<std::string> keys;
   keys.reserve(mine.world_size);

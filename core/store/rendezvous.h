@@ -27,6 +27,10 @@ struct PeerRecord {
   // Tells two claimants of one rank apart even when host and pid match (for example after
   // a restart in a container); Rendezvous fills in a random one when empty.
   std::string nonce;
+  // Which process wrote the record: boot id, pid namespace, pid and start time (Rendezvous
+  // fills it in when empty). A rank on the same machine and in the same pid namespace can
+  // tell from it that the writer has exited, though its pid may have been reused.
+  std::string process;
 };
 
 // "rank 2 (host node7, pid 4242)"

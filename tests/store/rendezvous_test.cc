@@ -4,8 +4,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "core/store/file_store.h"
@@ -112,6 +117,58 @@ TEST(RendezvousTest, OnlyTheClaimantThatWinsPublishesBesideItsRecord) {
   Result failed = Rendezvous(&other, "K", Peer(0, 1), In(Seconds(5)),
                              [] { return ResourceExhaustedError("disk full"); });
   EXPECT_EQ(failed.status().code(), StatusCode::kResourceExhausted) << failed.status();
+}
+
+// "<boot id> <pid namespace> <pid> <start time>" of a child that has exited and been reaped,
+// as a record written by it would carry; `ns` replaces the pid namespace when not empty.
+std::string ExitedProcess(const std::string& ns = "") {
+  std::ifstream boot_file("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(boot_file, boot);
+  char self_ns[256] = {0};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", self_ns, sizeof(self_ns) - 1);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::usleep(50 * 1000);  // a zombie now: its stat is still there
+  std::ifstream stat_file("/proc/" + std::to_string(child) + "/stat");
+  std::string stat;
+  std::getline(stat_file, stat);
+  std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (rest >> field); ++i) {
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return boot + " " + (ns.empty() ? std::string(self_ns, static_cast<size_t>(n)) : ns) + " " +
+         std::to_string(child) + " " + field;
+}
+
+TEST(RendezvousTest, ARecordWhoseWriterExitedIsNamedAtOnce) {
+  // Rank 0's record from a process on this machine that has exited (an earlier job under the
+  // same id): rank 1 must say so at once, not join with a dead address.
+  HashStore store;
+  PeerRecord stale = Peer(0, 2);
+  stale.process = ExitedProcess();
+  EXPECT_EQ(Rendezvous(&store, "J", stale, In(Millis(200))).status().code(),
+            StatusCode::kDeadlineExceeded);  // leaves its record behind
+  const auto t0 = std::chrono::steady_clock::now();
+  Result late = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  ASSERT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("the slot of rank 0 (host host0, pid 100)"));
+  EXPECT_THAT(late.status().message(), HasSubstr("no longer running"));
+  EXPECT_THAT(late.status().message(), HasSubstr("start with a new job id or an empty store"));
+
+  // In another pid namespace the writer's exit cannot be seen here: no verdict on it.
+  HashStore other;
+  PeerRecord elsewhere = Peer(0, 2);
+  elsewhere.process = ExitedProcess("pid:[1]");
+  Result first = Result(InternalError("not run"));
+  std::thread rank0([&] { first = Rendezvous(&other, "J", elsewhere, In(Seconds(5))); });
+  Result second = Rendezvous(&other, "J", Peer(1, 2), In(Seconds(5)));
+  rank0.join();
+  EXPECT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(second.ok()) << second.status();
 }
 
 TEST(RendezvousTest, WorldSizeMismatchNamesBothValuesAndRanks) {

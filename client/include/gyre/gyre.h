@@ -53,9 +53,14 @@ class Work;
 
 class Comm {
  public:
+  // Waits for the call that is running to finish; asynchronous calls still queued are not
+  // run, and their Work reports Aborted ("not run: its Comm was destroyed ...").
   virtual ~Comm() = default;
 
-  // Connects to the daemon listening on `socket_path`, retrying until `deadline`.
+  // Connects to the daemon listening on `socket_path`, retrying until `deadline`. Once the
+  // channel to the daemon fails (the daemon exited, or sent no heartbeat for 10 s during a
+  // call), every later call of that Comm fails at once with the first failure: the request
+  // it gave up on may still run in the daemon, so nothing more is sent. Make a new Comm.
   static StatusOr<std::unique_ptr<Comm>> ConnectDaemon(const std::string& socket_path,
                                                        Deadline deadline);
   // Joins the job in-process. Identity and store come from the environment (as gyred
