@@ -152,16 +152,36 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   Status status = store->Wait(keys, wait_deadline);
   if (status.ok()) return status;
   if (status.code() != StatusCode::kDeadlineExceeded) return status.WithContext(where);
-  std::vector<int> missing;
+  // Which ranks are missing: only a slot the store says is empty counts. A rank whose slot
+  // could not be read (the store stopped answering, or the reserve ran out) is unknown, not
+  // missing, and the store's own error is given.
+  std::vector<int> missing, unknown;
+  Status unread;
   for (size_t rank = 0; rank < keys.size(); ++rank) {
     StatusOr<std::optional<std::string>> value = store->TryGet(keys[rank], deadline);
-    if (!value.ok() || !value->has_value()) missing.push_back(static_cast<int>(rank));
+    if (!value.ok()) {
+      unknown.push_back(static_cast<int>(rank));
+      if (unread.ok()) unread = value.status();
+    } else if (!value->has_value()) {
+      missing.push_back(static_cast<int>(rank));
+    }
   }
-  if (missing.empty()) return Status::Ok();
-  return DeadlineExceededError(where + ": " + std::to_string(keys.size() - missing.size()) +
-                               " of " + std::to_string(keys.size()) + " ranks arrived " +
-                               timer.AfterText() + "; missing: " + FormatRankList(missing) +
-                               " (store " + store->Describe() + ")");
+  if (missing.empty() && unknown.empty()) return Status::Ok();
+  const size_t arrived = keys.size() - missing.size() - unknown.size();
+  std::string text = where + ": ";
+  if (missing.empty()) {
+    text += "the store " + store->Describe() + " did not answer " + timer.AfterText() +
+            " (the slots of " + FormatRankList(unknown) +
+            " could not be read: " + unread.message() + ")";
+    return DeadlineExceededError(text);
+  }
+  text += std::to_string(arrived) + " of " + std::to_string(keys.size()) + " ranks arrived " +
+          timer.AfterText() + "; missing: " + FormatRankList(missing);
+  if (!unknown.empty()) {
+    text += "; not known (their slots could not be read in time: " + unread.message() +
+            "): " + FormatRankList(unknown);
+  }
+  return DeadlineExceededError(text + " (store " + store->Describe() + ")");
 }
 
 }  // namespace

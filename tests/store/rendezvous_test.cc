@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -169,6 +170,59 @@ TEST(RendezvousTest, ARecordWhoseWriterExitedIsNamedAtOnce) {
   rank0.join();
   EXPECT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(second.ok()) << second.status();
+}
+
+// A store that stops answering (a frozen server) once `frozen` is set: waits run out and
+// reads fail.
+class FreezingStore final : public Store {
+ public:
+  std::atomic<bool> frozen{false};
+  Status Set(const std::string& k, const std::string& v, Deadline d) override {
+    return frozen ? Silent() : inner_.Set(k, v, d);
+  }
+  StatusOr<std::string> Get(const std::string& k, Deadline d) override {
+    if (frozen) return Silent();
+    return inner_.Get(k, d);
+  }
+  StatusOr<std::optional<std::string>> TryGet(const std::string& k, Deadline d) override {
+    if (frozen) return Silent();
+    return inner_.TryGet(k, d);
+  }
+  StatusOr<int64_t> Add(const std::string& k, int64_t delta, Deadline d) override {
+    if (frozen) return Silent();
+    return inner_.Add(k, delta, d);
+  }
+  StatusOr<std::string> CompareSet(const std::string& k, const std::string& e, const std::string& v,
+                                   Deadline d) override {
+    if (frozen) return Silent();
+    return inner_.CompareSet(k, e, v, d);
+  }
+  Status Wait(const std::vector<std::string>& keys, Deadline d) override {
+    Status s = inner_.Wait(keys, d);
+    return frozen && !s.ok() ? DeadlineExceededError("no answer from the store") : s;
+  }
+  Status Delete(const std::string& k, Deadline d) override {
+    return frozen ? Silent() : inner_.Delete(k, d);
+  }
+  std::string Describe() const override { return "tcp://frozen:1"; }
+
+ private:
+  static Status Silent() { return DeadlineExceededError("no answer from tcp://frozen:1"); }
+  HashStore inner_;
+};
+
+TEST(RendezvousTest, AStoreThatStopsAnsweringIsNamedNotTheRanks) {
+  FreezingStore store;
+  Result mine = Result(InternalError("not run"));
+  std::thread rank0([&] { mine = Rendezvous(&store, "J", Peer(0, 3), In(Millis(800))); });
+  ASSERT_TRUE(store.Wait({"gyre/rdzv/J/rank/0"}, In(Seconds(5))).ok());
+  store.frozen = true;  // rank 0 has arrived; then the store goes silent
+  rank0.join();
+  ASSERT_EQ(mine.status().code(), StatusCode::kDeadlineExceeded) << mine.status();
+  EXPECT_THAT(mine.status().message(), HasSubstr("the store tcp://frozen:1"));
+  EXPECT_THAT(mine.status().message(), HasSubstr("did not answer after"));
+  EXPECT_THAT(mine.status().message(), HasSubstr("could not be read: no answer from"));
+  EXPECT_THAT(mine.status().message(), ::testing::Not(HasSubstr("missing:")));
 }
 
 TEST(RendezvousTest, WorldSizeMismatchNamesBothValuesAndRanks) {
