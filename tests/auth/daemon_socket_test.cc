@@ -126,6 +126,34 @@ std::string Framed(const std::string& body) {
 }
 
 // One gyred of a one-rank job, serving its client socket until the test ends.
+// Starts gyred in serve mode, rank `rank` of `world` over the file store in `dir`, writing its
+// output to `log`; returns its pid (-1 if fork failed).
+pid_t StartGyred(const std::string& dir, int rank, int world, const std::string& job,
+                 const std::string& secret_file, const std::string& socket,
+                 const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(fd, 2);
+  ::dup2(fd, 1);
+  const std::string gyred = BinDir() + "/gyred";
+  std::vector<std::string> args = {gyred,
+                                   "--rank=" + std::to_string(rank),
+                                   "--world_size=" + std::to_string(world),
+                                   "--store=file://" + dir + "/store",
+                                   "--job_id=" + job,
+                                   "--secret_file=" + secret_file,
+                                   "--run=serve",
+                                   "--timeout=60",
+                                   "--socket=" + socket,
+                                   "--exit_with_client=false"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(gyred.c_str(), argv.data());
+  ::_exit(127);
+}
+
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -138,28 +166,8 @@ class DaemonTest : public ::testing::Test {
     log_ = dir_ + "/gyred.log";
     secret_ = *auth::Secret::Generate();
     ASSERT_TRUE(auth::WriteSecretFile(secret_file_, secret_).ok());
-    pid_ = ::fork();
+    pid_ = StartGyred(dir_, 0, 1, "dsock", secret_file_, socket_, log_);
     ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(log, 2);
-      ::dup2(log, 1);
-      const std::string gyred = BinDir() + "/gyred";
-      std::vector<std::string> args = {gyred,
-                                       "--rank=0",
-                                       "--world_size=1",
-                                       "--store=file://" + dir_ + "/store",
-                                       "--job_id=dsock",
-                                       "--secret_file=" + secret_file_,
-                                       "--run=serve",
-                                       "--socket=" + socket_,
-                                       "--exit_with_client=false"};
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(gyred.c_str(), argv.data());
-      ::_exit(127);
-    }
     ASSERT_TRUE(Eventually(
         [&] { return ReadFile(log_).find("serving clients") != std::string::npos; }, Seconds(20)))
         << ReadFile(log_);
@@ -923,29 +931,9 @@ TEST(DaemonQueueTest, ACallQueuedBehindAnotherClientsCallIsNotTakenForAFrozenDae
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     const std::string log = dir + "/gyred" + std::to_string(r) + ".log";
-    pid_t pid = ::fork();
+    const pid_t pid = StartGyred(dir, r, 2, "dqueue", secret_file,
+                                 dir + "/rank" + std::to_string(r) + ".sock", log);
     ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      const std::string gyred = BinDir() + "/gyred";
-      std::vector<std::string> args = {gyred,
-                                       "--rank=" + std::to_string(r),
-                                       "--world_size=2",
-                                       "--store=file://" + dir + "/store",
-                                       "--job_id=dqueue",
-                                       "--secret_file=" + secret_file,
-                                       "--run=serve",
-                                       "--timeout=60",
-                                       "--socket=" + dir + "/rank" + std::to_string(r) + ".sock",
-                                       "--exit_with_client=false"};
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(gyred.c_str(), argv.data());
-      ::_exit(127);
-    }
     pids.push_back(pid);
   }
   for (int r = 0; r < 2; ++r) {

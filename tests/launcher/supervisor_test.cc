@@ -110,6 +110,14 @@ class SupervisorTest : public ::testing::Test {
     return spec;
   }
 
+  // A daemon of rank `rank` that would serve for a minute.
+  ProcessSpec Service(int rank) {
+    ProcessSpec spec = Rank(rank, {"--sleep_ms=60000"});
+    spec.name = "rank " + std::to_string(rank) + " gyred";
+    spec.service = true;
+    return spec;
+  }
+
   // Starts and waits for the job; records how long Wait() took and the CPU it used.
   int Run(std::vector<ProcessSpec> specs, SupervisorOptions options) {
     supervisor_ = std::make_unique<Supervisor>(options);
@@ -479,12 +487,9 @@ TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingThe
   // to it. Rank 1 has no service.
   SupervisorOptions options = Options();
   options.service_linger = Millis(300);
-  ProcessSpec service = Rank(0, {"--sleep_ms=60000"});
-  service.name = "rank 0 gyred";
-  service.service = true;
   ProcessSpec program = Rank(0, {"--sleep_ms=500"});
   program.name = "rank 0 program";
-  EXPECT_EQ(Run({service, program, Rank(1, {})}, options), 0) << err_.str();
+  EXPECT_EQ(Run({Service(0), program, Rank(1, {})}, options), 0) << err_.str();
   EXPECT_LT(ElapsedSeconds(), 10.0);
   std::vector<ProcessResult> results = supervisor_->results();
   EXPECT_TRUE(results[0].stopped_as_service);
@@ -501,12 +506,9 @@ TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingThe
 TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
   SupervisorOptions options = Options();
   options.service_linger = Millis(100);
-  ProcessSpec service = Rank(0, {"--sleep_ms=60000"});
-  service.name = "rank 0 gyred";
-  service.service = true;
   ProcessSpec program = Rank(0, {"--sleep_ms=200", "--exit_code=3"});
   program.name = "rank 0 program";
-  EXPECT_EQ(Run({service, program}, options), 3);
+  EXPECT_EQ(Run({Service(0), program}, options), 3);
   std::vector<ProcessResult> results = supervisor_->results();
   EXPECT_FALSE(results[0].stopped_as_service);
   EXPECT_TRUE(results[0].killed_by_launcher);
