@@ -214,8 +214,12 @@ class Supervisor::SignalRelay {
     if (termination_signals) {
       relay->Catch(SIGINT, SA_RESTART);
       relay->Catch(SIGTERM, SA_RESTART);
-      // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does.
-      relay->Catch(SIGHUP, SA_RESTART);
+      // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does;
+      // unless SIGHUP is ignored (nohup), which then holds for the job too.
+      struct sigaction hup {};
+      if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) {
+        relay->Catch(SIGHUP, SA_RESTART);
+      }
     }
     relay->had_subreaper_ = 0;
     prctl(PR_GET_CHILD_SUBREAPER, &relay->had_subreaper_, 0, 0, 0);
@@ -865,7 +869,12 @@ int Supervisor::Wait() {
   FinishGroup();
   DrainOutput(Deadline::After(*clock_, Millis(kDrainWaitMs)));
   CloseAll();
-  relay_.reset();
+  {
+    // Under the lock RequestStop writes the pipe with: no write after the pipe is closed.
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_accepted_ = false;
+    relay_.reset();
+  }
 
   int status = ComputeExitStatus();
   if (status != 0) {
