@@ -1,9 +1,11 @@
 #include "core/store/rendezvous.h"
 
 #include <glog/logging.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -106,7 +108,11 @@ bool ProcessGone(const std::string& theirs, const std::string& mine) {
   int64_t pid_a = 0;
   if (!(a >> boot_a >> ns_a >> pid_a >> start_a) || !(b >> boot_b >> ns_b)) return false;
   if (boot_a != boot_b || ns_a != ns_b || pid_a <= 0) return false;
-  return StartTime(pid_a) != start_a;
+  // No such process at all; or one whose start time can be read and differs (the pid was
+  // reused). One that exists but whose /proc entry is hidden (hidepid) is taken as alive.
+  if (::kill(static_cast<pid_t>(pid_a), 0) != 0 && errno == ESRCH) return true;
+  const std::string now = StartTime(pid_a);
+  return !now.empty() && now != start_a;
 }
 
 std::string RandomNonce() {
