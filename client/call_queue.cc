@@ -44,7 +44,7 @@ void CallQueue::Shutdown() {
     {
       std::lock_guard<std::mutex> il(item->mu);
       item->status =
-          AbortedError("not run: its Comm was destroyed while an earlier call was still queued");
+          AbortedError("not run: its Comm was destroyed while this call was still queued");
       item->done = true;
     }
     item->cv.notify_all();

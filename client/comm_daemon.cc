@@ -119,6 +119,8 @@ class DaemonComm final : public CommBase {
 
  protected:
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
+    // Before anything is staged: a request given up on may still run over the staging area.
+    if (!broken_.ok()) return broken_;
     GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
     spec.world_size = size_;
     GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
@@ -235,6 +237,7 @@ class DaemonComm final : public CommBase {
 
   Status CallMessage(bool send, void* buf, int64_t count, DataType dtype, int peer, int tag,
                      const Options& o) {
+    if (!broken_.ok()) return broken_;  // before anything is staged, as in Call
     GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
     const std::string what = std::string(send ? "send to rank " : "recv from rank ") +
                              std::to_string(peer) + " (tag " + std::to_string(tag) + ")";

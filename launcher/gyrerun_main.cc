@@ -528,9 +528,15 @@ int main(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::remove_all(run_dir + "/store", ec);
     std::filesystem::remove(run_dir + "/report.txt", ec);
-    for (int r = 0; r < kMaxRanks; ++r) {
-      std::filesystem::remove(run_dir + "/flight-rank" + std::to_string(r) + ".json", ec);
+    std::vector<std::filesystem::path> flight_records;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("flight-rank", 0) == 0 && name.size() > 16 &&
+          name.compare(name.size() - 5, 5, ".json") == 0) {
+        flight_records.push_back(entry.path());
+      }
     }
+    for (const auto& path : flight_records) std::filesystem::remove(path, ec);
   }
   // On every way out: the folder gyrerun made goes (unless kept), and so does a secret it wrote.
   struct RunDirCleanup {

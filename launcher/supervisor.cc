@@ -519,7 +519,9 @@ void Supervisor::ReapOrphans() {
     if (rc != 0 || info.si_pid == 0) return;
     const pid_t pid = info.si_pid;
     bool ours = pid == guardian_pid_;
-    for (const auto& child : children_) ours = ours || child->result.pid == pid;
+    for (const auto& child : children_) {
+      ours = ours || (child->result.pid == pid && !child->result.finished());  // pids are reused
+    }
     if (ours) return;
     siginfo_t gone{};
     while (waitid(P_PID, static_cast<id_t>(pid), &gone, WEXITED | WNOHANG) < 0 && errno == EINTR) {

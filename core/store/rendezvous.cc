@@ -175,14 +175,15 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   if (missing.empty() && unknown.empty()) return Status::Ok();
   const size_t arrived = keys.size() - missing.size() - unknown.size();
   std::string text = where + ": ";
-  if (missing.empty()) {
+  if (missing.empty() && arrived == 0) {
     text += "the store " + store->Describe() + " did not answer " + timer.AfterText() +
             " (the slots of " + FormatRankList(unknown) +
             " could not be read: " + unread.message() + ")";
     return DeadlineExceededError(text);
   }
   text += std::to_string(arrived) + " of " + std::to_string(keys.size()) + " ranks arrived " +
-          timer.AfterText() + "; missing: " + FormatRankList(missing);
+          timer.AfterText();
+  if (!missing.empty()) text += "; missing: " + FormatRankList(missing);
   if (!unknown.empty()) {
     text += "; not known (their slots could not be read in time: " + unread.message() +
             "): " + FormatRankList(unknown);
@@ -228,6 +229,25 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   PrefixStore job(store, "gyre/rdzv/" + job_id);
   const std::string slot = "rank/" + std::to_string(mine.rank);
 
+  // Before this rank claims its slot no rendezvous of the job can complete, so a record
+  // already in its slot whose writer has exited is an earlier job's record under this job
+  // id, or its rank died while starting (after the claim, a fast rank could finish and exit
+  // in between). Said now, rather than as a connect timeout to a dead address later.
+  // Checked only where the writer's exit can be seen (same machine, same pid namespace).
+  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
+    if (rank == mine.rank) continue;
+    StatusOr<std::optional<std::string>> there =
+        job.TryGet("rank/" + std::to_string(rank), deadline);
+    if (!there.ok() || !there->has_value()) continue;
+    PeerRecord other;
+    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
+    return UnavailableError(where + ": the slot of " + DescribePeer(other) +
+                            " belongs to a process on this machine that is no longer running: "
+                            "it exited while starting, or the store holds an earlier job's "
+                            "records under this job id (start with a new job id or an empty "
+                            "store)");
+  }
+
   // Claiming the slot and publishing the record are one atomic step, so a record that is
   // present always belongs to the slot's one owner.
   StatusOr<std::string> claim = job.CompareSet(slot, "", encoded, deadline);
@@ -266,25 +286,6 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   };
   if (first.world_size != mine.world_size) return mismatch(first);
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
-
-  // A record already in its slot when this rank arrives cannot belong to a rank that has
-  // finished this rendezvous (none can before this rank is here): if its writer has exited,
-  // it is an earlier job's record under this job id, or its rank died while starting. Said
-  // now, rather than as a connect timeout to a dead address later. Checked only where the
-  // writer's exit can be seen (same machine, same pid namespace).
-  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
-    if (rank == mine.rank) continue;
-    StatusOr<std::optional<std::string>> there =
-        job.TryGet("rank/" + std::to_string(rank), deadline);
-    if (!there.ok() || !there->has_value()) continue;
-    PeerRecord other;
-    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
-    return UnavailableError(where + ": the slot of " + DescribePeer(other) +
-                            " belongs to a process on this machine that is no longer running: "
-                            "it exited while starting, or the store holds an earlier job's "
-                            "records under this job id (start with a new job id or an empty "
-                            "store)");
-  }
 
   std::vector<std::string> keys;
   keys.reserve(mine.world_size);
