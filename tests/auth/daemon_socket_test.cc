@@ -959,7 +959,7 @@ TEST(DaemonQueueTest, ACallQueuedBehindAnotherClientsCallIsNotTakenForAFrozenDae
     o.timeout = Seconds(12);  // past the client's 10 s silence limit
     a_status = (*a)->Recv(&v, 1, DataType::kInt32, 1, 0, o);
   });
-  std::this_thread::sleep_for(Millis(300));
+  std::this_thread::sleep_for(Millis(1000));  // A's call is in the daemon by now
   {
     int32_t v[2] = {1, 2};
     Options o;

@@ -215,8 +215,10 @@ TEST(RendezvousTest, AStoreThatStopsAnsweringIsNamedNotTheRanks) {
   FreezingStore store;
   Result mine = Result(InternalError("not run"));
   std::thread rank0([&] { mine = Rendezvous(&store, "J", Peer(0, 3), In(Millis(800))); });
-  ASSERT_TRUE(store.Wait({"gyre/rdzv/J/rank/0"}, In(Seconds(5))).ok());
-  store.frozen = true;  // rank 0 has arrived; then the store goes silent
+  // Rank 0 has claimed its slot and fixed the world size (its last writes before it waits
+  // for the others); then the store goes silent.
+  ASSERT_TRUE(store.Wait({"gyre/rdzv/J/rank/0", "gyre/rdzv/J/world_size"}, In(Seconds(5))).ok());
+  store.frozen = true;
   rank0.join();
   ASSERT_EQ(mine.status().code(), StatusCode::kDeadlineExceeded) << mine.status();
   EXPECT_THAT(mine.status().message(), HasSubstr("the store tcp://frozen:1"));
