@@ -229,25 +229,6 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   PrefixStore job(store, "gyre/rdzv/" + job_id);
   const std::string slot = "rank/" + std::to_string(mine.rank);
 
-  // Before this rank claims its slot no rendezvous of the job can complete, so a record
-  // already in its slot whose writer has exited is an earlier job's record under this job
-  // id, or its rank died while starting (after the claim, a fast rank could finish and exit
-  // in between). Said now, rather than as a connect timeout to a dead address later.
-  // Checked only where the writer's exit can be seen (same machine, same pid namespace).
-  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
-    if (rank == mine.rank) continue;
-    StatusOr<std::optional<std::string>> there =
-        job.TryGet("rank/" + std::to_string(rank), deadline);
-    if (!there.ok() || !there->has_value()) continue;
-    PeerRecord other;
-    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
-    return UnavailableError(where + ": the slot of " + DescribePeer(other) +
-                            " belongs to a process on this machine that is no longer running: "
-                            "it exited while starting, or the store holds an earlier job's "
-                            "records under this job id (start with a new job id or an empty "
-                            "store)");
-  }
-
   // Claiming the slot and publishing the record are one atomic step, so a record that is
   // present always belongs to the slot's one owner.
   StatusOr<std::string> claim = job.CompareSet(slot, "", encoded, deadline);
@@ -285,6 +266,27 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
                                 std::to_string(other.world_size));
   };
   if (first.world_size != mine.world_size) return mismatch(first);
+  // A record already in its slot whose writer has exited is an earlier job's record under
+  // this job id, or its rank died while starting: said now, rather than as a connect
+  // timeout to a dead address later. Checked after this rank's claim (before it, no record
+  // may exist yet, and a store whose reads wait for its file to appear, as torch's FileStore
+  // does, would block every rank) and before `claimed`: a rank that finishes the rendezvous
+  // fast cannot exit before this check, as long as it waits for what `claimed` publishes,
+  // as JoinJob's ranks wait for each other's control addresses. Checked only where the
+  // writer's exit can be seen (same machine, same pid namespace).
+  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
+    if (rank == mine.rank) continue;
+    StatusOr<std::optional<std::string>> there =
+        job.TryGet("rank/" + std::to_string(rank), deadline);
+    if (!there.ok() || !there->has_value()) continue;
+    PeerRecord other;
+    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
+    return UnavailableError(where + ": the slot of " + DescribePeer(other) +
+                            " belongs to a process on this machine that is no longer running: "
+                            "it exited while starting, or the store holds an earlier job's "
+                            "records under this job id (start with a new job id or an empty "
+                            "store)");
+  }
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
   std::vector<std::string> keys;
