@@ -272,9 +272,10 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   // may exist yet, and a store whose reads wait for its file to appear, as torch's FileStore
   // does, would block every rank) and before `claimed`: a rank that finishes the rendezvous
   // fast cannot exit before this check, as long as it waits for what `claimed` publishes,
-  // as JoinJob's ranks wait for each other's control addresses. Checked only where the
-  // writer's exit can be seen (same machine, same pid namespace).
-  for (int rank = 0; rank < mine.world_size && !mine.process.empty(); ++rank) {
+  // as JoinJob's ranks wait for each other's control addresses. Without `claimed` nothing
+  // holds a fast rank back, so there is no check. Checked only where the writer's exit can
+  // be seen (same machine, same pid namespace).
+  for (int rank = 0; claimed && rank < mine.world_size && !mine.process.empty(); ++rank) {
     if (rank == mine.rank) continue;
     StatusOr<std::optional<std::string>> there =
         job.TryGet("rank/" + std::to_string(rank), deadline);

@@ -53,10 +53,12 @@ std::string FormatRankList(const std::vector<int>& ranks);
 // `claimed`, if set, runs once this rank holds its slot (and agrees on the world size),
 // before it waits for the others: what a rank publishes under its rank beside the record
 // belongs there, so that a second claimant, which fails, never overwrites the owner's keys.
-// Its error is the rendezvous' error. Before it runs, the records already in their slots are
-// checked: one whose writer on this machine has exited fails the rendezvous (Unavailable,
-// naming the rank and the stale store). Ranks that wait for each other's `claimed` keys
-// before they can exit (as JoinJob's do) are never taken for such writers.
+// Its error is the rendezvous' error. When it is given, the records already in their slots
+// are checked before it runs: one whose writer on this machine has exited fails the
+// rendezvous (Unavailable, naming the rank and the stale store). The caller's ranks must wait
+// for each other's `claimed` keys before they can exit (as JoinJob's wait for the control
+// addresses), else a rank that finished fast could be taken for such a writer; without
+// `claimed` there is no check.
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
                                              const std::function<Status()>& claimed = {});

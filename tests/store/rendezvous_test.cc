@@ -153,20 +153,29 @@ TEST(RendezvousTest, ARecordWhoseWriterExitedIsNamedAtOnce) {
   EXPECT_EQ(Rendezvous(&store, "J", stale, In(Millis(200))).status().code(),
             StatusCode::kDeadlineExceeded);  // leaves its record behind
   const auto t0 = std::chrono::steady_clock::now();
-  Result late = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)));
+  auto publish = [&] { return store.Set("control/1", "x", In(Seconds(5))); };
+  Result late = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)), publish);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   ASSERT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status();
   EXPECT_THAT(late.status().message(), HasSubstr("the slot of rank 0 (host host0, pid 100)"));
   EXPECT_THAT(late.status().message(), HasSubstr("no longer running"));
   EXPECT_THAT(late.status().message(), HasSubstr("start with a new job id or an empty store"));
 
+  // Without a claimed step nothing holds a fast rank back from exiting, so no record is
+  // judged: the stale one is taken as it is.
+  HashStore bare;
+  EXPECT_EQ(Rendezvous(&bare, "J", stale, In(Millis(200))).status().code(),
+            StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(Rendezvous(&bare, "J", Peer(1, 2), In(Seconds(5))).ok());
+
   // In another pid namespace the writer's exit cannot be seen here: no verdict on it.
   HashStore other;
   PeerRecord elsewhere = Peer(0, 2);
   elsewhere.process = ExitedProcess("pid:[1]");
   Result first = Result(InternalError("not run"));
-  std::thread rank0([&] { first = Rendezvous(&other, "J", elsewhere, In(Seconds(5))); });
-  Result second = Rendezvous(&other, "J", Peer(1, 2), In(Seconds(5)));
+  auto nothing = [] { return Status::Ok(); };
+  std::thread rank0([&] { first = Rendezvous(&other, "J", elsewhere, In(Seconds(5)), nothing); });
+  Result second = Rendezvous(&other, "J", Peer(1, 2), In(Seconds(5)), nothing);
   rank0.join();
   EXPECT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(second.ok()) << second.status();
