@@ -488,26 +488,26 @@ int main(int argc, char** argv) {
   if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
     return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
-  if (!(FLAGS_timeout >= 0.001 && FLAGS_timeout <= 1e9)) {  // NaN fails too
-    return Usage("--timeout must be from 0.001 to 1e9 seconds, not " +
-                 std::to_string(FLAGS_timeout));
-  }
   // Durations are held in nanoseconds (about 292 years); NaN fails every comparison.
-  if (!(FLAGS_rendezvous_timeout >= 0.001 && FLAGS_rendezvous_timeout <= 1e9)) {
-    return Usage("--rendezvous_timeout must be from 0.001 to 1e9 seconds, not " +
-                 std::to_string(FLAGS_rendezvous_timeout));
-  }
-  if (!(FLAGS_grace_period >= 0 && FLAGS_grace_period <= 1e6)) {
-    return Usage("--grace_period must be from 0 to 1e6 seconds, not " +
-                 std::to_string(FLAGS_grace_period));
-  }
-  if (!(FLAGS_job_timeout >= 0 && FLAGS_job_timeout <= 1e9)) {
-    return Usage("--job_timeout must be 0 (never) or up to 1e9 seconds, not " +
-                 std::to_string(FLAGS_job_timeout));
-  }
-  if (!(FLAGS_hang_timeout >= 0 && FLAGS_hang_timeout <= 1e9)) {
-    return Usage("--hang_timeout must be 0 (off) or up to 1e9 seconds, not " +
-                 std::to_string(FLAGS_hang_timeout));
+  struct SecondsFlag {
+    const char* name;
+    double value, min, max;
+    const char* range;
+  };
+  for (const SecondsFlag& f : {
+           SecondsFlag{"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+           SecondsFlag{"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9,
+                       "from 0.001 to 1e9 seconds"},
+           SecondsFlag{"--grace_period", FLAGS_grace_period, 0, 1e6, "from 0 to 1e6 seconds"},
+           SecondsFlag{"--job_timeout", FLAGS_job_timeout, 0, 1e9,
+                       "0 (never) or up to 1e9 seconds"},
+           SecondsFlag{"--hang_timeout", FLAGS_hang_timeout, 0, 1e9,
+                       "0 (off) or up to 1e9 seconds"},
+       }) {
+    if (!(f.value >= f.min && f.value <= f.max)) {
+      return Usage(std::string(f.name) + " must be " + f.range + ", not " +
+                   std::to_string(f.value));
+    }
   }
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
