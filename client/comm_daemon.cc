@@ -1,8 +1,9 @@
 // The daemon Comm: each call is a request to this rank's gyred, written into a shared doorbell
 // block (core/ipc/doorbell.h) once the Unix socket has carried the handshake and the attach;
-// payloads sit in shared-memory files that this process creates and maps, and the daemon
-// maps too, so no tensor byte crosses the socket. A buffer from AllocBuffer is such a file and is
-// used in place; any other buffer is copied through a staging file (region 0).
+// payloads sit in shared memory (sealed memfds, CreateShared) that this process creates, maps
+// and passes to the daemon over the socket, so no tensor byte crosses it. A buffer from
+// AllocBuffer is such memory and is used in place; any other buffer is copied through a
+// staging area (region 0).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -12,6 +13,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <vector>
@@ -97,17 +100,16 @@ class DaemonComm final : public CommBase {
 
   // Moves requests and answers from the socket to a shared doorbell block (core/ipc/doorbell.h).
   Status AttachDoorbell(Deadline deadline) {
-    std::string file;
-    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(ipc::Doorbell::kBlockBytes, &file));
+    int mfd = -1;
+    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(ipc::Doorbell::kBlockBytes, &mfd));
     bell_mem_ = m;
     const ipc::Doorbell bell = ipc::Doorbell::Create(m);
     proto::ClientRequest req;
     req.set_id(++next_id_);
-    req.mutable_attach_doorbell()->set_path(file);
     req.mutable_attach_doorbell()->set_bytes(ipc::Doorbell::kBlockBytes);
     proto::ClientResponse resp;
-    Status s = SocketRoundTrip(req, &resp, deadline);
-    ::unlink(file.c_str());
+    Status s = SocketRoundTrip(req, &resp, deadline, mfd);
+    ::close(mfd);
     GYRE_RETURN_IF_ERROR(s);
     bell_ = bell;
     return Status::Ok();
@@ -276,10 +278,12 @@ class DaemonComm final : public CommBase {
   }
 
   // A request before the doorbell is attached (hello, the attach itself), on the socket.
+  // `pass`, when not -1, is a descriptor that goes with the request.
   Status SocketRoundTrip(const proto::ClientRequest& req, proto::ClientResponse* resp,
-                         Deadline deadline) {
+                         Deadline deadline, int pass = -1) {
     const std::string what = "gyre client talking to daemon at " + path_;
-    GYRE_RETURN_IF_ERROR(ipc::WriteMessage(fd_, req, deadline, what));
+    GYRE_RETURN_IF_ERROR(pass >= 0 ? ipc::WriteMessageWithFd(fd_, req, pass, deadline, what)
+                                   : ipc::WriteMessage(fd_, req, deadline, what));
     GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
     if (resp->id() != req.id()) {
       return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
@@ -371,19 +375,29 @@ class DaemonComm final : public CommBase {
     return Status::Ok();
   }
 
-  // A new shared-memory file of `bytes` (rounded up to pages), mapped here and by the daemon
-  // as region `region`.
+  // New shared memory of `bytes` (rounded up to pages), mapped here and by the daemon as
+  // region `region`.
   StatusOr<void*> MapShared(size_t bytes, uint32_t region) {
     const size_t want = PageRound(bytes);
-    std::string file;
-    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(want, &file));
+    int mfd = -1;
+    GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(want, &mfd));
     proto::ClientRequest req;
     req.set_id(++next_id_);
-    req.mutable_map_buffer()->set_path(file);
     req.mutable_map_buffer()->set_bytes(want);
     req.mutable_map_buffer()->set_region(region);
-    Status s = Ask(req);
-    ::unlink(file.c_str());
+    // The descriptor goes ahead on the socket, on an empty request; the daemon takes it for
+    // this request when it reads it from the doorbell.
+    Status s = ipc::WriteMessageWithFd(fd_, proto::ClientRequest(), mfd,
+                                       Deadline::After(*SteadyClock::Get(), kDaemonSilence),
+                                       "gyre client talking to daemon at " + path_);
+    ::close(mfd);
+    if (!s.ok()) {
+      broken_ = Status(s.code(), "passing shared memory to the daemon at " + path_ + " failed (" +
+                                     s.ToString() +
+                                     "); no further call is sent on this Comm: make a new one");
+    } else {
+      s = Ask(req);
+    }
     if (!s.ok()) {
       ::munmap(m, want);
       return s;
@@ -391,61 +405,69 @@ class DaemonComm final : public CommBase {
     return m;
   }
 
-  // A new shared-memory file of `want` bytes (whole pages), mapped here; the caller has the
-  // daemon map it too and then unlinks it, so nothing is left behind whoever dies first. The
-  // file lives in GYRE_SHM_DIR, else /dev/shm (a container's is often 64 MiB: point
-  // GYRE_SHM_DIR at a larger tmpfs). Its pages are reserved now, so a full tmpfs is this
-  // error rather than a SIGBUS at the first touch of a page it has no room for.
-  StatusOr<void*> CreateShared(size_t want, std::string* path) {
-    static std::atomic<int> counter{0};
-    const char* dir_env = std::getenv("GYRE_SHM_DIR");
-    const std::string dir = dir_env != nullptr && *dir_env != '\0' ? dir_env : "/dev/shm";
-    const std::string file =
-        dir + "/gyre-client-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return ResourceExhaustedError("cannot create shared memory " + file + ": " +
+  // New shared memory of `want` bytes (whole pages): a memfd, mapped here, whose descriptor
+  // *fd the caller passes to the daemon and then closes. Nothing of it is left on any file
+  // system, whoever dies first. It is sealed against shrinking (F_SEAL_SHRINK) before the
+  // daemon sees it, and the daemon maps nothing else: memory the program could truncate
+  // would be a SIGBUS in the daemon at its next touch, whatever the program meant. Its pages
+  // are reserved now, so memory that runs out is this error rather than a SIGBUS at the first
+  // touch; more than the host (or this process's memory cgroup) has available is refused
+  // before the reservation, which would otherwise end in the OOM killer.
+  StatusOr<void*> CreateShared(size_t want, int* fd) {
+    const std::optional<uint64_t> available = AvailableMemory();
+    if (available && want > *available) {
+      return ResourceExhaustedError("cannot reserve " + std::to_string(want) +
+                                    " bytes of shared memory for the daemon: " + "this host has " +
+                                    std::to_string(*available) +
+                                    " bytes available (MemAvailable, " +
+                                    "or the memory cgroup's limit less its use)");
+    }
+    const int mfd = ::memfd_create("gyre-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0) {
+      return ResourceExhaustedError(std::string("cannot create shared memory (memfd_create): ") +
                                     std::strerror(errno));
     }
-    const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(want));
-    if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
-      ::close(fd);
-      ::unlink(file.c_str());
-      return ResourceExhaustedError("cannot reserve " + std::to_string(want) +
-                                    " bytes of shared memory in " + dir + ": " +
-                                    std::strerror(reserved) +
-                                    (reserved == ENOSPC ? " (the tmpfs is full or too small; "
-                                                          "set GYRE_SHM_DIR to a larger one)"
-                                                        : ""));
+    auto fail = [&](const std::string& what, int err) -> Status {
+      ::close(mfd);
+      return ResourceExhaustedError(
+          "cannot " + what + " " + std::to_string(want) +
+          " bytes of shared memory for the daemon: " + std::strerror(err));
+    };
+    if (::ftruncate(mfd, static_cast<off_t>(want)) != 0) return fail("size", errno);
+    const int reserved = ::posix_fallocate(mfd, 0, static_cast<off_t>(want));
+    if (reserved != 0) return fail("reserve", reserved);
+    if (::fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      return fail("seal", errno);
     }
-    // posix_fallocate sized the file already. Where it is unsupported, zeros are written: a
-    // sparse file (ftruncate) would get its pages at the first touch, and on a full file
-    // system that touch is a SIGBUS, in the daemon when it writes an output first.
-    if (reserved != 0) {
-      const std::vector<char> zeros(size_t{1} << 20, 0);
-      for (size_t at = 0; at < want;) {
-        const ssize_t n =
-            ::pwrite(fd, zeros.data(), std::min(zeros.size(), want - at), static_cast<off_t>(at));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          std::string e = n < 0 ? std::strerror(errno) : "no progress";
-          ::close(fd);
-          ::unlink(file.c_str());
-          return ResourceExhaustedError("cannot fill shared memory " + file + " to " +
-                                        std::to_string(want) + " bytes: " + e +
-                                        " (set GYRE_SHM_DIR to a larger tmpfs)");
-        }
-        at += static_cast<size_t>(n);
-      }
-    }
-    void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (m == MAP_FAILED) {
-      ::unlink(file.c_str());
-      return ResourceExhaustedError("cannot map " + file + ": " + std::strerror(errno));
-    }
-    *path = file;
+    void* m = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (m == MAP_FAILED) return fail("map", errno);
+    *fd = mfd;
     return m;
+  }
+
+  // The bytes of memory this process could still get: MemAvailable, and under a cgroup v2
+  // memory limit, that limit less the cgroup's use; nullopt when neither can be read.
+  static std::optional<uint64_t> AvailableMemory() {
+    std::optional<uint64_t> best;
+    auto take = [&](uint64_t v) { best = best ? std::min(*best, v) : v; };
+    std::ifstream meminfo("/proc/meminfo");
+    for (std::string key; meminfo >> key;) {
+      uint64_t kib = 0;
+      if (key == "MemAvailable:" && meminfo >> kib) {
+        take(kib * 1024);
+        break;
+      }
+      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    std::ifstream self("/proc/self/cgroup");
+    for (std::string line; std::getline(self, line);) {
+      if (line.rfind("0::", 0) != 0) continue;
+      const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+      std::ifstream max_file(dir + "/memory.max"), current_file(dir + "/memory.current");
+      uint64_t max = 0, current = 0;
+      if (max_file >> max && current_file >> current) take(max > current ? max - current : 0);
+    }
+    return best;
   }
 
   int fd_;

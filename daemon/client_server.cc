@@ -70,35 +70,37 @@ struct Mapping {
   }
 };
 
-// Maps the first `bytes` of the client's shared-memory file at `path`, which must be at least
-// that long and owned by this user.
-StatusOr<std::unique_ptr<Mapping>> MapFile(const std::string& path, size_t bytes) {
-  if (bytes == 0) return InvalidArgumentError("shared memory " + path + ": a buffer of 0 bytes");
-  struct stat st {};
-  // O_NONBLOCK: a FIFO put in the file's place must not block the open.
-  int mfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (mfd < 0) {
-    return InvalidArgumentError("cannot open shared memory " + path + ": " + std::strerror(errno));
-  }
+// Maps the first `bytes` of the shared memory behind `fd`, a descriptor the client passed
+// (closed here, mapped or not). It must be a memfd sealed against shrinking, and at least
+// `bytes` long: memory the client could truncate would be a SIGBUS here at the next touch.
+StatusOr<std::unique_ptr<Mapping>> MapFd(int fd, size_t bytes, const std::string& what) {
   std::string wrong;
-  if (::fstat(mfd, &st) != 0) {
+  struct stat st {};
+  if (bytes == 0) {
+    wrong = "a buffer of 0 bytes";
+  } else if (::fstat(fd, &st) != 0) {
     wrong = std::string("cannot stat it: ") + std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
     wrong = "it is not a regular file";
-  } else if (st.st_uid != ::geteuid()) {
-    wrong = "it is owned by uid " + std::to_string(st.st_uid) + ", not this user";
-  } else if (static_cast<size_t>(st.st_size) < bytes) {
-    wrong = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
-            std::to_string(bytes) + " announced";
+  } else {
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+      wrong =
+          "it is not sealed against shrinking (a memfd with F_SEAL_SHRINK; memory the "
+          "client could truncate would crash the daemon)";
+    } else if (static_cast<size_t>(st.st_size) < bytes) {
+      wrong = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
+              std::to_string(bytes) + " announced";
+    }
   }
   if (!wrong.empty()) {
-    ::close(mfd);
-    return InvalidArgumentError("shared memory " + path + ": " + wrong);
+    ::close(fd);
+    return InvalidArgumentError(what + ": " + wrong);
   }
-  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-  ::close(mfd);
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
   if (m == MAP_FAILED) {
-    return ResourceExhaustedError("cannot map " + path + " (" + std::to_string(bytes) +
+    return ResourceExhaustedError("cannot map " + what + " (" + std::to_string(bytes) +
                                   " bytes): " + std::strerror(errno));
   }
   auto mapping = std::make_unique<Mapping>();
@@ -113,13 +115,15 @@ class Regions {
  public:
   static constexpr size_t kMaxRegions = 4096;
 
-  // Maps `path` as region `id`, replacing what it held.
-  Status Map(uint32_t id, const std::string& path, size_t bytes) {
+  // Maps the memory behind `fd` (MapFd, which closes it) as region `id`, replacing what it held.
+  Status Map(uint32_t id, int fd, size_t bytes) {
     if (regions_.count(id) == 0 && regions_.size() >= kMaxRegions) {
+      ::close(fd);
       return ResourceExhaustedError("this client already has " + std::to_string(kMaxRegions) +
                                     " shared buffers mapped; free some with FreeBuffer");
     }
-    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<Mapping> mapping, MapFile(path, bytes));
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<Mapping> mapping,
+                          MapFd(fd, bytes, "shared buffer " + std::to_string(id)));
     regions_[id] = std::move(mapping);
     Recount();
     return Status::Ok();
@@ -244,8 +248,50 @@ constexpr Duration kDoorbellSlice = std::chrono::milliseconds(100);
 
 }  // namespace
 
-Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_t* seq,
-                                 proto::ClientRequest* req) {
+namespace {
+
+// How long a descriptor announced through the doorbell may take to arrive on the socket; the
+// client sends it before the request, so only a client that never sends it waits this long.
+constexpr Duration kFdArrival = std::chrono::seconds(5);
+
+// Reads one message from the socket of a client with a doorbell: it must be an empty request
+// carrying a descriptor, which `reader` then holds.
+Status ReadFdCarrier(ipc::MessageReader& reader, Deadline deadline) {
+  const std::string wrong =
+      "the client wrote to its socket after attaching a doorbell (only an empty request "
+      "carrying a file descriptor may come there)";
+  const size_t held = reader.held_fds();
+  proto::ClientRequest carrier;
+  Status s = reader.Read(&carrier, deadline, "client connection");
+  if (s.code() == StatusCode::kUnavailable) return s;
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    return DeadlineExceededError("none came on the socket within " + FormatDuration(kFdArrival));
+  }
+  if (!s.ok()) return InvalidArgumentError(wrong + ": " + s.message());
+  if (carrier.body_case() != proto::ClientRequest::BODY_NOT_SET || carrier.id() != 0 ||
+      reader.held_fds() <= held) {
+    return InvalidArgumentError(wrong);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<int> ClientServer::RequestFd(ipc::MessageReader& reader, bool via_doorbell) {
+  int fd = reader.TakeFd();
+  if (fd >= 0 || !via_doorbell) {
+    if (fd < 0) return InvalidArgumentError("the request came without its file descriptor");
+    return fd;
+  }
+  Status s = ReadFdCarrier(reader, Deadline::After(*SteadyClock::Get(), kFdArrival));
+  if (!s.ok()) {
+    return Status(s.code(), "the file descriptor announced through the doorbell: " + s.message());
+  }
+  return reader.TakeFd();
+}
+
+Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, ipc::MessageReader& reader, bool spin,
+                                 uint32_t* seq, proto::ClientRequest* req) {
   // bounded: an idle client may compute for hours between calls; its EOF or Stop() ends the
   // wait, each looked at every kDoorbellSlice.
   for (ipc::WaitPolicy w = ipc::DoorbellPolicy(spin, kRequestSpin);
@@ -257,7 +303,8 @@ Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_
     const ssize_t r = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (r <= 0) return UnavailableError("the client closed its connection");
-    return InvalidArgumentError("the client wrote to its socket after attaching a doorbell");
+    // A descriptor sent ahead of its MapBuffer request: held for it. Sent whole by then.
+    GYRE_RETURN_IF_ERROR(ReadFdCarrier(reader, Deadline::After(*SteadyClock::Get(), kFdArrival)));
   }
   return bell.ReadRequest(req, seq);
 }
@@ -378,7 +425,7 @@ void ClientServer::HandleConnection(int fd) {
     proto::ClientRequest req;
     Status rs;
     if (bell.valid()) {
-      rs = NextRequest(bell, fd, spin_pays, &bell_seq, &req);
+      rs = NextRequest(bell, fd, reader, spin_pays, &bell_seq, &req);
     } else {
       const bool spin = spin_pays && reader.buffered() == 0;
       if (spin) ipc::SpinForMessage(fd, kRequestSpin);
@@ -410,15 +457,18 @@ void ClientServer::HandleConnection(int fd) {
     } else if (!said_hello) {
       result = InvalidArgumentError("the first request on a connection must be hello");
     } else if (req.has_map_buffer()) {
-      result =
-          regions.Map(req.map_buffer().region(), req.map_buffer().path(), req.map_buffer().bytes());
+      auto mfd = RequestFd(reader, bell.valid());
+      result = mfd.ok() ? regions.Map(req.map_buffer().region(), *mfd, req.map_buffer().bytes())
+                        : mfd.status();
     } else if (req.has_unmap_buffer()) {
       result = regions.Unmap(req.unmap_buffer().region());
     } else if (req.has_attach_doorbell()) {
       if (bell.valid()) {
         result = InvalidArgumentError("a doorbell is attached already");
       } else {
-        auto block = MapFile(req.attach_doorbell().path(), req.attach_doorbell().bytes());
+        auto mfd = RequestFd(reader, false);
+        StatusOr<std::unique_ptr<Mapping>> block = mfd.status();
+        if (mfd.ok()) block = MapFd(*mfd, req.attach_doorbell().bytes(), "the doorbell block");
         result = block.status();
         if (result.ok()) {
           auto opened = ipc::Doorbell::Open((*block)->data, (*block)->bytes);

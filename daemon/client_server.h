@@ -2,7 +2,8 @@
 // collectives. Each connection gets a thread (and one heartbeat thread for its lifetime);
 // requests are protobufs (proto/client.proto), length-prefixed on the socket until the client
 // attaches a doorbell (core/ipc/doorbell.h) and in its shared slots from then on; payloads
-// live in shared-memory files the client maps and names.
+// live in shared memory the client creates and passes as descriptors (memfds sealed against
+// shrinking, so the client cannot truncate what the daemon has mapped).
 // Calls from all connections run one at a time on the rank's Communicator. Every connection
 // first proves the job's secret (core/auth/handshake.h) before a single request is read.
 #pragma once
@@ -19,6 +20,7 @@
 #include "core/auth/handshake.h"
 #include "core/comm/communicator.h"
 #include "core/ipc/doorbell.h"
+#include "core/ipc/ipc.h"
 #include "proto/client.pb.h"
 
 namespace gyre::daemon {
@@ -54,8 +56,13 @@ class ClientServer {
   void HandleConnection(int fd);
   // The next request through a connection's doorbell (after request `*seq`, which it
   // advances); Unavailable once the client has closed the socket or Stop() was called.
-  Status NextRequest(ipc::Doorbell& bell, int fd, bool spin, uint32_t* seq,
-                     proto::ClientRequest* req);
+  // Descriptors (memfds for MapBuffer) come ahead on the socket, each on an empty request,
+  // and are held by `reader`; anything else written there drops the client.
+  Status NextRequest(ipc::Doorbell& bell, int fd, ipc::MessageReader& reader, bool spin,
+                     uint32_t* seq, proto::ClientRequest* req);
+  // The descriptor that a request which needs one came with (the caller owns it). Through
+  // the doorbell it was sent ahead on the socket and may still be on its way.
+  StatusOr<int> RequestFd(ipc::MessageReader& reader, bool via_doorbell);
   Status Authenticate(int fd);
   // Joins the connection threads that have finished. Requires threads_mu_.
   void ReapFinishedThreads();

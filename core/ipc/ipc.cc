@@ -139,9 +139,10 @@ bool SpinWaitPays(int world_size) {
   return CPU_COUNT(&allowed) >= 2 * std::max(local, 1);
 }
 
-Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
-                    const std::string& what) {
-  // The length prefix and the message go out in one send: the reader wakes once.
+namespace {
+
+// The frame WriteMessage sends: the 4-byte length, then the message.
+StatusOr<std::string> Frame(const google::protobuf::MessageLite& msg, const std::string& what) {
   const size_t size = msg.ByteSizeLong();
   if (size > kMaxMessageBytes) {
     return InvalidArgumentError(what + ": message of " + std::to_string(size) +
@@ -153,7 +154,48 @@ Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline d
   if (!msg.SerializeToArray(frame.data() + 4, static_cast<int>(size))) {
     return InternalError(what + ": cannot serialize");
   }
+  return frame;
+}
+
+}  // namespace
+
+Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
+                    const std::string& what) {
+  // The length prefix and the message go out in one send: the reader wakes once.
+  GYRE_ASSIGN_OR_RETURN(std::string frame, Frame(msg, what));
   return WriteAll(fd, frame.data(), frame.size(), deadline, what);
+}
+
+Status WriteMessageWithFd(int fd, const google::protobuf::MessageLite& msg, int pass,
+                          Deadline deadline, const std::string& what) {
+  GYRE_ASSIGN_OR_RETURN(std::string frame, Frame(msg, what));
+  const TimePoint start = SteadyClock::Get()->Now();
+  // The descriptor goes with the first bytes that leave; the rest follow as WriteAll sends.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  while (true) {
+    iovec iov{frame.data(), frame.size()};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass, sizeof(int));
+    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      const size_t sent = static_cast<size_t>(w);
+      return WriteAll(fd, frame.data() + sent, frame.size() - sent, deadline, what);
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, what, start));
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    return UnavailableError(what + ": cannot pass a descriptor (" + std::strerror(errno) + ")");
+  }
 }
 
 Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
@@ -197,10 +239,59 @@ Status MessageReader::Read(google::protobuf::MessageLite* msg, Deadline deadline
       GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
     }
     may_wait_first = false;
-    size_t got = 0;
-    GYRE_RETURN_IF_ERROR(
-        RecvSome(fd_, buf_.data() + end_, buf_.size() - end_, &got, deadline, what, start));
-    end_ += got;
+    GYRE_RETURN_IF_ERROR(Fill(buf_.size() - end_, deadline, what, start));
+  }
+}
+
+MessageReader::~MessageReader() {
+  for (int fd : fds_) ::close(fd);
+}
+
+int MessageReader::TakeFd() {
+  if (fds_.empty()) return -1;
+  const int fd = fds_.front();
+  fds_.erase(fds_.begin());
+  return fd;
+}
+
+// RecvSome through recvmsg, keeping the descriptors that come with the bytes.
+Status MessageReader::Fill(size_t room, Deadline deadline, const std::string& what,
+                           TimePoint start) {
+  while (true) {
+    iovec iov{buf_.data() + end_, room};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHeldFds)];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    const ssize_t r = ::recvmsg(fd_, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      GYRE_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, what, start));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return UnavailableError(what + ": connection lost (" + std::strerror(errno) + ")");
+    size_t arrived = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds_.push_back(fd);
+        ++arrived;
+      }
+    }
+    if ((m.msg_flags & MSG_CTRUNC) != 0 || fds_.size() > kMaxHeldFds) {
+      for (int fd : fds_) ::close(fd);
+      fds_.clear();
+      return InvalidArgumentError(what + ": the other side passed more file descriptors (" +
+                                  std::to_string(arrived) + " at once) than it sent requests for");
+    }
+    if (r == 0) return UnavailableError(what + ": connection closed by the other side");
+    end_ += static_cast<size_t>(r);
+    return Status::Ok();
   }
 }
 

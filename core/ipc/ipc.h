@@ -24,6 +24,10 @@ enum class ReadStart { kTryFirst, kWaitFirst };
 // Writes all of `msg`; DeadlineExceeded or Unavailable (peer gone) naming `what`.
 Status WriteMessage(int fd, const google::protobuf::MessageLite& msg, Deadline deadline,
                     const std::string& what);
+// WriteMessage with the descriptor `pass` riding on the message's first bytes (SCM_RIGHTS over
+// a Unix socket): the reader's MessageReader holds it (TakeFd). `pass` stays open here.
+Status WriteMessageWithFd(int fd, const google::protobuf::MessageLite& msg, int pass,
+                          Deadline deadline, const std::string& what);
 // Reads one message; Unavailable on EOF, InvalidArgument on a bad length or bad bytes.
 Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline,
                    const std::string& what);
@@ -33,17 +37,30 @@ Status ReadMessage(int fd, google::protobuf::MessageLite* msg, Deadline deadline
 // ReadStart::kWaitFirst, a call through the daemon makes two syscalls fewer on each side.
 // Bytes read past a message are kept for the next Read, so all reads of the socket go
 // through its one MessageReader from its creation on. Errors as ReadMessage's.
+// Descriptors that arrive with the bytes (WriteMessageWithFd) are held, in order of arrival,
+// until TakeFd hands them out; at most kMaxHeldFds at once (a read that would hold more fails
+// and closes them), and those never taken are closed with the reader.
 class MessageReader {
  public:
+  static constexpr size_t kMaxHeldFds = 4;
   explicit MessageReader(int fd) : fd_(fd) {}
+  ~MessageReader();
+  MessageReader(const MessageReader&) = delete;
+  MessageReader& operator=(const MessageReader&) = delete;
   Status Read(google::protobuf::MessageLite* msg, Deadline deadline, const std::string& what,
               ReadStart start = ReadStart::kTryFirst);
+  // The oldest descriptor received and not yet taken (the caller owns it), or -1.
+  int TakeFd();
+  size_t held_fds() const { return fds_.size(); }
   // Bytes received and not yet handed out: a waiter that spins on the socket (SpinForMessage)
   // must not, while these may already hold the next message.
   size_t buffered() const { return end_ - begin_; }
 
  private:
+  Status Fill(size_t room, Deadline deadline, const std::string& what, TimePoint start);
+
   int fd_;
+  std::vector<int> fds_;  // received, not yet taken; oldest first
   std::vector<char> buf_;
   size_t begin_ = 0;
   size_t end_ = 0;

@@ -139,7 +139,6 @@ std::vector<std::string> ClientSeeds() {
   c->set_has_output(true);
   c->set_output_offset(4096);
   seeds.push_back(LengthPrefixed(req.SerializeAsString()));
-  req.mutable_map_buffer()->set_path("/dev/shm/x");
   req.mutable_map_buffer()->set_bytes(1 << 20);
   seeds.push_back(LengthPrefixed(req.SerializeAsString()));
   return seeds;

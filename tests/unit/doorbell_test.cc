@@ -164,8 +164,8 @@ TEST_F(DoorbellTest, ASlotFilledWithNonsenseIsAnErrorNotAReadPastIt) {
 
 TEST_F(DoorbellTest, AMessageTooBigForTheSlotIsRefusedBeforeAnythingIsWritten) {
   Doorbell program = Doorbell::Create(mem_);
-  proto::ClientRequest big;
-  big.mutable_map_buffer()->set_path(std::string(Doorbell::kMaxMessage, 'x'));
+  proto::ClientResponse big;  // any message: a slot holds bytes, whatever they parse as
+  big.set_job_id(std::string(Doorbell::kMaxMessage, 'x'));
   uint32_t seq = 0;
   Status s = program.PostRequest(big, &seq);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;

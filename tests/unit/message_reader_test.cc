@@ -2,6 +2,7 @@
 // and gyred read each other. Real sockets (a Unix socketpair), real partial writes.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -112,6 +113,62 @@ TEST_F(MessageReaderTest, SilenceEndsAtTheDeadline) {
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   EXPECT_GE(waited, std::chrono::milliseconds(100));
   EXPECT_LT(waited, std::chrono::seconds(5));
+}
+
+// The inode of descriptor `fd`: which file it is, whatever its number.
+ino_t InodeOf(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+TEST_F(MessageReaderTest, DescriptorsThatComeWithMessagesAreHeldInOrder) {
+  int a[2], b[2];
+  ASSERT_EQ(::pipe(a), 0);
+  ASSERT_EQ(::pipe(b), 0);
+  proto::ClientResponse one, two;
+  one.set_id(1);
+  two.set_id(2);
+  ASSERT_TRUE(WriteMessageWithFd(fds_[0], one, a[0], In(Seconds(5)), "test").ok());
+  ASSERT_TRUE(WriteMessageWithFd(fds_[0], two, b[0], In(Seconds(5)), "test").ok());
+  MessageReader reader(fds_[1]);
+  proto::ClientResponse r;
+  ASSERT_TRUE(reader.Read(&r, In(Seconds(5)), "test").ok());
+  EXPECT_EQ(r.id(), 1u);
+  ASSERT_TRUE(reader.Read(&r, In(Seconds(5)), "test").ok());
+  EXPECT_EQ(r.id(), 2u);
+  EXPECT_EQ(reader.held_fds(), 2u);
+  const int first = reader.TakeFd(), second = reader.TakeFd();
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0);
+  EXPECT_EQ(InodeOf(first), InodeOf(a[0]));
+  EXPECT_EQ(InodeOf(second), InodeOf(b[0]));
+  EXPECT_EQ(reader.TakeFd(), -1);
+  for (int fd : {first, second, a[0], a[1], b[0], b[1]}) ::close(fd);
+}
+
+TEST_F(MessageReaderTest, MoreDescriptorsThanTheCapAreAnErrorAndClosed) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  proto::ClientResponse empty;
+  for (size_t i = 0; i <= MessageReader::kMaxHeldFds; ++i) {
+    ASSERT_TRUE(WriteMessageWithFd(fds_[0], empty, p[1], In(Seconds(5)), "test").ok());
+  }
+  ::close(p[1]);
+  {
+    MessageReader reader(fds_[1]);
+    proto::ClientResponse r;
+    Status s;
+    for (size_t i = 0; i <= MessageReader::kMaxHeldFds && s.ok(); ++i) {
+      s = reader.Read(&r, In(Seconds(5)), "test");
+    }
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("more file descriptors"), std::string::npos) << s;
+    EXPECT_EQ(reader.held_fds(), 0u);
+  }
+  // Every copy of the write end is closed: the read end sees EOF at once.
+  char c;
+  EXPECT_EQ(::read(p[0], &c, 1), 0);
+  ::close(p[0]);
 }
 
 }  // namespace
