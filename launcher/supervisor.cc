@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <sstream>
+#include <unordered_map>
 
 #include "glog/logging.h"
 #include "launcher/signal_name.h"
@@ -563,6 +564,25 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
 }
 
 void Supervisor::StopIdleServices() {
+  // Per rank: whether it has a process that is not a service, and whether all of those have
+  // exited 0. One pass over the children, then one over the services: this runs every turn
+  // of the supervision loop, and a pass per service cost O(children^2) at a thousand ranks.
+  struct RankPrograms {
+    bool served = false;
+    bool all_ok = true;
+  };
+  std::unordered_map<int, RankPrograms> programs;
+  bool any_service = false;
+  for (const auto& child : children_) {
+    if (child->spec.service) {
+      any_service = true;
+      continue;
+    }
+    RankPrograms& p = programs[child->spec.rank];
+    p.served = true;
+    p.all_ok = p.all_ok && child->result.exited && child->result.exit_code == 0;
+  }
+  if (!any_service) return;
   for (auto& service : children_) {
     ProcessResult& r = service->result;
     if (!service->spec.service || r.pid <= 0 || r.finished()) continue;
@@ -573,14 +593,8 @@ void Supervisor::StopIdleServices() {
       }
       continue;
     }
-    bool served = false, all_ok = true;
-    for (const auto& other : children_) {
-      if (other->spec.service || other->spec.rank != service->spec.rank) continue;
-      served = true;
-      const ProcessResult& o = other->result;
-      all_ok = all_ok && o.exited && o.exit_code == 0;
-    }
-    if (!served || !all_ok) continue;
+    const auto it = programs.find(service->spec.rank);
+    if (it == programs.end() || !it->second.served || !it->second.all_ok) continue;
     if (service->service_stop.infinite()) {
       service->service_stop = Deadline::After(*clock_, options_.service_linger);
     } else if (service->service_stop.Expired(*clock_)) {
