@@ -51,6 +51,24 @@ void OpMonitor::Update(const OpRun& run) {
   last_progress_ = run.last_progress();
 }
 
+void OpMonitor::Tick(TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_tick_ != TimePoint{} && now - last_tick_ >= kFrozenAtLeast) {
+    freezes_[freeze_next_++ % freezes_.size()] = Freeze{now, now - last_tick_};
+  }
+  last_tick_ = now;
+}
+
+Duration OpMonitor::FrozenSince(TimePoint since, TimePoint now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_tick_ == TimePoint{}) return Duration::zero();
+  Duration longest = now - last_tick_ >= kFrozenAtLeast ? now - last_tick_ : Duration::zero();
+  for (const Freeze& f : freezes_) {
+    if (f.length > Duration::zero() && f.end >= since) longest = std::max(longest, f.length);
+  }
+  return longest;
+}
+
 void OpMonitor::End(uint64_t seq, const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   current_ = nullptr;

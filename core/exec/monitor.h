@@ -74,6 +74,17 @@ class OpMonitor {
   // out who is to blame.
   bool StoppedByAbort(uint64_t seq, const Status& failure) const;
 
+  // The freeze watchdog. A thread that wakes every few milliseconds (the stall probe,
+  // core/job/stall_probe.cc) calls Tick; a tick that comes at least kFrozenAtLeast after the
+  // one before means this process did not run in between (stopped by SIGSTOP or a debugger,
+  // paused with its VM, or starved of CPU), and the stretch is kept.
+  static constexpr Duration kFrozenAtLeast = std::chrono::seconds(1);
+  void Tick(TimePoint now);
+  // The longest stretch of at least kFrozenAtLeast this process did not run that ended at
+  // `since` or later, counting one still going on (`now` long after the last tick: the
+  // watchdog has not run since the process resumed); zero when there was none, or no watchdog.
+  Duration FrozenSince(TimePoint since, TimePoint now) const;
+
  private:
   const Clock* clock_;
   mutable std::mutex mu_;
@@ -85,6 +96,13 @@ class OpMonitor {
   std::array<CallRecord, kRecentCalls> recent_;
   size_t recent_next_ = 0;
   TimePoint last_progress_{};
+  TimePoint last_tick_{};  // zero until a watchdog ticks
+  struct Freeze {
+    TimePoint end{};
+    Duration length{};
+  };
+  std::array<Freeze, 4> freezes_{};  // the latest ones, a ring
+  size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   uint64_t aborted_seq_ = 0;
   Status abort_reason_;  // of aborted_seq_

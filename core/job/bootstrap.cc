@@ -186,6 +186,8 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     me.seq = failed.seq;
     me.status = failed.status;
     me.elapsed = failed.elapsed;
+    const TimePoint now = SteadyClock::Get()->Now();
+    me.frozen = comm->monitor()->FrozenSince(now - failed.elapsed - progress_timeout, now);
     const Duration query_timeout = QueryTimeoutFor(progress_timeout);
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;

@@ -52,6 +52,7 @@ void StallProbe::Loop() {
     cv_.wait_for(lock, kPollInterval, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
+    comm_->monitor()->Tick(clock->Now());
     const OpMonitor::Progress now = comm_->monitor()->CurrentProgress();
     if (now.in_op && now.seq != seq) {
       seq = now.seq;

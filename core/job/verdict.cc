@@ -207,6 +207,12 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     return v.classes[q] == RankClass::kNotEntered && ended_early &&
            (first_of(RankClass::kDead) >= 0 || first_of(RankClass::kUnreachable) >= 0);
   };
+  // This rank's own process did not run for long enough that the others' progress deadlines
+  // ran out on it: whatever they look like now (gone, having given up), they are its victims.
+  if (v.root < 0 && me.timeout > Duration::zero() && me.frozen >= me.timeout / 2) {
+    v.root = me.rank;
+    v.root_class = RankClass::kSelf;
+  }
   if (v.root < 0) {
     int q = me.waiting_on;
     for (int hops = 0; q >= 0 && q < p && hops < p && v.classes[q] == RankClass::kWaiting; ++hops) {
@@ -249,7 +255,13 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   }
   const PeerView& pv = peers[v.root];
   const proto::RankState& st = pv.state;
-  if (v.root == me.rank) {
+  if (v.root == me.rank && v.root_class == RankClass::kSelf) {
+    os << "rank " << v.root << " (this rank) was not running: its process did not run for "
+       << FormatDuration(me.frozen)
+       << " (stopped by a signal or a debugger, paused with its machine, or starved of CPU), "
+       << "at least half the progress timeout of " << FormatDuration(me.timeout)
+       << ", so the other ranks gave up on it; what it saw on resuming is their reaction";
+  } else if (v.root == me.rank) {
     os << "rank " << v.root << " (this rank) " << RankClassName(v.root_class) << ": ";
   } else {
     os << "rank " << v.root << " " << RankClassName(v.root_class) << " (" << Where(pv) << "): ";

@@ -50,6 +50,11 @@ struct LocalFailure {
   Duration elapsed{};   // since the operation started
   Duration timeout{};   // the progress timeout T
   int waiting_on = -1;  // the peer this rank waited for, if any
+  // The longest stretch this rank's process did not run, during the call or close enough
+  // before it that the others' progress deadlines could have run out on it
+  // (OpMonitor::FrozenSince). At least half the progress timeout, and nothing else (a
+  // divergence) explaining the failure, this rank is the cause: the others gave up on it.
+  Duration frozen{};
   int64_t bytes_received = 0;
   int64_t bytes_expected = 0;
   std::vector<CallRecord> recent;  // this rank's recent calls (core/exec/monitor.h)

@@ -2,9 +2,11 @@
 // different call, in the middle of a loop of allreduces run by client programs through their
 // daemons (and embedded). Every survivor's program gets the same root cause, naming the
 // faulty rank, within the promised time.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -212,6 +214,85 @@ TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
     ++named;
   }
   EXPECT_EQ(named, 2) << Dump(r);
+}
+
+// A rank stopped for longer than the progress timeout finds, once resumed, that the others
+// gave up on it and left: its own error names itself as the rank that was not running, not
+// the rank that left first, and the other rank's names it stalled. Two embedded ranks started
+// directly (gyrerun would end the stopped rank along with the job).
+TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
+  const std::string dir = EmptyTempDir("resumed");
+  const std::string store = dir + "/store";
+  ASSERT_EQ(::mkdir(store.c_str(), 0700), 0);
+  pid_t pids[2] = {-1, -1};
+  for (int r = 0; r < 2; ++r) {
+    const std::string err = dir + "/err" + std::to_string(r);
+    pids[r] = ::fork();
+    ASSERT_GE(pids[r], 0);
+    if (pids[r] == 0) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(127);
+      ::setenv("GYRE_MODE", "embedded", 1);
+      ::setenv("GYRE_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("GYRE_WORLD_SIZE", "2", 1);
+      ::setenv("GYRE_STORE", ("file://" + store).c_str(), 1);
+      ::setenv("GYRE_JOB_ID", "resumed", 1);
+      ::setenv("GYRE_TIMEOUT_MS", "1500", 1);
+      const std::string bin = BinDir() + "/gyre-test-client";
+      ::execl(bin.c_str(), bin.c_str(), "--check=false", "--loop_seconds=60",
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  struct Reap {
+    pid_t* pids;
+    ~Reap() {
+      for (int r = 0; r < 2; ++r) {
+        if (pids[r] <= 0) continue;
+        ::kill(pids[r], SIGKILL);
+        ::kill(pids[r], SIGCONT);
+        ::waitpid(pids[r], nullptr, 0);
+      }
+    }
+  } reap{pids};
+  // Both ranks are in the job once both control addresses are published; then they loop.
+  auto published = [&](int r) {
+    struct stat st {};
+    return ::stat((store + "/k.gyre%2Fcontrol%2Fresumed%2F" + std::to_string(r)).c_str(), &st) == 0;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!(published(0) && published(1)) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(published(0) && published(1)) << "the two ranks never joined";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
+  // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
+  int status = 0;
+  ASSERT_EQ(::waitpid(pids[0], &status, 0), pids[0]);
+  pids[0] = -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(::kill(pids[1], SIGCONT), 0);
+  bool exited = false;
+  for (int i = 0; i < 200 && !exited; ++i) {
+    exited = ::waitpid(pids[1], &status, WNOHANG) == pids[1];
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(exited) << "the resumed rank did not end within 10 s";
+  pids[1] = -1;
+  auto read = [&](int r) {
+    std::ifstream in(dir + "/err" + std::to_string(r));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string err0 = read(0), err1 = read(1);
+  EXPECT_NE(err0.find("rank 1 stalled"), std::string::npos) << err0;
+  EXPECT_NE(err1.find("rank 1 (this rank) was not running: its process did not run for"),
+            std::string::npos)
+      << err1;
+  EXPECT_NE(err1.find("the other ranks gave up on it"), std::string::npos) << err1;
+  EXPECT_EQ(err1.find("rank 0 dead"), std::string::npos) << err1;
 }
 
 // A program whose own daemon is stopped is not left waiting: the daemon's heartbeat stops

@@ -198,6 +198,25 @@ TEST(MonitorTest, OnlyACallStoppedByTheAbortIsTakenForAborted) {
   EXPECT_FALSE(c.monitor()->StoppedByAbort(first, DeadlineExceededError("no progress")));
 }
 
+// The freeze watchdog: ticks far apart are a stretch the process did not run; one still going
+// on (no tick since) counts too; stretches that ended before `since`, or under a second, do
+// not; and without a watchdog nothing is claimed.
+TEST(MonitorTest, TicksFarApartAreAStretchTheProcessDidNotRun) {
+  OpMonitor m(SteadyClock::Get());
+  const TimePoint t0 = SteadyClock::Get()->Now();
+  EXPECT_EQ(m.FrozenSince(t0, t0 + Seconds(60)), Duration::zero());  // no watchdog
+  m.Tick(t0);
+  m.Tick(t0 + Millis(20));
+  m.Tick(t0 + Millis(900));  // 880 ms late: under the second that counts
+  EXPECT_EQ(m.FrozenSince(t0, t0 + Millis(910)), Duration::zero());
+  m.Tick(t0 + Seconds(5));  // 4.1 s without a tick: stopped
+  m.Tick(t0 + Seconds(5) + Millis(20));
+  EXPECT_EQ(m.FrozenSince(t0, t0 + Seconds(6)), Seconds(5) - Millis(900));
+  EXPECT_EQ(m.FrozenSince(t0 + Seconds(6), t0 + Seconds(6)), Duration::zero());  // ended before
+  // Stopped right now: the watchdog has not ticked for 3 s.
+  EXPECT_EQ(m.FrozenSince(t0 + Seconds(6), t0 + Seconds(8) + Millis(20)), Seconds(3));
+}
+
 TEST(CommunicatorTest, CountersOfEachCallAreItsOwn) {
   // last() reuses its counters' storage from call to call: each call's counts must still be
   // that call's alone (ring allreduce: 2(p-1) messages each way per rank).

@@ -113,6 +113,33 @@ TEST(VerdictTest, TheChainOfWaitsOutranksADeadRankOffIt) {
   EXPECT_NE(v.text.find("rank 2 stalled"), std::string::npos) << v.text;
 }
 
+// A rank whose own process did not run for half the progress timeout or more (stopped, say)
+// finds, on resuming, that the others gave up on it and left: it names itself, not the first
+// of them. Frozen for less, the others could not have given up because of it, and the dead
+// rank is still the cause.
+TEST(VerdictTest, ARankThatWasNotRunningNamesItselfNotTheRanksThatGaveUpOnIt) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Refused(q);
+  LocalFailure me = Me(2, 0);
+  me.status = UnavailableError("rank 0 closed the connection");
+  me.elapsed = Seconds(40);
+  me.frozen = Seconds(35);
+  Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root, 2) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kSelf);
+  EXPECT_NE(v.text.find("rank 2 (this rank) was not running: its process did not run for 35"),
+            std::string::npos)
+      << v.text;
+  EXPECT_NE(v.text.find("the other ranks gave up on it"), std::string::npos) << v.text;
+  EXPECT_EQ(v.text.find("rank 0 dead"), std::string::npos) << v.text;
+
+  me.frozen = Seconds(14);  // under half of the 30 s timeout
+  v = Classify(me, views);
+  EXPECT_EQ(v.root, 0) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kDead);
+  EXPECT_NE(v.text.find("rank 0 dead"), std::string::npos) << v.text;
+}
+
 // When the chain ends nowhere (this rank waits on nobody, or on a rank that is done), the
 // class decides: dead before stalled before not entered.
 TEST(VerdictTest, OffTheChainDeadBeatsStalled) {
