@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -133,6 +134,8 @@ class TcpStoreServer::Impl {
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
   int unauthenticated_ = 0;
+  // The connections still in the handshake, oldest (lowest id) first.
+  std::set<uint64_t> handshaking_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_timer_;
@@ -234,6 +237,19 @@ void TcpStoreServer::Impl::Accept() {
       Accept();
       return;
     }
+    // At the cap of connections in the handshake, the one that has waited longest there is
+    // cut off rather than the newcomer: a real client proves itself in milliseconds, so
+    // strangers holding idle connections (no secret needed) cannot lock the job's ranks out.
+    if (unauthenticated_ >= options_.max_unauthenticated && !handshaking_.empty()) {
+      auto oldest = connections_.find(*handshaking_.begin());
+      if (oldest != connections_.end()) {
+        Refuse(oldest->second, auth::Refusal::kOverCap,
+               "the longest waiting of " + std::to_string(unauthenticated_) +
+                   " connections in the handshake (the cap), cut off for a newcomer");
+      } else {
+        handshaking_.erase(handshaking_.begin());
+      }
+    }
     if (unauthenticated_ >= options_.max_unauthenticated) {
       LOG(WARNING) << "store server " << address_ << ": refusing connection from "
                    << EndpointText(remote) << ": already " << unauthenticated_
@@ -251,6 +267,7 @@ void TcpStoreServer::Impl::Accept() {
     c->acceptor =
         std::make_unique<auth::Acceptor>(auth::Channel::kStore, &credentials_, &replay_guard_);
     ++unauthenticated_;
+    handshaking_.insert(c->id);
     connections_[c->id] = c;
     VLOG(1) << "store server " << address_ << ": connection from " << c->peer;
     c->handshake_timer.expires_after(options_.handshake_timeout);
@@ -432,6 +449,7 @@ void TcpStoreServer::Impl::OnHandshakeMessage(const ConnectionPtr& c, const std:
   if (!proof.ok()) return Refuse(c, acceptor.refusal(), proof.message());
   c->authenticated = true;
   --unauthenticated_;
+  handshaking_.erase(c->id);
   c->handshake_timer.cancel();
   VLOG(1) << "store server " << address_ << ": " << c->peer << " authenticated as rank "
           << acceptor.peer_rank() << " of job " << acceptor.peer_job_id();
@@ -448,7 +466,10 @@ void TcpStoreServer::Impl::OnHandshakeMessage(const ConnectionPtr& c, const std:
 void TcpStoreServer::Impl::Close(const ConnectionPtr& c) {
   if (c->closed) return;
   c->closed = true;
-  if (!c->authenticated) --unauthenticated_;
+  if (!c->authenticated) {
+    --unauthenticated_;
+    handshaking_.erase(c->id);
+  }
   if (c->parked) RemoveWaiter(c);
   c->parked = false;
   asio::error_code ignored;

@@ -35,7 +35,8 @@ class TcpStoreServer {
     std::string job_id;
     // A connection must complete the handshake within this time, however it trickles.
     Duration handshake_timeout = Seconds(5);
-    // Connections still in the handshake; more are closed at once.
+    // Connections still in the handshake. At the cap, the one that has waited longest there
+    // is closed to make room for a newcomer.
     int max_unauthenticated = 64;
     Options();
   };

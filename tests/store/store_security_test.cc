@@ -293,6 +293,39 @@ TEST(StoreSecurityTest, FiveHundredIdleConnectionsTieUpNothing) {
   EXPECT_LE(OpenDescriptors(), fds_before);
 }
 
+// Strangers who hold every handshake slot with idle connections (no secret needed) cannot
+// lock the job's ranks out: at the cap the longest waiting one is cut off, the newcomer is
+// served, and the refusal is counted.
+TEST(StoreSecurityTest, IdleStrangersAtTheHandshakeCapCannotLockRanksOut) {
+  TcpStoreServer::Options options;
+  options.handshake_timeout = Seconds(60);  // the strangers would hold their slots all test
+  options.max_unauthenticated = 8;
+  auto server = SecuredServer(options);
+  std::vector<int> idle;
+  for (int i = 0; i < options.max_unauthenticated; ++i) {
+    const int fd = testing::ConnectRaw(server->port());
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  // The accepts happen on the server's thread: wait until all eight are in the handshake,
+  // which a ninth stranger shows by cutting off the first.
+  const int ninth = testing::ConnectRaw(server->port());
+  ASSERT_GE(ninth, 0);
+  EXPECT_TRUE(testing::WaitForEof(idle.front(), Seconds(5)));
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", server->port(), In(Seconds(5)), Client());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_LT(SteadyClock::Get()->Now() - start, Seconds(2));
+  ASSERT_TRUE((*store)->Set("k", "v", In(Seconds(5))).ok());
+  auto got = (*store)->Get("k", In(Seconds(5)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "v");
+  EXPECT_TRUE(testing::WaitForEof(idle[1], Seconds(5)));  // the rank's connection took its slot
+  EXPECT_GE(server->refusals().count(auth::Refusal::kOverCap), 2);
+  for (int fd : idle) ::close(fd);
+  ::close(ninth);
+}
+
 // ---- FileStore ----------------------------------------------------------------------------
 
 TEST(FileStoreSecurityTest, NewFolderIsPrivate) {

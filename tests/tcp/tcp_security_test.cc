@@ -263,6 +263,44 @@ TEST(TcpSecurityTest, FiveHundredIdleConnectionsTieUpNothing) {
   ExpectGrowthBelow(rss_before, 64 * 1024);
 }
 
+// Strangers that hold every handshake slot of a rank with idle connections (no secret needed)
+// cannot keep the job's ranks from connecting: at the cap the longest waiting stranger is
+// cut off, and the rank's peer gets in and is served.
+TEST(TcpSecurityTest, IdleStrangersAtTheHandshakeCapCannotKeepRanksOut) {
+  TcpTransportOptions options;
+  options.job_id = kJob;
+  options.secret = TestSecret();
+  options.world_size = 2;
+  options.handshake_timeout = Seconds(60);  // the strangers would hold their slots all test
+  options.max_unauthenticated_connections = 8;
+  options.connect_timeout = Seconds(10);
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  for (int r = 0; r < 2; ++r) {
+    options.rank = r;
+    auto t = TcpTransport::Create(options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    world.push_back(std::move(*t));
+  }
+  std::vector<std::unique_ptr<RawSocket>> idle;
+  for (int i = 0; i < options.max_unauthenticated_connections; ++i) {
+    auto s = RawSocket::Connect(world[1]->address());
+    ASSERT_TRUE(s) << i;
+    idle.push_back(std::move(s));
+  }
+  // A ninth stranger shows that all eight are in the handshake: it cuts off the first.
+  auto ninth = RawSocket::Connect(world[1]->address());
+  ASSERT_TRUE(ninth);
+  EXPECT_TRUE(idle.front()->WaitClosed(Seconds(5)));
+  const std::vector<std::string> addresses = {world[0]->address(), world[1]->address()};
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& t : world) ASSERT_TRUE(t->SetPeers(addresses).ok());
+  EXPECT_TRUE(RoundTrip(world, 0, 1, 1).ok());
+  EXPECT_TRUE(RoundTrip(world, 1, 0, 2).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(idle[1]->WaitClosed(Seconds(5)));  // rank 0's connection took its slot
+  EXPECT_GE(world[1]->refusals().count(auth::Refusal::kOverCap), 2);
+}
+
 TEST(TcpSecurityTest, MutatedHandshakesAreRefusedAndTheJobGoesOn) {
   TcpTransportOptions options;
   options.handshake_timeout = Millis(300);

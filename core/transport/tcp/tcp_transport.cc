@@ -234,6 +234,7 @@ class TcpTransport::Impl {
     asio::steady_timer handshake_timer;
     std::string remote;  // the peer's ephemeral address, for logs before it is identified
     int peer = -1;
+    uint64_t accepted = 0;  // the order of its accept: the key in handshaking_
     bool handshake_done = false;
     std::unique_ptr<auth::Acceptor> acceptor;  // until the handshake is done
     bool rejecting = false;                    // a refusal is being written; nothing more is read
@@ -525,6 +526,9 @@ class TcpTransport::Impl {
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
   int pending_handshakes_ = 0;
+  // The accepted connections still in the handshake, by accept order (oldest first).
+  std::map<uint64_t, std::weak_ptr<InConn>> handshaking_;
+  uint64_t accepts_ = 0;
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
   size_t unexpected_bytes_ = 0;
@@ -1267,6 +1271,17 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   asio::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   std::string who = ec ? std::string("an unknown address") : FormatEndpoint(remote);
+  // At the cap, the connection that has waited longest in the handshake is cut off rather
+  // than the newcomer: a rank proves itself in milliseconds, so strangers holding idle
+  // connections (no secret needed) cannot keep the job's ranks from connecting.
+  while (pending_handshakes_ >= options_.max_unauthenticated_connections && !handshaking_.empty()) {
+    std::shared_ptr<InConn> oldest = handshaking_.begin()->second.lock();
+    handshaking_.erase(handshaking_.begin());
+    if (oldest == nullptr || oldest->closed || oldest->handshake_done) continue;
+    RefuseStranger(oldest, auth::Refusal::kOverCap,
+                   "the longest waiting of " + std::to_string(pending_handshakes_) +
+                       " connections in the handshake (the cap), cut off for a newcomer");
+  }
   if (pending_handshakes_ >= options_.max_unauthenticated_connections) {
     refusals_.Count(auth::Refusal::kOverCap);
     LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
@@ -1288,6 +1303,8 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
       std::make_unique<auth::Acceptor>(auth::Channel::kPeer, &credentials_, &replay_guard_);
   in_conns_.insert(c);
   ++pending_handshakes_;
+  c->accepted = ++accepts_;
+  handshaking_[c->accepted] = c;
   c->handshake_timer.expires_after(options_.handshake_timeout);
   c->handshake_timer.async_wait(Wrap([this, c](const asio::error_code& timer_ec) {
     if (timer_ec || c->closed || c->handshake_done) return;
@@ -1552,6 +1569,7 @@ void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
   c->peer = q;
   c->handshake_done = true;
   --pending_handshakes_;
+  handshaking_.erase(c->accepted);
   c->handshake_timer.cancel();
   p.conn = c;
   VLOG(1) << "rank " << options_.rank << " accepted a connection from " << DescribePeer(q) << " at "
@@ -1687,6 +1705,7 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
   in_conns_.erase(c);
   if (!c->handshake_done) {
     --pending_handshakes_;
+    handshaking_.erase(c->accepted);
     return;
   }
   RecvPeer& p = recv_peers_[c->peer];

@@ -41,7 +41,8 @@ struct TcpTransportOptions {
   // so a sender of one byte per second is cut off too), and how long one connect attempt
   // waits for the answers; a silent stranger holds a socket for no longer.
   Duration handshake_timeout = Seconds(5);
-  // Accepted connections still in the handshake; more are closed at once.
+  // Accepted connections still in the handshake. At the cap, the one that has waited longest
+  // there is closed to make room for a newcomer.
   int max_unauthenticated_connections = 64;
   // Largest message accepted or sent; a larger frame header closes the connection before
   // anything is allocated.
