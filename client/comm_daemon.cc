@@ -378,6 +378,9 @@ class DaemonComm final : public CommBase {
   // New shared memory of `bytes` (rounded up to pages), mapped here and by the daemon as
   // region `region`.
   StatusOr<void*> MapShared(size_t bytes, uint32_t region) {
+    // A broken channel takes nothing more: a descriptor passed now would sit in the daemon,
+    // holding its memory, with no request ever to take it.
+    if (!broken_.ok()) return broken_;
     const size_t want = PageRound(bytes);
     int mfd = -1;
     GYRE_ASSIGN_OR_RETURN(void* m, CreateShared(want, &mfd));
@@ -446,7 +449,9 @@ class DaemonComm final : public CommBase {
   }
 
   // The bytes of memory this process could still get: MemAvailable, and under a cgroup v2
-  // memory limit, that limit less the cgroup's use; nullopt when neither can be read.
+  // memory limit, that limit less what the cgroup uses and cannot give back (its use less its
+  // page cache, which the kernel reclaims, but not less its shared memory, which it cannot
+  // without swap); nullopt when neither can be read.
   static std::optional<uint64_t> AvailableMemory() {
     std::optional<uint64_t> best;
     auto take = [&](uint64_t v) { best = best ? std::min(*best, v) : v; };
@@ -465,7 +470,18 @@ class DaemonComm final : public CommBase {
       const std::string dir = "/sys/fs/cgroup" + line.substr(3);
       std::ifstream max_file(dir + "/memory.max"), current_file(dir + "/memory.current");
       uint64_t max = 0, current = 0;
-      if (max_file >> max && current_file >> current) take(max > current ? max - current : 0);
+      if (!(max_file >> max && current_file >> current)) continue;  // "max": no limit
+      uint64_t file = 0, shmem = 0;
+      std::ifstream stat(dir + "/memory.stat");
+      for (std::string key; stat >> key;) {
+        uint64_t v = 0;
+        if (!(stat >> v)) break;
+        if (key == "file") file = v;
+        if (key == "shmem") shmem = v;
+      }
+      const uint64_t reclaimable = file > shmem ? file - shmem : 0;
+      const uint64_t held = current > reclaimable ? current - reclaimable : 0;
+      take(max > held ? max - held : 0);
     }
     return best;
   }

@@ -1,10 +1,12 @@
 #include "daemon/client_server.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,27 +73,33 @@ struct Mapping {
 };
 
 // Maps the first `bytes` of the shared memory behind `fd`, a descriptor the client passed
-// (closed here, mapped or not). It must be a memfd sealed against shrinking, and at least
-// `bytes` long: memory the client could truncate would be a SIGBUS here at the next touch.
+// (closed here, mapped or not). It must be an ordinary memfd (shmem: on hugetlbfs a punched
+// hole can leave a page nobody can fault in) sealed against shrinking, and at least `bytes`
+// long: memory the client could truncate would be a SIGBUS here at the next touch. The seal
+// is read before the size: the client may still truncate and then seal between the two, and
+// only a size read after the seal is one it can no longer go below.
 StatusOr<std::unique_ptr<Mapping>> MapFd(int fd, size_t bytes, const std::string& what) {
   std::string wrong;
   struct stat st {};
+  struct statfs fs {};
+  int seals = -1;
   if (bytes == 0) {
     wrong = "a buffer of 0 bytes";
-  } else if (::fstat(fd, &st) != 0) {
+  } else if (::fstatfs(fd, &fs) != 0 || ::fstat(fd, &st) != 0) {
     wrong = std::string("cannot stat it: ") + std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
     wrong = "it is not a regular file";
-  } else {
-    const int seals = ::fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-      wrong =
-          "it is not sealed against shrinking (a memfd with F_SEAL_SHRINK; memory the "
-          "client could truncate would crash the daemon)";
-    } else if (static_cast<size_t>(st.st_size) < bytes) {
-      wrong = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
-              std::to_string(bytes) + " announced";
-    }
+  } else if (fs.f_type != TMPFS_MAGIC) {
+    wrong = "it is not ordinary shared memory (a memfd without MFD_HUGETLB)";
+  } else if (seals = ::fcntl(fd, F_GET_SEALS), seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    wrong =
+        "it is not sealed against shrinking (a memfd with F_SEAL_SHRINK; memory the "
+        "client could truncate would crash the daemon)";
+  } else if (::fstat(fd, &st) != 0) {
+    wrong = std::string("cannot stat it: ") + std::strerror(errno);
+  } else if (static_cast<size_t>(st.st_size) < bytes) {
+    wrong = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
+            std::to_string(bytes) + " announced";
   }
   if (!wrong.empty()) {
     ::close(fd);
@@ -253,19 +261,27 @@ namespace {
 // How long a descriptor announced through the doorbell may take to arrive on the socket; the
 // client sends it before the request, so only a client that never sends it waits this long.
 constexpr Duration kFdArrival = std::chrono::seconds(5);
+// How long the rest of a message that has begun to arrive on the socket may take: a client
+// sends each one whole, so only a stray or cut-off message waits this long.
+constexpr Duration kRestOfMessage = std::chrono::seconds(1);
 
-// Reads one message from the socket of a client with a doorbell: it must be an empty request
-// carrying a descriptor, which `reader` then holds.
-Status ReadFdCarrier(ipc::MessageReader& reader, Deadline deadline) {
+// Reads one message from the socket of a client with a doorbell, waiting up to `wait`: it
+// must be an empty request carrying a descriptor, which `reader` then holds.
+Status ReadFdCarrier(ipc::MessageReader& reader, Duration wait) {
   const std::string wrong =
       "the client wrote to its socket after attaching a doorbell (only an empty request "
       "carrying a file descriptor may come there)";
   const size_t held = reader.held_fds();
   proto::ClientRequest carrier;
-  Status s = reader.Read(&carrier, deadline, "client connection");
+  const bool begun = reader.buffered() > 0;
+  Status s = reader.Read(&carrier, Deadline::After(*SteadyClock::Get(), wait), "client connection");
   if (s.code() == StatusCode::kUnavailable) return s;
   if (s.code() == StatusCode::kDeadlineExceeded) {
-    return DeadlineExceededError("none came on the socket within " + FormatDuration(kFdArrival));
+    if (begun || reader.buffered() > 0) {
+      return InvalidArgumentError(wrong + ": an incomplete message, and nothing more within " +
+                                  FormatDuration(wait));
+    }
+    return DeadlineExceededError("none came on the socket within " + FormatDuration(wait));
   }
   if (!s.ok()) return InvalidArgumentError(wrong + ": " + s.message());
   if (carrier.body_case() != proto::ClientRequest::BODY_NOT_SET || carrier.id() != 0 ||
@@ -283,7 +299,7 @@ StatusOr<int> ClientServer::RequestFd(ipc::MessageReader& reader, bool via_doorb
     if (fd < 0) return InvalidArgumentError("the request came without its file descriptor");
     return fd;
   }
-  Status s = ReadFdCarrier(reader, Deadline::After(*SteadyClock::Get(), kFdArrival));
+  Status s = ReadFdCarrier(reader, kFdArrival);
   if (!s.ok()) {
     return Status(s.code(), "the file descriptor announced through the doorbell: " + s.message());
   }
@@ -304,7 +320,7 @@ Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, ipc::MessageReader
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (r <= 0) return UnavailableError("the client closed its connection");
     // A descriptor sent ahead of its MapBuffer request: held for it. Sent whole by then.
-    GYRE_RETURN_IF_ERROR(ReadFdCarrier(reader, Deadline::After(*SteadyClock::Get(), kFdArrival)));
+    GYRE_RETURN_IF_ERROR(ReadFdCarrier(reader, kRestOfMessage));
   }
   return bell.ReadRequest(req, seq);
 }
