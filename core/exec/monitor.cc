@@ -22,6 +22,7 @@ Status OpMonitor::Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected
   snap_.bytes_received = 0;
   snap_.bytes_expected = bytes_expected;
   last_progress_ = run->start_time();
+  if (last_tick_ != TimePoint{}) call_start_ = SteadyClock::Get()->Now();
   CallRecord& r = recent_[recent_next_++ % kRecentCalls];
   r.seq = seq;
   r.desc = ctx.desc;
@@ -69,12 +70,18 @@ Duration OpMonitor::FrozenSince(TimePoint since, TimePoint now) const {
   return longest;
 }
 
+TimePoint OpMonitor::last_success_start() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_success_;
+}
+
 void OpMonitor::End(uint64_t seq, const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   current_ = nullptr;
   snap_.in_op = false;
   if (status.ok()) {
     snap_.last_completed_seq = seq;
+    last_success_ = call_start_;
   } else {
     snap_.last_error = status.ToString();
     snap_.failed_seq = seq;

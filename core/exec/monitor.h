@@ -84,6 +84,11 @@ class OpMonitor {
   // `since` or later, counting one still going on (`now` long after the last tick: the
   // watchdog has not run since the process resumed); zero when there was none, or no watchdog.
   Duration FrozenSince(TimePoint since, TimePoint now) const;
+  // When the last call that succeeded began, on the steady clock (zero before one has, or
+  // without a watchdog). A stretch that ended before then did not make the others give up:
+  // they took part in that whole call after it. (One that ended inside the call may have:
+  // this rank can finish a call on what arrived before it stopped, after the others left.)
+  TimePoint last_success_start() const;
 
  private:
   const Clock* clock_;
@@ -96,7 +101,9 @@ class OpMonitor {
   std::array<CallRecord, kRecentCalls> recent_;
   size_t recent_next_ = 0;
   TimePoint last_progress_{};
-  TimePoint last_tick_{};  // zero until a watchdog ticks
+  TimePoint last_tick_{};     // zero until a watchdog ticks
+  TimePoint call_start_{};    // of the call running or last run, when a watchdog ticks
+  TimePoint last_success_{};  // the start of the last call that succeeded
   struct Freeze {
     TimePoint end{};
     Duration length{};

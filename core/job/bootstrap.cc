@@ -187,7 +187,8 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     me.status = failed.status;
     me.elapsed = failed.elapsed;
     const TimePoint now = SteadyClock::Get()->Now();
-    me.frozen = comm->monitor()->FrozenSince(now - failed.elapsed - progress_timeout, now);
+    me.frozen = comm->monitor()->FrozenSince(comm->monitor()->last_success_start(), now);
+    me.frozen_in_call = comm->monitor()->FrozenSince(now - failed.elapsed, now);
     const Duration query_timeout = QueryTimeoutFor(progress_timeout);
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;

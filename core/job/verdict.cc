@@ -209,7 +209,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   };
   // This rank's own process did not run for long enough that the others' progress deadlines
   // ran out on it: whatever they look like now (gone, having given up), they are its victims.
-  if (v.root < 0 && me.timeout > Duration::zero() && me.frozen >= me.timeout / 2) {
+  if (v.root < 0 && me.timeout > Duration::zero() &&
+      (me.frozen >= me.timeout || me.frozen_in_call >= me.timeout / 2)) {
     v.root = me.rank;
     v.root_class = RankClass::kSelf;
   }
@@ -257,9 +258,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   const proto::RankState& st = pv.state;
   if (v.root == me.rank && v.root_class == RankClass::kSelf) {
     os << "rank " << v.root << " (this rank) was not running: its process did not run for "
-       << FormatDuration(me.frozen)
+       << FormatDuration(std::max(me.frozen, me.frozen_in_call))
        << " (stopped by a signal or a debugger, paused with its machine, or starved of CPU), "
-       << "at least half the progress timeout of " << FormatDuration(me.timeout)
+       << "against a progress timeout of " << FormatDuration(me.timeout)
        << ", so the other ranks gave up on it; what it saw on resuming is their reaction";
   } else if (v.root == me.rank) {
     os << "rank " << v.root << " (this rank) " << RankClassName(v.root_class) << ": ";

@@ -50,11 +50,13 @@ struct LocalFailure {
   Duration elapsed{};   // since the operation started
   Duration timeout{};   // the progress timeout T
   int waiting_on = -1;  // the peer this rank waited for, if any
-  // The longest stretch this rank's process did not run, during the call or close enough
-  // before it that the others' progress deadlines could have run out on it
-  // (OpMonitor::FrozenSince). At least half the progress timeout, and nothing else (a
-  // divergence) explaining the failure, this rank is the cause: the others gave up on it.
+  // The longest stretch this rank's process did not run that ended after its last successful
+  // call began (OpMonitor::FrozenSince, last_success_start), and the longest that ended
+  // during this call. The first at least
+  // the progress timeout, or the second at least half of it, and nothing else (a divergence)
+  // explaining the failure, this rank is the cause: the others gave up on it.
   Duration frozen{};
+  Duration frozen_in_call{};
   int64_t bytes_received = 0;
   int64_t bytes_expected = 0;
   std::vector<CallRecord> recent;  // this rank's recent calls (core/exec/monitor.h)

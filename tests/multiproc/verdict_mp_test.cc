@@ -216,83 +216,122 @@ TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
   EXPECT_EQ(named, 2) << Dump(r);
 }
 
-// A rank stopped for longer than the progress timeout finds, once resumed, that the others
-// gave up on it and left: its own error names itself as the rank that was not running, not
-// the rank that left first, and the other rank's names it stalled. Two embedded ranks started
-// directly (gyrerun would end the stopped rank along with the job).
-TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
-  const std::string dir = EmptyTempDir("resumed");
-  const std::string store = dir + "/store";
-  ASSERT_EQ(::mkdir(store.c_str(), 0700), 0);
+// Two embedded ranks of gyre-test-client looping allreduces, started directly (gyrerun would
+// end a stopped rank along with the job), stderr in `dir`/err<rank>; killed and reaped by the
+// destructor unless reaped before.
+struct TwoDirectRanks {
+  std::string dir, store;
   pid_t pids[2] = {-1, -1};
-  for (int r = 0; r < 2; ++r) {
-    const std::string err = dir + "/err" + std::to_string(r);
-    pids[r] = ::fork();
-    ASSERT_GE(pids[r], 0);
-    if (pids[r] == 0) {
+  TwoDirectRanks(const std::string& name, int timeout_ms) {
+    dir = EmptyTempDir(name);
+    store = dir + "/store";
+    EXPECT_EQ(::mkdir(store.c_str(), 0700), 0);
+    for (int r = 0; r < 2; ++r) {
+      const std::string err = dir + "/err" + std::to_string(r);
+      pids[r] = ::fork();
+      if (pids[r] != 0) continue;
       const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(127);
       ::setenv("GYRE_MODE", "embedded", 1);
       ::setenv("GYRE_RANK", std::to_string(r).c_str(), 1);
       ::setenv("GYRE_WORLD_SIZE", "2", 1);
       ::setenv("GYRE_STORE", ("file://" + store).c_str(), 1);
-      ::setenv("GYRE_JOB_ID", "resumed", 1);
-      ::setenv("GYRE_TIMEOUT_MS", "1500", 1);
+      ::setenv("GYRE_JOB_ID", name.c_str(), 1);
+      ::setenv("GYRE_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
       const std::string bin = BinDir() + "/gyre-test-client";
       ::execl(bin.c_str(), bin.c_str(), "--check=false", "--loop_seconds=60",
               static_cast<char*>(nullptr));
       ::_exit(127);
     }
   }
-  struct Reap {
-    pid_t* pids;
-    ~Reap() {
-      for (int r = 0; r < 2; ++r) {
-        if (pids[r] <= 0) continue;
-        ::kill(pids[r], SIGKILL);
-        ::kill(pids[r], SIGCONT);
-        ::waitpid(pids[r], nullptr, 0);
-      }
+  ~TwoDirectRanks() {
+    for (pid_t& pid : pids) {
+      if (pid <= 0) continue;
+      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGCONT);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
     }
-  } reap{pids};
+  }
   // Both ranks are in the job once both control addresses are published; then they loop.
-  auto published = [&](int r) {
-    struct stat st {};
-    return ::stat((store + "/k.gyre%2Fcontrol%2Fresumed%2F" + std::to_string(r)).c_str(), &st) == 0;
-  };
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!(published(0) && published(1)) && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool Joined(const std::string& name) const {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    auto published = [&](int r) {
+      struct stat st {};
+      return ::stat((store + "/k.gyre%2Fcontrol%2F" + name + "%2F" + std::to_string(r)).c_str(),
+                    &st) == 0;
+    };
+    while (!(published(0) && published(1)) && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return published(0) && published(1);
   }
-  ASSERT_TRUE(published(0) && published(1)) << "the two ranks never joined";
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
-  // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
-  int status = 0;
-  ASSERT_EQ(::waitpid(pids[0], &status, 0), pids[0]);
-  pids[0] = -1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_EQ(::kill(pids[1], SIGCONT), 0);
-  bool exited = false;
-  for (int i = 0; i < 200 && !exited; ++i) {
-    exited = ::waitpid(pids[1], &status, WNOHANG) == pids[1];
-    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Waits up to `seconds` for rank r to exit; true if it did (and it is reaped).
+  bool Exited(int r, double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (true) {
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        pids[r] = -1;
+        return true;
+      }
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
-  ASSERT_TRUE(exited) << "the resumed rank did not end within 10 s";
-  pids[1] = -1;
-  auto read = [&](int r) {
+  std::string Err(int r) const {
     std::ifstream in(dir + "/err" + std::to_string(r));
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
-  };
-  const std::string err0 = read(0), err1 = read(1);
+  }
+};
+
+// A rank stopped for longer than the progress timeout finds, once resumed, that the others
+// gave up on it and left: its own error names itself as the rank that was not running, not
+// the rank that left first, and the other rank's names it stalled.
+TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
+  TwoDirectRanks ranks("resumed", 1500);
+  ASSERT_GT(ranks.pids[0], 0);
+  ASSERT_GT(ranks.pids[1], 0);
+  ASSERT_TRUE(ranks.Joined("resumed")) << "the two ranks never joined";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
+  // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
+  ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
+  ASSERT_TRUE(ranks.Exited(1, 10)) << "the resumed rank did not end within 10 s";
+  const std::string err0 = ranks.Err(0), err1 = ranks.Err(1);
   EXPECT_NE(err0.find("rank 1 stalled"), std::string::npos) << err0;
   EXPECT_NE(err1.find("rank 1 (this rank) was not running: its process did not run for"),
             std::string::npos)
       << err1;
   EXPECT_NE(err1.find("the other ranks gave up on it"), std::string::npos) << err1;
   EXPECT_EQ(err1.find("rank 0 dead"), std::string::npos) << err1;
+}
+
+// A pause the others survived (under the progress timeout, calls completing after it) is not
+// blamed for a later failure: when rank 0 is then killed, rank 1 names rank 0 dead.
+TEST(StoppedRankTest, APauseThePeersSurvivedIsNotBlamedForALaterDeath) {
+  TwoDirectRanks ranks("survived", 4000);
+  ASSERT_GT(ranks.pids[0], 0);
+  ASSERT_GT(ranks.pids[1], 0);
+  ASSERT_TRUE(ranks.Joined("survived")) << "the two ranks never joined";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_FALSE(ranks.Exited(0, 0))
+      << "rank 0 gave up on a pause under its timeout: " << ranks.Err(0);
+  ASSERT_FALSE(ranks.Exited(1, 0)) << ranks.Err(1);
+  ASSERT_EQ(::kill(ranks.pids[0], SIGKILL), 0);
+  ASSERT_TRUE(ranks.Exited(0, 10));
+  ASSERT_TRUE(ranks.Exited(1, 15)) << "rank 1 did not end after rank 0 was killed";
+  const std::string err1 = ranks.Err(1);
+  EXPECT_EQ(err1.find("was not running"), std::string::npos) << err1;
+  EXPECT_NE(err1.find("rank 0 dead"), std::string::npos) << err1;
 }
 
 // A program whose own daemon is stopped is not left waiting: the daemon's heartbeat stops

@@ -217,6 +217,25 @@ TEST(MonitorTest, TicksFarApartAreAStretchTheProcessDidNotRun) {
   EXPECT_EQ(m.FrozenSince(t0 + Seconds(6), t0 + Seconds(8) + Millis(20)), Seconds(3));
 }
 
+// A stretch that ended before the last successful call began is not counted from it: the
+// others took part in that whole call after the stretch.
+TEST(MonitorTest, AStretchBeforeTheLastSuccessIsNotCountedFromIt) {
+  auto transports = LoopbackHub::CreateWorld(1);
+  Communicator c(std::move(transports[0]));
+  OpMonitor& m = *c.monitor();
+  const TimePoint t0 = SteadyClock::Get()->Now();
+  m.Tick(t0 - Seconds(10));
+  m.Tick(t0 - Seconds(5));  // 5 s without a tick, over before t0
+  m.Tick(t0);
+  EXPECT_EQ(m.FrozenSince(TimePoint{}, t0), Seconds(5));
+  EXPECT_EQ(m.last_success_start(), TimePoint{});
+  std::vector<int32_t> v(8, 1);
+  ASSERT_TRUE(c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum).ok());
+  const TimePoint began = m.last_success_start();
+  EXPECT_GE(began, t0);
+  EXPECT_EQ(m.FrozenSince(began, began + Millis(10)), Duration::zero());
+}
+
 TEST(CommunicatorTest, CountersOfEachCallAreItsOwn) {
   // last() reuses its counters' storage from call to call: each call's counts must still be
   // that call's alone (ring allreduce: 2(p-1) messages each way per rank).

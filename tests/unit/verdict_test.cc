@@ -113,10 +113,11 @@ TEST(VerdictTest, TheChainOfWaitsOutranksADeadRankOffIt) {
   EXPECT_NE(v.text.find("rank 2 stalled"), std::string::npos) << v.text;
 }
 
-// A rank whose own process did not run for half the progress timeout or more (stopped, say)
-// finds, on resuming, that the others gave up on it and left: it names itself, not the first
-// of them. Frozen for less, the others could not have given up because of it, and the dead
-// rank is still the cause.
+// A rank whose own process did not run for the progress timeout or more since its last call
+// that succeeded (stopped, say), or for half of it during the failed call, finds on resuming
+// that the others gave up on it and left: it names itself, not the first of them. A shorter
+// stretch, or one the others survived (before its last success, so not counted here), leaves
+// the dead rank the cause.
 TEST(VerdictTest, ARankThatWasNotRunningNamesItselfNotTheRanksThatGaveUpOnIt) {
   std::vector<PeerView> views(3);
   for (int q = 0; q < 3; ++q) views[q] = Refused(q);
@@ -133,11 +134,22 @@ TEST(VerdictTest, ARankThatWasNotRunningNamesItselfNotTheRanksThatGaveUpOnIt) {
   EXPECT_NE(v.text.find("the other ranks gave up on it"), std::string::npos) << v.text;
   EXPECT_EQ(v.text.find("rank 0 dead"), std::string::npos) << v.text;
 
-  me.frozen = Seconds(14);  // under half of the 30 s timeout
+  me.frozen = Seconds(20);  // under the 30 s timeout, but 16 s of it in the failed call
+  me.frozen_in_call = Seconds(16);
+  v = Classify(me, views);
+  EXPECT_EQ(v.root_class, RankClass::kSelf) << v.text;
+
+  me.frozen = Seconds(25);  // under the timeout, before the call: the others survived it
+  me.frozen_in_call = Duration::zero();
   v = Classify(me, views);
   EXPECT_EQ(v.root, 0) << v.text;
   EXPECT_EQ(v.root_class, RankClass::kDead);
   EXPECT_NE(v.text.find("rank 0 dead"), std::string::npos) << v.text;
+
+  me.frozen = Seconds(14);  // in the call, under half the timeout
+  me.frozen_in_call = Seconds(14);
+  v = Classify(me, views);
+  EXPECT_EQ(v.root_class, RankClass::kDead) << v.text;
 }
 
 // When the chain ends nowhere (this rank waits on nobody, or on a rank that is done), the
