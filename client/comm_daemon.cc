@@ -419,11 +419,11 @@ class DaemonComm final : public CommBase {
   StatusOr<void*> CreateShared(size_t want, int* fd) {
     const std::optional<uint64_t> available = AvailableMemory();
     if (available && want > *available) {
-      return ResourceExhaustedError("cannot reserve " + std::to_string(want) +
-                                    " bytes of shared memory for the daemon: " + "this host has " +
-                                    std::to_string(*available) +
-                                    " bytes available (MemAvailable, " +
-                                    "or the memory cgroup's limit less its use)");
+      return ResourceExhaustedError(
+          "cannot reserve " + std::to_string(want) +
+          " bytes of shared memory for the daemon: this host has " + std::to_string(*available) +
+          " bytes available (MemAvailable, or the memory cgroup's limit less what it holds and "
+          "cannot reclaim)");
     }
     const int mfd = ::memfd_create("gyre-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0) {

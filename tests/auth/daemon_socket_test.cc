@@ -424,6 +424,27 @@ proto::ClientResponse Attach(int fd, int memory, uint64_t bytes) {
   return resp;
 }
 
+// A raw client with a doorbell attached (its block, a memfd, unmapped and closed with it).
+struct AttachedClient {
+  int fd = -1, memory = -1;
+  void* block = nullptr;
+  AttachedClient(const std::string& socket, const auth::Secret& secret) {
+    fd = HelloClient(socket, secret);
+    block = SharedMemory(ipc::Doorbell::kBlockBytes, &memory);
+    if (fd < 0 || block == nullptr) return;
+    ipc::Doorbell::Create(block);
+    if (Attach(fd, memory, ipc::Doorbell::kBlockBytes).status().code() != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~AttachedClient() {
+    if (fd >= 0) ::close(fd);
+    if (memory >= 0) ::close(memory);
+    if (block != nullptr) ::munmap(block, ipc::Doorbell::kBlockBytes);
+  }
+};
+
 // An allreduce of 16 float32 in place, its buffers in region 0 at offset 0 unless changed.
 proto::ClientRequest AllreduceRequest(uint64_t id) {
   proto::ClientRequest req;
@@ -652,57 +673,43 @@ TEST_F(DaemonTest, DoorbellRequestsAreAnsweredAndAbuseDropsOnlyThatClient) {
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
 
   // Bytes on the socket after the attach: dropped, named.
-  fd = HelloClient(socket_, secret_);
-  ASSERT_GE(fd, 0);
-  int second = -1;
-  void* second_map = SharedMemory(bytes, &second);
-  ASSERT_NE(second_map, nullptr);
-  ipc::Doorbell::Create(second_map);
-  ASSERT_EQ(Attach(fd, second, bytes).status().code(), 0);
-  ASSERT_TRUE(SendAll(fd, "stray"));
-  EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
-  ::close(fd);
+  {
+    AttachedClient stray(socket_, secret_);
+    ASSERT_GE(stray.fd, 0);
+    ASSERT_TRUE(SendAll(stray.fd, "stray"));
+    EXPECT_TRUE(ClosedWithin(stray.fd, Seconds(10)));
+  }
   EXPECT_TRUE(Logged("wrote to its socket after attaching a doorbell"));
   EXPECT_TRUE(Allreduce(**comm, 9).ok());
 
   // One stray byte, the start of no whole message: dropped within about a second, named.
-  fd = HelloClient(socket_, secret_);
-  ASSERT_GE(fd, 0);
-  int fourth = -1;
-  void* fourth_map = SharedMemory(bytes, &fourth);
-  ASSERT_NE(fourth_map, nullptr);
-  ipc::Doorbell::Create(fourth_map);
-  ASSERT_EQ(Attach(fd, fourth, bytes).status().code(), 0);
-  ASSERT_TRUE(SendAll(fd, std::string(1, '\x01')));
-  EXPECT_TRUE(ClosedWithin(fd, Seconds(4)));
-  ::close(fd);
+  {
+    AttachedClient stray(socket_, secret_);
+    ASSERT_GE(stray.fd, 0);
+    ASSERT_TRUE(SendAll(stray.fd, std::string(1, '\x01')));
+    EXPECT_TRUE(ClosedWithin(stray.fd, Seconds(4)));
+  }
   EXPECT_TRUE(Logged("an incomplete message"));
-  ::close(fourth);
-  ::munmap(fourth_map, bytes);
 
   // Descriptors without requests to take them: past MessageReader::kMaxHeldFds, dropped.
-  fd = HelloClient(socket_, secret_);
-  ASSERT_GE(fd, 0);
-  int third = -1;
-  void* third_map = SharedMemory(bytes, &third);
-  ASSERT_NE(third_map, nullptr);
-  ipc::Doorbell::Create(third_map);
-  ASSERT_EQ(Attach(fd, third, bytes).status().code(), 0);
-  for (size_t i = 0; i <= ipc::MessageReader::kMaxHeldFds; ++i) {
-    if (!ipc::WriteMessageWithFd(fd, proto::ClientRequest(), block, In(Seconds(5)), "test").ok()) {
-      break;
+  {
+    AttachedClient hoarder(socket_, secret_);
+    ASSERT_GE(hoarder.fd, 0);
+    for (size_t i = 0; i <= ipc::MessageReader::kMaxHeldFds; ++i) {
+      if (!ipc::WriteMessageWithFd(hoarder.fd, proto::ClientRequest(), block, In(Seconds(5)),
+                                   "test")
+               .ok()) {
+        break;
+      }
     }
+    EXPECT_TRUE(ClosedWithin(hoarder.fd, Seconds(10)));
   }
-  EXPECT_TRUE(ClosedWithin(fd, Seconds(10)));
-  ::close(fd);
   EXPECT_TRUE(Logged("more file descriptors"));
   EXPECT_TRUE(Allreduce(**comm, 10).ok());
-  for (int f : {blank, tiny, block, second, third}) ::close(f);
+  for (int f : {blank, tiny, block}) ::close(f);
   ::munmap(zeros, bytes);
   ::munmap(tiny_map, 4096);
   ::munmap(block_map, 4096);
-  ::munmap(second_map, bytes);
-  ::munmap(third_map, bytes);
 }
 
 // The doorbell is shared memory, which outlives the daemon: the program learns of the death

@@ -279,6 +279,12 @@ struct TwoDirectRanks {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  // Once both ranks loop, stops rank 1 (SIGSTOP); false if they never joined.
+  bool StopRank1InTheLoop(const std::string& name) {
+    if (pids[0] <= 0 || pids[1] <= 0 || !Joined(name)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return ::kill(pids[1], SIGSTOP) == 0;
+  }
   std::string Err(int r) const {
     std::ifstream in(dir + "/err" + std::to_string(r));
     std::stringstream ss;
@@ -292,11 +298,7 @@ struct TwoDirectRanks {
 // the rank that left first, and the other rank's names it stalled.
 TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
   TwoDirectRanks ranks("resumed", 1500);
-  ASSERT_GT(ranks.pids[0], 0);
-  ASSERT_GT(ranks.pids[1], 0);
-  ASSERT_TRUE(ranks.Joined("resumed")) << "the two ranks never joined";
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
+  ASSERT_TRUE(ranks.StopRank1InTheLoop("resumed")) << "the two ranks never joined";
   // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
   ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -315,11 +317,7 @@ TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
 // blamed for a later failure: when rank 0 is then killed, rank 1 names rank 0 dead.
 TEST(StoppedRankTest, APauseThePeersSurvivedIsNotBlamedForALaterDeath) {
   TwoDirectRanks ranks("survived", 4000);
-  ASSERT_GT(ranks.pids[0], 0);
-  ASSERT_GT(ranks.pids[1], 0);
-  ASSERT_TRUE(ranks.Joined("survived")) << "the two ranks never joined";
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
+  ASSERT_TRUE(ranks.StopRank1InTheLoop("survived")) << "the two ranks never joined";
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
