@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
@@ -94,17 +94,18 @@ void ControlServer::Loop() {
       if (active_ >= kMaxActive) {
         ++over_cap_;
         ++refused_;
-        if (handshaking_.empty() || active_ >= 2 * kMaxActive) {
+        std::optional<int> oldest;
+        if (active_ < 2 * kMaxActive) oldest = handshaking_.TakeOldest();
+        if (!oldest) {
           // Every slot holds a proven connection, or cut-off ones are still ending (they
           // count as active until their handlers return): the newcomer goes.
           ::close(fd);
           continue;
         }
         // The longest handshake is cut off for the newcomer; its handler closes it.
-        ::shutdown(handshaking_.front(), SHUT_RDWR);
-        handshaking_.pop_front();
+        ::shutdown(*oldest, SHUT_RDWR);
       }
-      handshaking_.push_back(fd);
+      handshaking_.Add(fd);
     }
     ++active_;
     std::thread([this, fd] {
@@ -116,10 +117,7 @@ void ControlServer::Loop() {
 
 bool ControlServer::Proven(int fd) {
   std::lock_guard<std::mutex> lock(handshaking_mu_);
-  auto it = std::find(handshaking_.begin(), handshaking_.end(), fd);
-  if (it == handshaking_.end()) return false;
-  handshaking_.erase(it);
-  return true;
+  return handshaking_.Remove(fd);
 }
 
 void ControlServer::Handle(int fd) {

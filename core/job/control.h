@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "core/auth/handshake.h"
+#include "core/auth/handshake_queue.h"
 #include "core/base/clock.h"
 #include "core/base/status.h"
 #include "core/comm/communicator.h"
@@ -69,7 +69,7 @@ class ControlServer {
   std::mutex handshaking_mu_;
   // Accepted and not yet proven, oldest first; each handler closes its own descriptor, and
   // takes it off this list (under the lock) before it does, so a cut-off never hits a reused one.
-  std::deque<int> handshaking_;
+  auth::HandshakeQueue<int> handshaking_;
   std::thread thread_;
 };
 

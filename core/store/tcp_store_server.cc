@@ -6,11 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
-#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "core/auth/handshake_queue.h"
 #include "core/store/hash_store.h"
 #include "core/store/store_internal.h"
 #include "core/store/store_wire.h"
@@ -133,9 +133,8 @@ class TcpStoreServer::Impl {
   auth::Credentials credentials_;  // rank kNoRank, world size not checked
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
-  int unauthenticated_ = 0;
-  // The connections still in the handshake, oldest (lowest id) first.
-  std::set<uint64_t> handshaking_;
+  // The ids of the connections still in the handshake, oldest first.
+  auth::HandshakeQueue<uint64_t> handshaking_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_timer_;
@@ -240,19 +239,18 @@ void TcpStoreServer::Impl::Accept() {
     // At the cap of connections in the handshake, the one that has waited longest there is
     // cut off rather than the newcomer: a real client proves itself in milliseconds, so
     // strangers holding idle connections (no secret needed) cannot lock the job's ranks out.
-    if (unauthenticated_ >= options_.max_unauthenticated && !handshaking_.empty()) {
-      auto oldest = connections_.find(*handshaking_.begin());
-      if (oldest != connections_.end()) {
-        Refuse(oldest->second, auth::Refusal::kOverCap,
-               "the longest waiting of " + std::to_string(unauthenticated_) +
+    if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated) {
+      const size_t waiting = handshaking_.size();
+      if (std::optional<uint64_t> oldest = handshaking_.TakeOldest()) {
+        // Every connection in the queue is live: Close takes it off.
+        Refuse(connections_.at(*oldest), auth::Refusal::kOverCap,
+               "the longest waiting of " + std::to_string(waiting) +
                    " connections in the handshake (the cap), cut off for a newcomer");
-      } else {
-        handshaking_.erase(handshaking_.begin());
       }
     }
-    if (unauthenticated_ >= options_.max_unauthenticated) {
+    if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated) {
       LOG(WARNING) << "store server " << address_ << ": refusing connection from "
-                   << EndpointText(remote) << ": already " << unauthenticated_
+                   << EndpointText(remote) << ": already " << handshaking_.size()
                    << " connections in the handshake (the cap) ["
                    << auth::RefusalName(auth::Refusal::kOverCap) << "]";
       refusals_.Count(auth::Refusal::kOverCap);
@@ -266,8 +264,7 @@ void TcpStoreServer::Impl::Accept() {
     c->peer = EndpointText(remote);
     c->acceptor =
         std::make_unique<auth::Acceptor>(auth::Channel::kStore, &credentials_, &replay_guard_);
-    ++unauthenticated_;
-    handshaking_.insert(c->id);
+    handshaking_.Add(c->id);
     connections_[c->id] = c;
     VLOG(1) << "store server " << address_ << ": connection from " << c->peer;
     c->handshake_timer.expires_after(options_.handshake_timeout);
@@ -448,8 +445,7 @@ void TcpStoreServer::Impl::OnHandshakeMessage(const ConnectionPtr& c, const std:
   Status proof = acceptor.CheckProof(message);
   if (!proof.ok()) return Refuse(c, acceptor.refusal(), proof.message());
   c->authenticated = true;
-  --unauthenticated_;
-  handshaking_.erase(c->id);
+  handshaking_.Remove(c->id);
   c->handshake_timer.cancel();
   VLOG(1) << "store server " << address_ << ": " << c->peer << " authenticated as rank "
           << acceptor.peer_rank() << " of job " << acceptor.peer_job_id();
@@ -466,10 +462,7 @@ void TcpStoreServer::Impl::OnHandshakeMessage(const ConnectionPtr& c, const std:
 void TcpStoreServer::Impl::Close(const ConnectionPtr& c) {
   if (c->closed) return;
   c->closed = true;
-  if (!c->authenticated) {
-    --unauthenticated_;
-    handshaking_.erase(c->id);
-  }
+  if (!c->authenticated) handshaking_.Remove(c->id);
   if (c->parked) RemoveWaiter(c);
   c->parked = false;
   asio::error_code ignored;

@@ -15,6 +15,7 @@
 
 #include "core/auth/fd_handshake.h"
 #include "core/auth/handshake.h"
+#include "core/auth/handshake_queue.h"
 #include "core/auth/secret.h"
 #include "proto/peer.pb.h"
 
@@ -460,6 +461,22 @@ TEST(FdHandshakeTest, HugeLengthIsRefusedBeforeReading) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("exceeds the cap"), std::string::npos) << s;
   EXPECT_EQ(refusal, Refusal::kMalformed);
+}
+
+TEST(HandshakeQueueTest, TheLongestWaitingIsCutOffFirstAndAProvenOneNever) {
+  HandshakeQueue<int> queue;
+  EXPECT_FALSE(queue.TakeOldest().has_value());  // nothing waits: the newcomer is refused
+  for (int fd : {7, 3, 9, 5}) queue.Add(fd);
+  EXPECT_EQ(queue.size(), 4u);
+  EXPECT_TRUE(queue.Remove(3));  // proven: off the queue, never cut off
+  EXPECT_FALSE(queue.Remove(3));
+  EXPECT_EQ(queue.TakeOldest(), 7);  // accept order, not the value
+  EXPECT_FALSE(queue.Remove(7));     // cut off already: its handler learns so
+  queue.Add(3);                      // a reused descriptor number queues as a newcomer
+  EXPECT_EQ(queue.TakeOldest(), 9);
+  EXPECT_EQ(queue.TakeOldest(), 5);
+  EXPECT_EQ(queue.TakeOldest(), 3);
+  EXPECT_TRUE(queue.empty());
 }
 
 }  // namespace

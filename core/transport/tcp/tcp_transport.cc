@@ -19,10 +19,12 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include "core/auth/handshake_queue.h"
 #include "core/transport/tcp/buffer_pool.h"
 #include "core/transport/tcp/frame.h"
 #include "core/transport/tcp/socket_options.h"
@@ -234,7 +236,6 @@ class TcpTransport::Impl {
     asio::steady_timer handshake_timer;
     std::string remote;  // the peer's ephemeral address, for logs before it is identified
     int peer = -1;
-    uint64_t accepted = 0;  // the order of its accept: the key in handshaking_
     bool handshake_done = false;
     std::unique_ptr<auth::Acceptor> acceptor;  // until the handshake is done
     bool rejecting = false;                    // a refusal is being written; nothing more is read
@@ -525,10 +526,8 @@ class TcpTransport::Impl {
   std::vector<Completion> completions_;
   std::vector<RecvPeer> recv_peers_;
   std::set<std::shared_ptr<InConn>> in_conns_;
-  int pending_handshakes_ = 0;
-  // The accepted connections still in the handshake, by accept order (oldest first).
-  std::map<uint64_t, std::weak_ptr<InConn>> handshaking_;
-  uint64_t accepts_ = 0;
+  // The accepted connections still in the handshake, oldest first.
+  auth::HandshakeQueue<std::shared_ptr<InConn>> handshaking_;
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
   size_t unexpected_bytes_ = 0;
@@ -1237,6 +1236,7 @@ void TcpTransport::Impl::ShutdownOnIo() {
     }
   }
   in_conns_.clear();
+  handshaking_ = {};
   for (RecvPeer& p : recv_peers_) {
     for (auto& [key, r] : p.posted) Complete(std::move(r.done), status);
     p.posted.clear();
@@ -1274,18 +1274,19 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   // At the cap, the connection that has waited longest in the handshake is cut off rather
   // than the newcomer: a rank proves itself in milliseconds, so strangers holding idle
   // connections (no secret needed) cannot keep the job's ranks from connecting.
-  while (pending_handshakes_ >= options_.max_unauthenticated_connections && !handshaking_.empty()) {
-    std::shared_ptr<InConn> oldest = handshaking_.begin()->second.lock();
-    handshaking_.erase(handshaking_.begin());
-    if (oldest == nullptr || oldest->closed || oldest->handshake_done) continue;
-    RefuseStranger(oldest, auth::Refusal::kOverCap,
-                   "the longest waiting of " + std::to_string(pending_handshakes_) +
-                       " connections in the handshake (the cap), cut off for a newcomer");
+  if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated_connections) {
+    const size_t waiting = handshaking_.size();
+    // Every connection in the queue is live: CloseIn takes it off.
+    if (std::optional<std::shared_ptr<InConn>> oldest = handshaking_.TakeOldest()) {
+      RefuseStranger(*oldest, auth::Refusal::kOverCap,
+                     "the longest waiting of " + std::to_string(waiting) +
+                         " connections in the handshake (the cap), cut off for a newcomer");
+    }
   }
-  if (pending_handshakes_ >= options_.max_unauthenticated_connections) {
+  if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated_connections) {
     refusals_.Count(auth::Refusal::kOverCap);
     LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
-                 << pending_handshakes_ << " connections in the handshake (the cap) ["
+                 << handshaking_.size() << " connections in the handshake (the cap) ["
                  << auth::RefusalName(auth::Refusal::kOverCap) << "]";
     socket.close(ec);
     return;
@@ -1302,9 +1303,7 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   c->acceptor =
       std::make_unique<auth::Acceptor>(auth::Channel::kPeer, &credentials_, &replay_guard_);
   in_conns_.insert(c);
-  ++pending_handshakes_;
-  c->accepted = ++accepts_;
-  handshaking_[c->accepted] = c;
+  handshaking_.Add(c);
   c->handshake_timer.expires_after(options_.handshake_timeout);
   c->handshake_timer.async_wait(Wrap([this, c](const asio::error_code& timer_ec) {
     if (timer_ec || c->closed || c->handshake_done) return;
@@ -1568,8 +1567,7 @@ void TcpTransport::Impl::OnAuthenticated(const std::shared_ptr<InConn>& c) {
   }
   c->peer = q;
   c->handshake_done = true;
-  --pending_handshakes_;
-  handshaking_.erase(c->accepted);
+  handshaking_.Remove(c);
   c->handshake_timer.cancel();
   p.conn = c;
   VLOG(1) << "rank " << options_.rank << " accepted a connection from " << DescribePeer(q) << " at "
@@ -1704,8 +1702,7 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
   c->handshake_timer.cancel();
   in_conns_.erase(c);
   if (!c->handshake_done) {
-    --pending_handshakes_;
-    handshaking_.erase(c->accepted);
+    handshaking_.Remove(c);
     return;
   }
   RecvPeer& p = recv_peers_[c->peer];
