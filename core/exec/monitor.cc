@@ -22,7 +22,11 @@ Status OpMonitor::Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected
   snap_.bytes_received = 0;
   snap_.bytes_expected = bytes_expected;
   last_progress_ = run->start_time();
-  if (last_tick_ != TimePoint{}) call_start_ = SteadyClock::Get()->Now();
+  if (last_tick_ != TimePoint{}) {
+    // The watchdog's times are on the steady clock; the call's own start is, too, unless the
+    // transport runs on another clock (a simulated one), and then it is read here.
+    call_start_ = clock_ == SteadyClock::Get() ? run->start_time() : SteadyClock::Get()->Now();
+  }
   CallRecord& r = recent_[recent_next_++ % kRecentCalls];
   r.seq = seq;
   r.desc = ctx.desc;
