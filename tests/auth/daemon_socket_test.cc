@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -127,12 +128,14 @@ std::string Framed(const std::string& body) {
 
 // One gyred of a one-rank job, serving its client socket until the test ends.
 // Starts gyred in serve mode, rank `rank` of `world` over the file store in `dir`, writing its
-// output to `log`; returns its pid (-1 if fork failed).
+// output to `log`, with `env` ("NAME=value") added to its environment; returns its pid (-1 if
+// fork failed).
 pid_t StartGyred(const std::string& dir, int rank, int world, const std::string& job,
-                 const std::string& secret_file, const std::string& socket,
-                 const std::string& log) {
+                 const std::string& secret_file, const std::string& socket, const std::string& log,
+                 std::vector<std::string> env = {}) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
+  for (std::string& e : env) ::putenv(e.data());
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   ::dup2(fd, 2);
   ::dup2(fd, 1);
@@ -166,7 +169,7 @@ class DaemonTest : public ::testing::Test {
     log_ = dir_ + "/gyred.log";
     secret_ = *auth::Secret::Generate();
     ASSERT_TRUE(auth::WriteSecretFile(secret_file_, secret_).ok());
-    pid_ = StartGyred(dir_, 0, 1, "dsock", secret_file_, socket_, log_);
+    pid_ = StartGyred(dir_, 0, 1, "dsock", secret_file_, socket_, log_, DaemonEnv());
     ASSERT_GE(pid_, 0);
     ASSERT_TRUE(Eventually(
         [&] { return ReadFile(log_).find("serving clients") != std::string::npos; }, Seconds(20)))
@@ -189,6 +192,9 @@ class DaemonTest : public ::testing::Test {
     std::string cmd = "rm -rf '" + dir_ + "'";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
+
+  // Added to the daemon's environment.
+  virtual std::vector<std::string> DaemonEnv() { return {}; }
 
   // The daemon's log contains `text` (now or soon).
   bool Logged(const std::string& text) {
@@ -331,6 +337,40 @@ TEST_F(DaemonTest, MoreSharedMemoryThanTheHostHasIsAClearErrorAndCallsThatFitGoO
   EXPECT_EQ(v[999], 999);
   EXPECT_TRUE(Allreduce(**comm, 13).ok());
   EXPECT_TRUE((*comm)->FreeBuffer(*fits).ok());
+}
+
+// A program out of file descriptors cannot make the memfd of a new buffer: AllocBuffer says
+// so, and once descriptors are free again the same Comm allocates and calls.
+TEST_F(DaemonTest, AllocBufferOutOfDescriptorsIsAClearErrorAndTheCommGoesOn) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 256);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int f; filler.size() < 256 && (f = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+    filler.push_back(f);
+  }
+  const int open_errno = errno;
+  auto refused = (*comm)->AllocBuffer(4096);
+  for (int f : filler) ::close(f);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_EQ(open_errno, EMFILE);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("memfd_create"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find(std::strerror(EMFILE)), std::string::npos)
+      << refused.status();
+  auto fits = (*comm)->AllocBuffer(4096);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  auto* v = static_cast<int32_t*>(*fits);
+  for (int i = 0; i < 1000; ++i) v[i] = 3 * i;
+  ASSERT_TRUE((*comm)->Allreduce(v, v, 1000, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ(v[999], 2997);
+  EXPECT_TRUE((*comm)->FreeBuffer(*fits).ok());
+  EXPECT_TRUE(Allreduce(**comm, 19).ok());
 }
 
 // A client that keeps allocating runs into the daemon's cap of 4096 regions per connection
@@ -582,6 +622,65 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_TRUE(Allreduce(**comm, 11).ok());
 }
+
+#ifdef GYRE_SEAL_RACE_SHIM
+// The client can still truncate a memfd and then seal it while the daemon checks it. With
+// tests/auth/seal_race_shim.cc preloaded, this gyred's seal read waits until the test has done
+// both, so the race is lost every time by a daemon that reads the size before the seals: it
+// would map a mebibyte that is gone and die of SIGBUS at the call that touches it. Reading
+// the seals first, it sees the truncation and refuses the buffer.
+class DaemonSealRaceTest : public DaemonTest {
+ protected:
+  std::vector<std::string> DaemonEnv() override {
+    return {std::string("LD_PRELOAD=") + GYRE_SEAL_RACE_SHIM,
+            "GYRE_TEST_RACE_MARK=" + dir_ + "/race-mark"};
+  }
+};
+
+TEST_F(DaemonSealRaceTest, MemoryTruncatedAndSealedDuringTheChecksIsRefusedNotMapped) {
+  if (testing::kAddressSanitizer) GTEST_SKIP() << "a preload cannot come before the ASan runtime";
+  const int fd = HelloClient(socket_, secret_);
+  ASSERT_GE(fd, 0);
+  const size_t bytes = 1 << 20;
+  const int race = ::memfd_create("gyre-test-race", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(race, 0);
+  ASSERT_EQ(::ftruncate(race, static_cast<off_t>(bytes)), 0);
+  proto::ClientRequest map;
+  map.set_id(2);
+  map.mutable_map_buffer()->set_bytes(bytes);
+  map.mutable_map_buffer()->set_region(2);
+  ASSERT_TRUE(ipc::WriteMessageWithFd(fd, map, race, In(Seconds(5)), "test").ok());
+  // The daemon is inside its checks: truncate, then seal, as a hostile client would.
+  ASSERT_TRUE(
+      Eventually([&] { return ::access((dir_ + "/race-mark").c_str(), F_OK) == 0; }, Seconds(10)))
+      << ReadFile(log_);
+  ASSERT_EQ(::ftruncate(race, 0), 0);
+  ASSERT_EQ(::fcntl(race, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  proto::ClientResponse r;
+  ASSERT_TRUE(ipc::ReadMessage(fd, &r, In(Seconds(15)), "test").ok());
+  EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument)) << r.DebugString();
+  EXPECT_NE(r.status().message().find("holds 0 bytes, fewer than the 1048576 announced"),
+            std::string::npos)
+      << r.DebugString();
+  // A call on the region finds nothing mapped (had it been mapped, this would be the SIGBUS).
+  proto::ClientRequest call = AllreduceRequest(3);
+  call.mutable_collective()->set_input_region(2);
+  call.mutable_collective()->set_output_region(2);
+  call.mutable_collective()->set_output_offset(64);  // out of place: one rank copies, touching it
+  ASSERT_TRUE(ipc::WriteMessage(fd, call, In(Seconds(5)), "test").ok());
+  do {
+    ASSERT_TRUE(ipc::ReadMessage(fd, &r, In(Seconds(10)), "test").ok()) << ReadFile(log_);
+  } while (r.id() == 0);
+  EXPECT_NE(r.status().message().find("does not fit any mapped shared memory"), std::string::npos)
+      << r.DebugString();
+  ::close(fd);
+  ::close(race);
+  EXPECT_EQ(::kill(pid_, 0), 0) << "gyred died: " << ReadFile(log_);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE(Allreduce(**comm, 13).ok());
+}
+#endif  // GYRE_SEAL_RACE_SHIM
 
 // Once a client attaches a doorbell its requests and answers go through shared memory; a
 // block that is no doorbell is refused, and a client that writes nonsense into the slot, or
