@@ -56,7 +56,7 @@ Status ConnectOnFd(int fd, Channel channel, const Credentials& self, int accepto
 }
 
 Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard* guard,
-                  Deadline deadline, Refusal* refusal) {
+                  Deadline deadline, Refusal* refusal, const std::function<bool()>& on_proven) {
   const std::string what = std::string(ChannelName(channel)) + " handshake";
   Acceptor acceptor(channel, &self, guard);
   auto io_failed = [&](const Status& s) {
@@ -80,6 +80,10 @@ Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard*
   if (!checked.ok()) {
     *refusal = acceptor.refusal();
     return checked;
+  }
+  if (on_proven && !on_proven()) {
+    *refusal = Refusal::kOverCap;
+    return UnavailableError(what + ": cut off at the cap of connections in the handshake");
   }
   wrote = WriteHandshakeMessage(fd, acceptor.Accept(), deadline, what);
   if (!wrote.ok()) return io_failed(wrote);

@@ -5,6 +5,7 @@
 // kMaxHandshakeMessageBytes before anything is read into memory.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/auth/handshake.h"
@@ -29,7 +30,12 @@ Status ConnectOnFd(int fd, Channel channel, const Credentials& self, int accepto
 
 // Plays the acceptor on `fd`. On failure `*refusal` says why; the caller logs, counts and
 // closes. An authenticated connector is sent the accepting answer before this returns.
+// `on_proven`, if given, runs once the proof checks out and before that answer goes: an
+// endpoint that cuts off connections still in the handshake at its cap takes this one off its
+// list there, so a proven connector is never cut off after it has been told it is in. If it
+// returns false (cut off already), nothing more is sent and the refusal is kOverCap.
 Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard* guard,
-                  Deadline deadline, Refusal* refusal);
+                  Deadline deadline, Refusal* refusal,
+                  const std::function<bool()>& on_proven = nullptr);
 
 }  // namespace gyre::auth

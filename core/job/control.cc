@@ -123,12 +123,21 @@ bool ControlServer::Proven(int fd) {
 void ControlServer::Handle(int fd) {
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
   auth::Refusal refusal;
+  // Off the handshake list once the proof checks out, before the querier is told it is in (or
+  // after a failed handshake): from then on the fd is never cut off, and no later shutdown()
+  // may reach a descriptor number that closing this one frees.
+  bool listed = true;
+  bool taken_off = false;
+  auto proven = [&] {
+    taken_off = true;
+    listed = Proven(fd);
+    return listed;
+  };
   const bool accepted = auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_, &replay_guard_,
-                                         deadline, &refusal)
+                                         deadline, &refusal, proven)
                             .ok();
-  // Off the handshake list before anything else: past this point the fd is never cut off,
-  // and no later shutdown() may reach a descriptor number that closing this one frees.
-  if (!Proven(fd)) {
+  if (!taken_off) proven();
+  if (!listed) {
     ::close(fd);  // cut off at the cap (counted there)
     return;
   }

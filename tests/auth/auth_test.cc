@@ -407,6 +407,53 @@ TEST(FdHandshakeTest, BothSidesAuthenticate) {
   EXPECT_TRUE(accepted.ok()) << accepted;
 }
 
+// The hook runs once, after the proof checks out and before the connector is told it is in;
+// refusing there sends nothing more, so the connector is not left believing it got in.
+TEST(FdHandshakeTest, TheProvenHookRunsBeforeTheAnswerAndCanStillCutOff) {
+  const Credentials client = Rank(kNoRank, 0, "j", MakeSecret(3));
+  for (const bool keep : {true, false}) {
+    SocketPair sp;
+    const Credentials daemon = Rank(kNoRank, 0, "j", MakeSecret(3));
+    Refusal refusal = Refusal::kMalformed;
+    Status accepted;
+    int calls = 0;
+    std::thread acceptor([&] {
+      accepted =
+          AcceptOnFd(sp.fds[1], Channel::kControl, daemon, nullptr, In(Seconds(5)), &refusal, [&] {
+            ++calls;
+            return keep;
+          });
+      if (!accepted.ok()) ::shutdown(sp.fds[1], SHUT_RDWR);
+    });
+    Status connected =
+        ConnectOnFd(sp.fds[0], Channel::kControl, client, kNoRank, In(Seconds(5)), "c");
+    acceptor.join();
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(accepted.ok(), keep) << accepted;
+    EXPECT_EQ(connected.ok(), keep) << connected;
+    if (!keep) {
+      EXPECT_EQ(refusal, Refusal::kOverCap);
+    }
+  }
+  // A connector without the secret never reaches the hook.
+  SocketPair sp;
+  const Credentials daemon = Rank(kNoRank, 0, "j", MakeSecret(4));
+  Refusal refusal = Refusal::kMalformed;
+  int calls = 0;
+  std::thread acceptor([&] {
+    AcceptOnFd(sp.fds[1], Channel::kControl, daemon, nullptr, In(Seconds(5)), &refusal, [&] {
+      ++calls;
+      return true;
+    }).IgnoreError();
+    ::shutdown(sp.fds[1], SHUT_RDWR);
+  });
+  EXPECT_FALSE(
+      ConnectOnFd(sp.fds[0], Channel::kControl, client, kNoRank, In(Seconds(5)), "c").ok());
+  acceptor.join();
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(refusal, Refusal::kBadProof);
+}
+
 TEST(FdHandshakeTest, WrongSecretIsRefusedAndTheConnectorSeesOnlyAClose) {
   SocketPair sp;
   const Credentials client = Rank(kNoRank, 0, "j", MakeSecret(3));
