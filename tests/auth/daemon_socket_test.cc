@@ -631,6 +631,11 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
 // the seals first, it sees the truncation and refuses the buffer.
 class DaemonSealRaceTest : public DaemonTest {
  protected:
+  void SetUp() override {
+    // An ASan gyred refuses to start with another library preloaded before its runtime.
+    if (testing::kAddressSanitizer) GTEST_SKIP() << "a preload cannot come before ASan's runtime";
+    DaemonTest::SetUp();
+  }
   std::vector<std::string> DaemonEnv() override {
     return {std::string("LD_PRELOAD=") + GYRE_SEAL_RACE_SHIM,
             "GYRE_TEST_RACE_MARK=" + dir_ + "/race-mark"};
@@ -638,7 +643,6 @@ class DaemonSealRaceTest : public DaemonTest {
 };
 
 TEST_F(DaemonSealRaceTest, MemoryTruncatedAndSealedDuringTheChecksIsRefusedNotMapped) {
-  if (testing::kAddressSanitizer) GTEST_SKIP() << "a preload cannot come before the ASan runtime";
   const int fd = HelloClient(socket_, secret_);
   ASSERT_GE(fd, 0);
   const size_t bytes = 1 << 20;

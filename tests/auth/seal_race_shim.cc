@@ -2,9 +2,9 @@
 // buffer deterministic. When gyred reads the seals of a memfd named "gyre-test-race", this
 // shim first creates the file GYRE_TEST_RACE_MARK (the test's signal that the daemon is
 // inside its checks), then waits, up to 10 s, until the test has truncated the memfd to 0
-// bytes, and only then reads the seals. A daemon that read the size before the seals has the
-// old size by then and maps memory that is gone; one that reads the seals first sees the
-// truncation. Every other fcntl passes straight through.
+// bytes and sealed it against shrinking, and only then answers. A daemon that read the size before
+// the seals has the old size by then and maps memory that is gone; one that reads the seals first
+// sees the truncation. Every other fcntl passes straight through.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,7 +29,7 @@ bool IsRaceMemfd(int fd) {
   return n > 0 && std::strstr(target, "gyre-test-race") != nullptr;
 }
 
-void HoldUntilTruncated(int fd) {
+void HoldUntilTruncatedAndSealed(int fd, FcntlFn real) {
   const char* mark = std::getenv("GYRE_TEST_RACE_MARK");
   if (mark != nullptr) {
     const int m = ::open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -37,7 +37,10 @@ void HoldUntilTruncated(int fd) {
   }
   for (int i = 0; i < 1000; ++i) {
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || st.st_size == 0) return;
+    const int seals = real(fd, F_GET_SEALS, nullptr);
+    if (::fstat(fd, &st) != 0 || seals < 0 || (st.st_size == 0 && (seals & F_SEAL_SHRINK) != 0)) {
+      return;
+    }
     const timespec ten_ms{0, 10 * 1000 * 1000};
     ::nanosleep(&ten_ms, nullptr);
   }
@@ -45,7 +48,7 @@ void HoldUntilTruncated(int fd) {
 
 int Forward(const char* name, int fd, int cmd, void* arg) {
   auto real = reinterpret_cast<FcntlFn>(::dlsym(RTLD_NEXT, name));
-  if (cmd == F_GET_SEALS && IsRaceMemfd(fd)) HoldUntilTruncated(fd);
+  if (cmd == F_GET_SEALS && IsRaceMemfd(fd)) HoldUntilTruncatedAndSealed(fd, real);
   return real(fd, cmd, arg);
 }
 
