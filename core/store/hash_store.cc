@@ -48,6 +48,18 @@ StatusOr<std::optional<std::string>> HashStore::TryGet(const std::string& key, D
   return std::optional<std::string>(it->second);
 }
 
+StatusOr<std::vector<std::optional<std::string>>> HashStore::TryGetMany(
+    const std::vector<std::string>& keys, Deadline deadline) {
+  for (const std::string& key : keys) GYRE_RETURN_IF_ERROR(CheckKey(key));
+  std::vector<std::optional<std::string>> values(keys.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = data_.find(keys[i]);
+    if (it != data_.end()) values[i] = it->second;
+  }
+  return values;
+}
+
 StatusOr<int64_t> HashStore::Add(const std::string& key, int64_t delta, Deadline deadline) {
   GYRE_RETURN_IF_ERROR(CheckKey(key));
   int64_t result = 0;

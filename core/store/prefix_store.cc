@@ -27,6 +27,17 @@ StatusOr<std::optional<std::string>> PrefixStore::TryGet(const std::string& key,
   return base_->TryGet(Full(key), deadline);
 }
 
+StatusOr<std::vector<std::optional<std::string>>> PrefixStore::TryGetMany(
+    const std::vector<std::string>& keys, Deadline deadline) {
+  std::vector<std::string> full;
+  full.reserve(keys.size());
+  for (const std::string& key : keys) {
+    GYRE_RETURN_IF_ERROR(CheckKey(key));
+    full.push_back(Full(key));
+  }
+  return base_->TryGetMany(full, deadline);
+}
+
 StatusOr<int64_t> PrefixStore::Add(const std::string& key, int64_t delta, Deadline deadline) {
   GYRE_RETURN_IF_ERROR(CheckKey(key));
   return base_->Add(Full(key), delta, deadline);

@@ -20,6 +20,17 @@ Status CheckKey(const std::string& key) {
   return Status::Ok();
 }
 
+StatusOr<std::vector<std::optional<std::string>>> Store::TryGetMany(
+    const std::vector<std::string>& keys, Deadline deadline) {
+  std::vector<std::optional<std::string>> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) {
+    GYRE_ASSIGN_OR_RETURN(std::optional<std::string> value, TryGet(key, deadline));
+    values.push_back(std::move(value));
+  }
+  return values;
+}
+
 Status CheckValue(const std::string& key, const std::string& value) {
   if (value.size() > kMaxValueBytes) {
     return InvalidArgumentError("value for store key " + QuoteKey(key) + " is " +

@@ -53,6 +53,12 @@ class Store {
   virtual StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
                                            const std::string& desired, Deadline deadline) = 0;
 
+  // TryGet of every key in `keys`, in order: nullopt where a key does not exist; never waits.
+  // A TcpStore asks for them in one round trip (a few for values of many MiB) instead of one
+  // per key; the others look them up in turn.
+  virtual StatusOr<std::vector<std::optional<std::string>>> TryGetMany(
+      const std::vector<std::string>& keys, Deadline deadline);
+
   // Waits until every key in `keys` exists. DeadlineExceeded lists the keys still missing.
   // A key counts as present once seen during the wait, even if deleted afterwards.
   virtual Status Wait(const std::vector<std::string>& keys, Deadline deadline) = 0;

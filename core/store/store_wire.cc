@@ -12,15 +12,16 @@ bool EncodeFrame(const google::protobuf::MessageLite& message, std::string* fram
 
 Status CheckRequest(const proto::StoreRequest& request, const std::string& where) {
   const proto::StoreOp op = request.op();
-  if (op <= proto::STORE_OP_UNSPECIFIED || op > proto::STORE_OP_DELETE) {
+  if (op <= proto::STORE_OP_UNSPECIFIED || op > proto::STORE_OP_TRY_GET_MANY) {
     return InvalidArgumentError(where + ": unknown store op " +
                                 std::to_string(static_cast<int>(op)));
   }
   const size_t keys = static_cast<size_t>(request.keys_size());
-  if (op == proto::STORE_OP_WAIT) {
+  if (op == proto::STORE_OP_WAIT || op == proto::STORE_OP_TRY_GET_MANY) {
     if (keys == 0 || keys > kMaxWaitKeys) {
-      return InvalidArgumentError(where + ": Wait names " + std::to_string(keys) +
-                                  " keys; it must name 1 to " + std::to_string(kMaxWaitKeys));
+      return InvalidArgumentError(where + ": " + StoreOpName(op) + " names " +
+                                  std::to_string(keys) + " keys; it must name 1 to " +
+                                  std::to_string(kMaxWaitKeys));
     }
   } else if (keys != 1) {
     return InvalidArgumentError(where + ": " + StoreOpName(op) + " needs exactly one key, got " +
@@ -62,6 +63,8 @@ const char* StoreOpName(proto::StoreOp op) {
       return "Wait";
     case proto::STORE_OP_DELETE:
       return "Delete";
+    case proto::STORE_OP_TRY_GET_MANY:
+      return "TryGetMany";
     default:
       return "UnknownOp";
   }

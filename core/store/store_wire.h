@@ -27,11 +27,11 @@ inline uint32_t DecodeFrameLength(const unsigned char in[kFrameHeaderBytes]) {
   return length;
 }
 
-// Most keys one Wait may name.
+// Most keys one Wait or TryGetMany request may name.
 inline constexpr size_t kMaxWaitKeys = size_t{1} << 16;
 
 // The rules a parsed request must meet before a server acts on it: a known op, exactly one
-// key (a Wait: 1 to kMaxWaitKeys), every key and value within the store's caps.
+// key (a Wait or TryGetMany: 1 to kMaxWaitKeys), every key and value within the store's caps.
 // InvalidArgument naming `where` and the broken rule.
 Status CheckRequest(const proto::StoreRequest& request, const std::string& where);
 

@@ -406,6 +406,44 @@ StatusOr<std::optional<std::string>> TcpStore::TryGet(const std::string& key, De
   return std::optional<std::string>(std::move(*response.mutable_value()));
 }
 
+StatusOr<std::vector<std::optional<std::string>>> TcpStore::TryGetMany(
+    const std::vector<std::string>& keys, Deadline deadline) {
+  for (const std::string& key : keys) GYRE_RETURN_IF_ERROR(CheckKey(key));
+  std::vector<std::optional<std::string>> values;
+  values.reserve(keys.size());
+  // Requests of at most kMaxWaitKeys keys and about 1 MiB of them; the server answers as many
+  // of a request's keys as fit one response, and the rest are asked for again.
+  constexpr size_t kRequestKeyBytes = size_t{1} << 20;
+  while (values.size() < keys.size()) {
+    proto::StoreRequest request;
+    request.set_op(proto::STORE_OP_TRY_GET_MANY);
+    size_t bytes = 0;
+    for (size_t i = values.size();
+         i < keys.size() && static_cast<size_t>(request.keys_size()) < internal::kMaxWaitKeys &&
+         (request.keys_size() == 0 || bytes + keys[i].size() <= kRequestKeyBytes);
+         ++i) {
+      request.add_keys(keys[i]);
+      bytes += keys[i].size();
+    }
+    GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+    GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+    const int answered = response.found_each_size();
+    if (answered < 1 || answered > request.keys_size() || response.values_size() != answered) {
+      return InternalError(Describe() + ": TryGetMany of " + std::to_string(request.keys_size()) +
+                           " keys was answered for " + std::to_string(answered) + " keys with " +
+                           std::to_string(response.values_size()) + " values");
+    }
+    for (int i = 0; i < answered; ++i) {
+      if (response.found_each(i)) {
+        values.emplace_back(std::move(*response.mutable_values(i)));
+      } else {
+        values.emplace_back();
+      }
+    }
+  }
+  return values;
+}
+
 StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta, Deadline deadline) {
   GYRE_RETURN_IF_ERROR(CheckKey(key));
   proto::StoreRequest request = MakeRequest(proto::STORE_OP_ADD, key);

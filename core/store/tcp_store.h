@@ -33,6 +33,8 @@ class TcpStore final : public Store {
   Status Set(const std::string& key, const std::string& value, Deadline deadline) override;
   StatusOr<std::string> Get(const std::string& key, Deadline deadline) override;
   StatusOr<std::optional<std::string>> TryGet(const std::string& key, Deadline deadline) override;
+  StatusOr<std::vector<std::optional<std::string>>> TryGetMany(const std::vector<std::string>& keys,
+                                                               Deadline deadline) override;
   StatusOr<int64_t> Add(const std::string& key, int64_t delta, Deadline deadline) override;
   StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
                                    const std::string& desired, Deadline deadline) override;

@@ -243,7 +243,9 @@ void TcpStoreServer::Impl::Accept() {
       const size_t waiting = handshaking_.size();
       if (std::optional<uint64_t> oldest = handshaking_.TakeOldest()) {
         // Every connection in the queue is live: Close takes it off.
-        Refuse(connections_.at(*oldest), auth::Refusal::kOverCap,
+        auto it = connections_.find(*oldest);
+        CHECK(it != connections_.end()) << "connection " << *oldest << " queued after it closed";
+        Refuse(it->second, auth::Refusal::kOverCap,
                "the longest waiting of " + std::to_string(waiting) +
                    " connections in the handshake (the cap), cut off for a newcomer");
       }
@@ -546,6 +548,21 @@ std::optional<proto::StoreResponse> TcpStoreServer::Impl::Handle(
       if (first_missing == request.keys_size()) return response;
       c->wait_index = first_missing;
       break;  // park below
+    }
+    case proto::STORE_OP_TRY_GET_MANY: {
+      // As many of the keys, in order, as fit one response (always the first): a value is at
+      // most kMaxValueBytes, and so is what one response carries beyond the first.
+      size_t bytes = 0;
+      for (const std::string& key : request.keys()) {
+        StatusOr<std::optional<std::string>> value = store_->TryGet(key, now);
+        if (!value.ok()) return fail(value.status());
+        const size_t size = value->has_value() ? (*value)->size() : 0;
+        if (response.found_each_size() > 0 && bytes + size > kMaxValueBytes) break;
+        bytes += size;
+        response.add_found_each(value->has_value());
+        response.add_values(value->has_value() ? std::move(**value) : std::string());
+      }
+      return response;
     }
     case proto::STORE_OP_DELETE: {
       Status status = store_->Delete(request.keys(0), now);

@@ -134,6 +134,50 @@ TEST_P(StoreConformanceTest, TryGetDoesNotWait) {
   EXPECT_EQ(**present, "x");
 }
 
+// Many keys at once, in order, present or not, through a prefix too; none is waited for.
+TEST_P(StoreConformanceTest, TryGetManyAnswersEveryKeyInOrder) {
+  ASSERT_TRUE(store_->Set("b", std::string("\0two", 4), In(Seconds(5))).ok());
+  ASSERT_TRUE(store_->Set("d", "", In(Seconds(5))).ok());  // present, empty
+  const std::string long_key(kMaxKeyBytes, 'k');           // a hashed file name on a FileStore
+  ASSERT_TRUE(store_->Set(long_key, "long", In(Seconds(5))).ok());
+  auto values = store_->TryGetMany({"a", "b", "c", "d", long_key, "b"}, In(Seconds(5)));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 6u);
+  EXPECT_FALSE((*values)[0].has_value());
+  EXPECT_EQ((*values)[1], std::string("\0two", 4));
+  EXPECT_FALSE((*values)[2].has_value());
+  EXPECT_EQ((*values)[3], "");
+  EXPECT_EQ((*values)[4], "long");
+  EXPECT_EQ((*values)[5], (*values)[1]);
+  auto none = store_->TryGetMany({}, In(Seconds(5)));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(store_->TryGetMany({"a", ""}, In(Seconds(5))).status().code(),
+            StatusCode::kInvalidArgument);
+  PrefixStore job(store_, "job");
+  ASSERT_TRUE(job.Set("b", "in the job", In(Seconds(5))).ok());
+  auto scoped = job.TryGetMany({"b", "d"}, In(Seconds(5)));
+  ASSERT_TRUE(scoped.ok()) << scoped.status();
+  EXPECT_EQ((*scoped)[0], "in the job");
+  EXPECT_FALSE((*scoped)[1].has_value());
+  // Thousands of keys (a large world's slots) in one call.
+  std::vector<std::string> slots;
+  for (int r = 0; r < 3000; ++r) slots.push_back("rank/" + std::to_string(r));
+  for (int r = 0; r < 3000; r += 7) {
+    ASSERT_TRUE(store_->Set(slots[r], "r" + std::to_string(r), In(Seconds(5))).ok());
+  }
+  auto many = store_->TryGetMany(slots, In(Seconds(30)));
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->size(), slots.size());
+  for (int r = 0; r < 3000; ++r) {
+    if (r % 7 == 0) {
+      EXPECT_EQ((*many)[r], "r" + std::to_string(r)) << r;
+    } else {
+      EXPECT_FALSE((*many)[r].has_value()) << r;
+    }
+  }
+}
+
 TEST_P(StoreConformanceTest, GetTimesOutNamingTheKey) {
   TimePoint start = SteadyClock::Get()->Now();
   auto value = store_->Get("never/set", In(Millis(300)));
@@ -204,6 +248,11 @@ TEST_P(StoreConformanceTest, WaitListsMissingKeys) {
   EXPECT_EQ(status.message().find("'present'"), std::string::npos) << status;
   EXPECT_GE(took, Millis(250));
   EXPECT_LT(took, Seconds(3));
+  // A key that is there after one that is not is not listed either.
+  status = store_->Wait({"gone-a", "present", "gone-b"}, In(Millis(100)));
+  ASSERT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), HasSubstr("2 of 3 keys missing"));
+  EXPECT_EQ(status.message().find("'present'"), std::string::npos) << status;
 }
 
 TEST_P(StoreConformanceTest, WaitReturnsWhenTheLastKeyArrives) {

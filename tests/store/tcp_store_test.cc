@@ -331,6 +331,48 @@ TEST(TcpStoreServerTest, UnknownOpAndWrongKeyCountAreAnsweredNotDropped) {
   EXPECT_EQ(server->dropped_connections(), 0);
 }
 
+// Values that do not fit one response come back over several: the server answers a prefix of
+// the keys (at least one) and the client asks again for the rest, so every value arrives.
+TEST(TcpStoreTest, TryGetManyOfMoreThanOneResponseHoldsIsAnsweredInParts) {
+  auto server = StartServer();
+  auto store = ConnectTo(server->port());
+  const std::string big(40 << 20, 'x');
+  ASSERT_TRUE(store->Set("big1", big, In(Seconds(30))).ok());
+  ASSERT_TRUE(store->Set("big2", big + "y", In(Seconds(30))).ok());
+  ASSERT_TRUE(store->Set("small", "s", In(Seconds(5))).ok());
+  auto values = store->TryGetMany({"big1", "absent", "big2", "small"}, In(Seconds(60)));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 4u);
+  EXPECT_TRUE((*values)[0] == big);
+  EXPECT_FALSE((*values)[1].has_value());
+  ASSERT_TRUE((*values)[2].has_value());
+  EXPECT_EQ((*values)[2]->size(), big.size() + 1);
+  EXPECT_EQ((*values)[3], "s");
+}
+
+// The raw request: 1 to 65,536 keys, each checked; answered, never dropped.
+TEST(TcpStoreServerTest, TryGetManyWithNoKeysOrABadKeyIsAnsweredNotDropped) {
+  auto server = StartServer();
+  int fd = testing::ConnectAuthenticated(server->port());
+  ASSERT_GE(fd, 0);
+  proto::StoreRequest request;
+  request.set_request_id(3);
+  request.set_op(proto::STORE_OP_TRY_GET_MANY);
+  proto::StoreResponse response;
+  ASSERT_TRUE(testing::SendRaw(fd, Frame(request)));
+  ASSERT_TRUE(ReadResponse(fd, &response));
+  EXPECT_EQ(response.code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_THAT(response.message(), HasSubstr("TryGetMany names 0 keys"));
+  request.add_keys("fine");
+  request.add_keys("");
+  ASSERT_TRUE(testing::SendRaw(fd, Frame(request)));
+  ASSERT_TRUE(ReadResponse(fd, &response));
+  EXPECT_EQ(response.code(), static_cast<int>(StatusCode::kInvalidArgument));
+  EXPECT_EQ(response.found_each_size(), 0);
+  ::close(fd);
+  EXPECT_EQ(server->dropped_connections(), 0);
+}
+
 TEST(TcpStoreServerTest, PipelinedRequestsAreAnsweredInOrder) {
   auto server = StartServer();
   int fd = testing::ConnectAuthenticated(server->port());
