@@ -176,11 +176,11 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
     std::this_thread::sleep_for(Millis(500));
     if (addresses.size() < static_cast<size_t>(n)) {
       addresses.clear();
-      for (int r = 0; r < n; ++r) {
-        auto v = (*store)->TryGet(job::ControlKey(job_id, r),
-                                  Deadline::After(*SteadyClock::Get(), Seconds(2)));
-        if (!v.ok() || !v->has_value()) break;
-        addresses.push_back(**v);
+      std::vector<std::string> keys;
+      for (int r = 0; r < n; ++r) keys.push_back(job::ControlKey(job_id, r));
+      auto values = (*store)->TryGetMany(keys, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+      for (size_t r = 0; values.ok() && r < values->size() && (*values)[r].has_value(); ++r) {
+        addresses.push_back(*(*values)[r]);
       }
       if (addresses.size() < static_cast<size_t>(n)) continue;
     }

@@ -384,11 +384,15 @@ Status ShareReachability(store::Store* store, const std::string& job_id, int ran
     return waited.WithContext("rank " + std::to_string(rank) +
                               " waiting for every rank's reachability check of job " + job_id);
   }
+  auto values = store->TryGetMany(keys, deadline);
+  if (!values.ok()) return values.status().WithContext("reading the ranks' reachability checks");
   for (int r = 0; r < world_size; ++r) {
     if (r == rank) continue;
-    auto v = store->Get(keys[r], deadline);
-    if (!v.ok())
-      return v.status().WithContext("reading the reachability check of rank " + std::to_string(r));
+    const std::optional<std::string>& v = (*values)[r];
+    if (!v.has_value()) {
+      return UnavailableError("the reachability check of rank " + std::to_string(r) +
+                              " was removed from the store after it was published");
+    }
     if (!v->empty()) return UnavailableError(*v + " (reported by rank " + std::to_string(r) + ")");
   }
   return Status::Ok();

@@ -98,11 +98,21 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   dir->job_id = id.job_id;
   dir->credentials = credentials;
   dir->peers = joined.peers;
+  // Each rank publishes its control address after its slot, so a rank may still be on its
+  // way there: wait for all, then read them in one call (one round trip on a TcpStore, not
+  // one per rank).
+  std::vector<std::string> control_keys;
+  for (int r = 0; r < id.world_size; ++r) control_keys.push_back(ControlKey(id.job_id, r));
+  GYRE_RETURN_IF_ERROR(
+      joined.store->Wait(control_keys, deadline).WithContext(who + ": control addresses"));
+  auto addrs = joined.store->TryGetMany(control_keys, deadline);
+  if (!addrs.ok()) return addrs.status().WithContext(who + ": reading the control addresses");
   for (int r = 0; r < id.world_size; ++r) {
-    auto addr = joined.store->Get(ControlKey(id.job_id, r), deadline);
-    if (!addr.ok())
-      return addr.status().WithContext(who + ": control address of rank " + std::to_string(r));
-    dir->control_addresses.push_back(*addr);
+    if (!(*addrs)[r].has_value()) {
+      return UnavailableError(who + ": the control address of rank " + std::to_string(r) +
+                              " was removed from the store after it was published");
+    }
+    dir->control_addresses.push_back(*(*addrs)[r]);
   }
   // Across hosts every peer's address is tried (over its control port, authenticated) and
   // every rank learns who could not reach whom, so all fail naming the same ranks.

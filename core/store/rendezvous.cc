@@ -161,15 +161,22 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   // Which ranks are missing: only a slot the store says is empty counts. A rank whose slot
   // could not be read (the store stopped answering, or the reserve ran out) is unknown, not
   // missing, and the store's own error is given.
+  // Read in batches (one round trip each on a TcpStore), so a store that fails part way
+  // still leaves the slots of the batches before known.
   std::vector<int> missing, unknown;
   Status unread;
-  for (size_t rank = 0; rank < keys.size(); ++rank) {
-    StatusOr<std::optional<std::string>> value = store->TryGet(keys[rank], deadline);
-    if (!value.ok()) {
-      unknown.push_back(static_cast<int>(rank));
-      if (unread.ok()) unread = value.status();
-    } else if (!value->has_value()) {
-      missing.push_back(static_cast<int>(rank));
+  constexpr size_t kBatch = 4096;
+  for (size_t first = 0; first < keys.size(); first += kBatch) {
+    const size_t last = std::min(keys.size(), first + kBatch);
+    const std::vector<std::string> batch(keys.begin() + first, keys.begin() + last);
+    StatusOr<std::vector<std::optional<std::string>>> values = store->TryGetMany(batch, deadline);
+    for (size_t rank = first; rank < last; ++rank) {
+      if (!values.ok()) {
+        unknown.push_back(static_cast<int>(rank));
+        if (unread.ok()) unread = values.status();
+      } else if (!(*values)[rank - first].has_value()) {
+        missing.push_back(static_cast<int>(rank));
+      }
     }
   }
   if (missing.empty() && unknown.empty()) return Status::Ok();
@@ -275,13 +282,21 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   // as JoinJob's ranks wait for each other's control addresses. Without `claimed` nothing
   // holds a fast rank back, so there is no check. Checked only where the writer's exit can
   // be seen (same machine, same pid namespace).
-  for (int rank = 0; claimed && rank < mine.world_size && !mine.process.empty(); ++rank) {
-    if (rank == mine.rank) continue;
-    StatusOr<std::optional<std::string>> there =
-        job.TryGet("rank/" + std::to_string(rank), deadline);
-    if (!there.ok() || !there->has_value()) continue;
+  std::vector<std::string> keys;
+  keys.reserve(mine.world_size);
+  for (int rank = 0; rank < mine.world_size; ++rank) {
+    keys.push_back("rank/" + std::to_string(rank));
+  }
+  // One TryGetMany: on a TcpStore a round trip per rank here made a 1024-rank rendezvous
+  // take minutes (p^2 requests to one server).
+  StatusOr<std::vector<std::optional<std::string>>> there =
+      claimed && !mine.process.empty() ? job.TryGetMany(keys, deadline)
+                                       : std::vector<std::optional<std::string>>();
+  for (int rank = 0; there.ok() && rank < static_cast<int>(there->size()); ++rank) {
+    const std::optional<std::string>& slot = (*there)[rank];
+    if (rank == mine.rank || !slot.has_value()) continue;
     PeerRecord other;
-    if (!Decode(**there, &other) || !ProcessGone(other.process, mine.process)) continue;
+    if (!Decode(*slot, &other) || !ProcessGone(other.process, mine.process)) continue;
     return UnavailableError(where + ": the slot of " + DescribePeer(other) +
                             " belongs to a process on this machine that is no longer running: "
                             "it exited while starting, or the store holds an earlier job's "
@@ -290,19 +305,17 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   }
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
-  std::vector<std::string> keys;
-  keys.reserve(mine.world_size);
-  for (int rank = 0; rank < mine.world_size; ++rank) {
-    keys.push_back("rank/" + std::to_string(rank));
-  }
   GYRE_RETURN_IF_ERROR(WaitForRanks(&job, where, keys, deadline, timer));
 
+  StatusOr<std::vector<std::optional<std::string>>> values = job.TryGetMany(keys, deadline);
+  if (!values.ok()) return values.status().WithContext(where + ": reading the ranks' records");
   std::vector<PeerRecord> records(mine.world_size);
   for (int rank = 0; rank < mine.world_size; ++rank) {
-    StatusOr<std::string> value = job.Get(keys[rank], deadline);
-    if (!value.ok()) {
-      return value.status().WithContext(where + ": reading the record of rank " +
-                                        std::to_string(rank));
+    const std::optional<std::string>& value = (*values)[rank];
+    if (!value.has_value()) {
+      return UnavailableError(where + ": the slot of rank " + std::to_string(rank) +
+                              " was emptied after it arrived (something deleted keys of this "
+                              "job from the store)");
     }
     if (!Decode(*value, &records[rank]) || records[rank].rank != rank) {
       return InternalError(where + ": the slot of rank " + std::to_string(rank) +

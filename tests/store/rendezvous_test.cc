@@ -220,6 +220,79 @@ class FreezingStore final : public Store {
   HashStore inner_;
 };
 
+// Counts the reads each kind of call makes of a HashStore.
+class CountingStore final : public Store {
+ public:
+  std::atomic<int> single_reads{0};  // Get and TryGet: one key, one round trip each
+  std::atomic<int> many_reads{0};    // TryGetMany
+  Status Set(const std::string& k, const std::string& v, Deadline d) override {
+    return inner_.Set(k, v, d);
+  }
+  StatusOr<std::string> Get(const std::string& k, Deadline d) override {
+    ++single_reads;
+    return inner_.Get(k, d);
+  }
+  StatusOr<std::optional<std::string>> TryGet(const std::string& k, Deadline d) override {
+    ++single_reads;
+    return inner_.TryGet(k, d);
+  }
+  StatusOr<std::vector<std::optional<std::string>>> TryGetMany(const std::vector<std::string>& k,
+                                                               Deadline d) override {
+    ++many_reads;
+    return inner_.TryGetMany(k, d);
+  }
+  StatusOr<int64_t> Add(const std::string& k, int64_t delta, Deadline d) override {
+    return inner_.Add(k, delta, d);
+  }
+  StatusOr<std::string> CompareSet(const std::string& k, const std::string& e, const std::string& v,
+                                   Deadline d) override {
+    return inner_.CompareSet(k, e, v, d);
+  }
+  Status Wait(const std::vector<std::string>& keys, Deadline d) override {
+    return inner_.Wait(keys, d);
+  }
+  Status Delete(const std::string& k, Deadline d) override { return inner_.Delete(k, d); }
+  std::string Describe() const override { return inner_.Describe(); }
+
+ private:
+  HashStore inner_;
+};
+
+// Every rank reads every slot twice (the stale-record check, then the records), and a store
+// server answers all p ranks: a round trip per slot was p^2 of them at one server (a
+// 1024-rank rendezvous over a TcpStore took 76 s here). Each read of all slots is one call,
+// whatever p, and so is the list of missing ranks when the wait gives up.
+TEST(RendezvousTest, EachRankReadsAllSlotsInAConstantNumberOfCalls) {
+  constexpr int kWorld = 32;
+  CountingStore store;
+  std::vector<Result> results(kWorld, Result(InternalError("not run")));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] =
+          Rendezvous(&store, "J", Peer(r, kWorld), In(Seconds(20)), [] { return Status::Ok(); });
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+    EXPECT_EQ((*results[r])[kWorld - 1].address, Peer(kWorld - 1, kWorld).address);
+  }
+  EXPECT_EQ(store.single_reads.load(), 0);
+  EXPECT_EQ(store.many_reads.load(), 2 * kWorld);
+
+  CountingStore partial;
+  std::vector<PeerRecord> few;
+  for (int r = 0; r < kWorld; r += 2) few.push_back(Peer(r, kWorld));
+  auto missing = RunAll(&partial, "J", few, Millis(500));
+  for (const Result& result : missing) {
+    ASSERT_EQ(result.status().code(), StatusCode::kDeadlineExceeded) << result.status();
+    EXPECT_THAT(result.status().message(), HasSubstr("16 of 32 ranks arrived"));
+  }
+  EXPECT_EQ(partial.single_reads.load(), 0);
+  EXPECT_EQ(partial.many_reads.load(), static_cast<int>(few.size()));
+}
+
 TEST(RendezvousTest, AStoreThatStopsAnsweringIsNamedNotTheRanks) {
   FreezingStore store;
   Result mine = Result(InternalError("not run"));
