@@ -46,7 +46,14 @@ class FileStore final : public Store {
   // nullopt when the key has no file.
   StatusOr<std::optional<std::string>> ReadKey(const char* op, const std::string& key) const;
   StatusOr<bool> KeyExists(const char* op, const std::string& key) const;
+  // A write in two parts: StageKey writes the value to a new temporary file and flushes it
+  // (no lock needed: the slow part stays outside the store's lock) and returns its path;
+  // PublishKey, under the lock, renames it over the key's file (or removes it on failure).
+  // WriteKey does both.
+  StatusOr<std::string> StageKey(const char* op, const std::string& key, const std::string& value);
+  Status PublishKey(const char* op, const std::string& key, const std::string& temp);
   Status WriteKey(const char* op, const std::string& key, const std::string& value);
+  class Staged;
   // Takes the folder's write lock (in-process mutex, then flock on <dir>/.lock) within the
   // deadline.
   StatusOr<std::unique_ptr<LockHolder>> Lock(const char* op, const std::string& key,
