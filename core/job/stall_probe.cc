@@ -48,6 +48,7 @@ void StallProbe::Loop() {
   TimePoint seen{};
   const Clock* clock = SteadyClock::Get();
   std::unique_lock<std::mutex> lock(mu_);
+  const bool probing = comm_->size() <= kMaxProbedWorld;
   while (!stop_) {
     cv_.wait_for(lock, kPollInterval, [this] { return stop_; });
     if (stop_) break;
@@ -60,16 +61,25 @@ void StallProbe::Loop() {
       next = first;
       seen = clock->Now();
     }
-    if (now.in_op && probes < kMaxProbes && now.since_progress >= next) {
+    if (acted_on_.load() == seq + 1) probes = kMaxProbes;
+    if (probing && now.in_op && probes < kMaxProbes && now.since_progress >= next &&
+        !in_round_.load()) {
       const OpSnapshot snap = comm_->monitor()->Snapshot();
       if (snap.in_op && snap.seq == seq) {
         ++probes;
         next *= 2;
-        if (Probe(snap, clock->Now() - seen)) probes = kMaxProbes;
+        if (round_.joinable()) round_.join();  // finished: in_round_ is false
+        in_round_ = true;
+        round_ = std::thread([this, snap, elapsed = clock->Now() - seen] {
+          if (Probe(snap, elapsed)) acted_on_ = snap.seq + 1;
+          in_round_ = false;
+        });
       }
     }
     lock.lock();
   }
+  lock.unlock();
+  if (round_.joinable()) round_.join();
 }
 
 bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {

@@ -3,8 +3,17 @@
 // never meet — a rooted collective called with different roots, where nobody sends to a rank
 // that expects data — is then caught within a fraction of the timeout, on every rank, rather
 // than at it. While operations progress it only reads the monitor now and then.
+//
+// Its loop also ticks the freeze watchdog (OpMonitor::Tick) every 20 ms, so it never waits on
+// anything itself: a round of questions (up to a second per unanswering rank) runs on a
+// thread of its own, or a slow round would read as this process not running.
+//
+// A round asks every rank, so with all ranks quiet at once (the first call of a large job,
+// while its connections open) the job makes p^2 queries; beyond kMaxProbedWorld ranks there
+// are no rounds, and such a mismatch is caught by the progress timeout instead.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,6 +36,7 @@ class StallProbe {
 
   // How long an operation must be quiet before the first probe, under timeout `t`.
   static Duration FirstProbeAfter(Duration t);
+  static constexpr int kMaxProbedWorld = 64;
 
  private:
   void Loop();
@@ -41,6 +51,10 @@ class StallProbe {
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;
+  // The round of questions in flight, if any; started and joined by the loop's thread.
+  std::thread round_;
+  std::atomic<bool> in_round_{false};
+  std::atomic<uint64_t> acted_on_{0};  // the last operation a round stopped, plus one
 };
 
 }  // namespace gyre::job
