@@ -288,7 +288,7 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
     keys.push_back("rank/" + std::to_string(rank));
   }
   // One TryGetMany: on a TcpStore a round trip per rank here made a 1024-rank rendezvous
-  // take minutes (p^2 requests to one server).
+  // take over a minute (p^2 requests to one server).
   StatusOr<std::vector<std::optional<std::string>>> there =
       claimed && !mine.process.empty() ? job.TryGetMany(keys, deadline)
                                        : std::vector<std::optional<std::string>>();
