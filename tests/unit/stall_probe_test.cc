@@ -57,6 +57,29 @@ class SilentListener {
   std::string address_;
 };
 
+// Rank 0's broadcast from rank 1, which never calls: quiet until End() aborts it.
+class QuietCall {
+ public:
+  explicit QuietCall(Communicator* comm)
+      : comm_(comm), thread_([this] {
+          int32_t v = 0;
+          status_ = comm_->Broadcast(&v, &v, 1, DataType::kInt32, /*root=*/1);
+        }) {}
+  // Aborts the call (or, not begun yet, the call to come) and returns how it ended.
+  Status End() {
+    const OpSnapshot snap = comm_->monitor()->Snapshot();
+    comm_->monitor()->Abort(snap.in_op ? snap.seq : snap.last_started_seq + 1,
+                            AbortedError("the test is over"));
+    thread_.join();
+    return status_;
+  }
+
+ private:
+  Communicator* comm_;
+  Status status_;
+  std::thread thread_;
+};
+
 TEST(StallProbeTest, ARoundWaitingOnASilentRankIsNotTakenForAFreeze) {
   SilentListener silent;
   ASSERT_FALSE(silent.address().empty());
@@ -73,20 +96,12 @@ TEST(StallProbeTest, ARoundWaitingOnASilentRankIsNotTakenForAFreeze) {
   StallProbe probe(&comm, dir, options.timeout);
   probe.Start();
   const TimePoint t0 = SteadyClock::Get()->Now();
-  // Rank 1 never calls: rank 0's broadcast from it stays quiet, and rounds begin after 0.5 s.
-  Status call;
-  std::thread caller([&] {
-    int32_t v = 0;
-    call = comm.Broadcast(&v, &v, 1, DataType::kInt32, /*root=*/1);
-  });
+  QuietCall call(&comm);  // rounds begin after 0.5 s of it
   std::this_thread::sleep_for(Millis(3500));
   const Duration frozen = comm.monitor()->FrozenSince(t0, SteadyClock::Get()->Now());
-  const OpSnapshot snap = comm.monitor()->Snapshot();
-  ASSERT_TRUE(snap.in_op);
-  comm.monitor()->Abort(snap.seq, AbortedError("the test is over"));
-  caller.join();
+  const Status ended = call.End();
   probe.Stop();
-  EXPECT_EQ(call.code(), StatusCode::kAborted) << call;
+  EXPECT_EQ(ended.code(), StatusCode::kAborted) << ended;
   EXPECT_GE(silent.Connections(), 2) << "the rounds did not ask the silent rank";
   EXPECT_EQ(frozen, Duration::zero())
       << "the rounds read as a freeze of " << FormatDuration(frozen);
@@ -108,18 +123,11 @@ TEST(StallProbeTest, ALargeWorldIsNotProbed) {
   dir->control_addresses.assign(p, silent.address());
   StallProbe probe(&comm, dir, options.timeout);
   probe.Start();
-  Status call;
-  std::thread caller([&] {
-    int32_t v = 0;
-    call = comm.Broadcast(&v, &v, 1, DataType::kInt32, /*root=*/1);
-  });
+  QuietCall call(&comm);
   std::this_thread::sleep_for(Millis(1500));  // three rounds would have begun by now
-  const OpSnapshot snap = comm.monitor()->Snapshot();
-  ASSERT_TRUE(snap.in_op);
-  comm.monitor()->Abort(snap.seq, AbortedError("the test is over"));
-  caller.join();
+  const Status ended = call.End();
   probe.Stop();
-  EXPECT_EQ(call.code(), StatusCode::kAborted) << call;
+  EXPECT_EQ(ended.code(), StatusCode::kAborted) << ended;
   EXPECT_EQ(silent.Connections(), 0);
 }
 
