@@ -1,6 +1,7 @@
 #include "core/store/tcp_store.h"
 
 #include <asio.hpp>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -45,6 +46,10 @@ class TcpStore::Impl {
 
   Status ConnectWithRetry(Deadline deadline);
   StatusOr<proto::StoreResponse> Call(proto::StoreRequest* request, Deadline deadline);
+
+  // Set once the server has refused TRY_GET_MANY as an unknown op (a server from before it):
+  // from then on the keys are read one TryGet each, as that server understands.
+  std::atomic<bool> no_try_get_many{false};
 
  private:
   // `*refused` is set when the server turned down the handshake; retrying is pointless.
@@ -378,6 +383,25 @@ proto::StoreRequest MakeRequest(proto::StoreOp op, const std::string& key) {
   return request;
 }
 
+// A request of many keys (Wait, TryGetMany) names keys[first, end): at most kMaxWaitKeys of
+// them and about 1 MiB (at least one key), so a large world's keys, or long ones, never make
+// a frame over the cap.
+proto::StoreRequest ManyKeysRequest(proto::StoreOp op, const std::vector<std::string>& keys,
+                                    size_t first) {
+  constexpr size_t kRequestKeyBytes = size_t{1} << 20;
+  proto::StoreRequest request;
+  request.set_op(op);
+  size_t bytes = 0;
+  for (size_t i = first;
+       i < keys.size() && static_cast<size_t>(request.keys_size()) < internal::kMaxWaitKeys &&
+       (request.keys_size() == 0 || bytes + keys[i].size() <= kRequestKeyBytes);
+       ++i) {
+    request.add_keys(keys[i]);
+    bytes += keys[i].size();
+  }
+  return request;
+}
+
 }  // namespace
 
 Status TcpStore::Set(const std::string& key, const std::string& value, Deadline deadline) {
@@ -409,24 +433,26 @@ StatusOr<std::optional<std::string>> TcpStore::TryGet(const std::string& key, De
 StatusOr<std::vector<std::optional<std::string>>> TcpStore::TryGetMany(
     const std::vector<std::string>& keys, Deadline deadline) {
   for (const std::string& key : keys) GYRE_RETURN_IF_ERROR(CheckKey(key));
+  if (impl_->no_try_get_many) return Store::TryGetMany(keys, deadline);
   std::vector<std::optional<std::string>> values;
   values.reserve(keys.size());
-  // Requests of at most kMaxWaitKeys keys and about 1 MiB of them; the server answers as many
-  // of a request's keys as fit one response, and the rest are asked for again.
-  constexpr size_t kRequestKeyBytes = size_t{1} << 20;
+  // The server answers as many of a request's keys as fit one response; the rest are asked
+  // for again.
   while (values.size() < keys.size()) {
-    proto::StoreRequest request;
-    request.set_op(proto::STORE_OP_TRY_GET_MANY);
-    size_t bytes = 0;
-    for (size_t i = values.size();
-         i < keys.size() && static_cast<size_t>(request.keys_size()) < internal::kMaxWaitKeys &&
-         (request.keys_size() == 0 || bytes + keys[i].size() <= kRequestKeyBytes);
-         ++i) {
-      request.add_keys(keys[i]);
-      bytes += keys[i].size();
-    }
+    proto::StoreRequest request =
+        ManyKeysRequest(proto::STORE_OP_TRY_GET_MANY, keys, values.size());
     GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
-    GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
+    const Status answered_status = internal::ResponseStatus(response);
+    if (answered_status.code() == StatusCode::kInvalidArgument &&
+        answered_status.message().find("unknown store op") != std::string::npos) {
+      impl_->no_try_get_many = true;
+      GYRE_ASSIGN_OR_RETURN(
+          std::vector<std::optional<std::string>> rest,
+          Store::TryGetMany({keys.begin() + values.size(), keys.end()}, deadline));
+      for (auto& value : rest) values.push_back(std::move(value));
+      return values;
+    }
+    GYRE_RETURN_IF_ERROR(answered_status);
     const int answered = response.found_each_size();
     if (answered < 1 || answered > request.keys_size() || response.values_size() != answered) {
       return InternalError(Describe() + ": TryGetMany of " + std::to_string(request.keys_size()) +
@@ -466,15 +492,16 @@ StatusOr<std::string> TcpStore::CompareSet(const std::string& key, const std::st
 }
 
 Status TcpStore::Wait(const std::vector<std::string>& keys, Deadline deadline) {
-  if (keys.empty()) return Status::Ok();
-  proto::StoreRequest request;
-  request.set_op(proto::STORE_OP_WAIT);
-  for (const std::string& key : keys) {
-    GYRE_RETURN_IF_ERROR(CheckKey(key));
-    request.add_keys(key);
+  for (const std::string& key : keys) GYRE_RETURN_IF_ERROR(CheckKey(key));
+  // More keys than one request may name are waited for a request at a time, all by the one
+  // deadline; a part that times out lists what it still misses.
+  for (size_t first = 0; first < keys.size();) {
+    proto::StoreRequest request = ManyKeysRequest(proto::STORE_OP_WAIT, keys, first);
+    first += static_cast<size_t>(request.keys_size());
+    GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
+    GYRE_RETURN_IF_ERROR(internal::ResponseStatus(response));
   }
-  GYRE_ASSIGN_OR_RETURN(proto::StoreResponse response, impl_->Call(&request, deadline));
-  return internal::ResponseStatus(response);
+  return Status::Ok();
 }
 
 Status TcpStore::Delete(const std::string& key, Deadline deadline) {

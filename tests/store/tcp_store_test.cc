@@ -2,6 +2,7 @@
 // silent servers, parked requests not blocking others, and garbage on the port.
 #include "core/store/tcp_store.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -9,12 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/auth/fd_handshake.h"
+#include "core/auth/handshake.h"
 #include "core/store/store_wire.h"
 #include "core/store/tcp_store_server.h"
 #include "tests/sanitizers.h"
@@ -348,6 +351,118 @@ TEST(TcpStoreTest, TryGetManyOfMoreThanOneResponseHoldsIsAnsweredInParts) {
   ASSERT_TRUE((*values)[2].has_value());
   EXPECT_EQ((*values)[2]->size(), big.size() + 1);
   EXPECT_EQ((*values)[3], "s");
+}
+
+// More keys than one request may name (65,536, as in a world that large) are asked for in
+// parts, by Wait and TryGetMany alike, under the one deadline.
+TEST(TcpStoreTest, MoreKeysThanOneRequestNamesAreAskedForInParts) {
+  auto server = StartServer();
+  auto store = ConnectTo(server->port());
+  std::vector<std::string> keys;
+  for (int i = 0; i < (1 << 16) + 10; ++i) keys.push_back("rank/" + std::to_string(i));
+  ASSERT_TRUE(store->Set(keys.back(), "last", In(Seconds(5))).ok());
+  auto values = store->TryGetMany(keys, In(Seconds(30)));
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), keys.size());
+  EXPECT_FALSE(values->front().has_value());
+  EXPECT_EQ(values->back(), "last");
+  const Status waited = store->Wait(keys, In(Millis(300)));
+  EXPECT_EQ(waited.code(), StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_THAT(waited.message(), HasSubstr("keys missing"));
+  ASSERT_TRUE(store->Set(keys.front(), "first", In(Seconds(5))).ok());
+  EXPECT_TRUE(store->Wait({keys.front(), keys.back()}, In(Seconds(5))).ok());
+}
+
+// A store server from before TRY_GET_MANY, as a standalone gyre-store left running may be:
+// it answers that op as unknown and TRY_GET as it always did (only "old-key" exists).
+class OldServer {
+ public:
+  OldServer() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(::listen(listen_fd_, 4), 0);
+    EXPECT_EQ(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~OldServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  int port() const { return port_; }
+  int unknown_ops() const { return unknown_ops_; }
+
+ private:
+  static bool ReadFrame(int fd, std::string* body) {
+    std::string header;
+    if (!testing::ReadExactly(fd, internal::kFrameHeaderBytes, Seconds(10), &header)) return false;
+    const uint32_t n =
+        internal::DecodeFrameLength(reinterpret_cast<const unsigned char*>(header.data()));
+    return testing::ReadExactly(fd, n, Seconds(10), body);
+  }
+  static bool WriteFrame(int fd, const std::string& body) {
+    std::string out(internal::kFrameHeaderBytes, '\0');
+    internal::EncodeFrameLength(static_cast<uint32_t>(body.size()),
+                                reinterpret_cast<unsigned char*>(&out[0]));
+    return testing::SendRaw(fd, out + body);
+  }
+  void Serve() {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auth::Credentials self;
+    auth::Acceptor acceptor(auth::Channel::kStore, &self, nullptr);
+    std::string message;
+    StatusOr<std::string> challenge = InternalError("no hello");
+    if (ReadFrame(fd, &message)) challenge = acceptor.Challenge(message);
+    if (challenge.ok() && WriteFrame(fd, *challenge) && ReadFrame(fd, &message) &&
+        acceptor.CheckProof(message).ok() && WriteFrame(fd, acceptor.Accept())) {
+      proto::StoreRequest request;
+      while (ReadFrame(fd, &message) && request.ParseFromString(message)) {
+        proto::StoreResponse response;
+        response.set_request_id(request.request_id());
+        if (request.op() == proto::STORE_OP_TRY_GET) {
+          if (request.keys(0) == "old-key") {
+            response.set_found(true);
+            response.set_value("old-value");
+          }
+        } else {
+          ++unknown_ops_;
+          internal::SetResponseStatus(
+              InvalidArgumentError("tcp://old: unknown store op " +
+                                   std::to_string(static_cast<int>(request.op()))),
+              &response);
+        }
+        std::string frame;
+        if (!internal::EncodeFrame(response, &frame) || !testing::SendRaw(fd, frame)) break;
+      }
+    }
+    ::close(fd);
+  }
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> unknown_ops_{0};
+  std::thread thread_;
+};
+
+// Against that server TryGetMany reads the keys one TryGet each, and asks it only once.
+TEST(TcpStoreTest, TryGetManyFromAServerThatPredatesItReadsKeyByKey) {
+  OldServer old;
+  auto store = ConnectTo(old.port());
+  ASSERT_NE(store, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    auto values = store->TryGetMany({"absent", "old-key"}, In(Seconds(10)));
+    ASSERT_TRUE(values.ok()) << values.status();
+    ASSERT_EQ(values->size(), 2u);
+    EXPECT_FALSE((*values)[0].has_value());
+    EXPECT_EQ((*values)[1], "old-value");
+  }
+  EXPECT_EQ(old.unknown_ops(), 1);
 }
 
 // The raw request: 1 to 65,536 keys, each checked; answered, never dropped.
