@@ -171,10 +171,15 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
     const std::vector<std::string> batch(keys.begin() + first, keys.begin() + last);
     StatusOr<std::vector<std::optional<std::string>>> values = store->TryGetMany(batch, deadline);
     for (size_t rank = first; rank < last; ++rank) {
-      if (!values.ok()) {
+      // A batch that failed is read again slot by slot: one unreadable slot (or a store that
+      // gives up part way) leaves the others known.
+      StatusOr<std::optional<std::string>> value =
+          values.ok() ? StatusOr<std::optional<std::string>>((*values)[rank - first])
+                      : store->TryGet(keys[rank], deadline);
+      if (!value.ok()) {
         unknown.push_back(static_cast<int>(rank));
-        if (unread.ok()) unread = values.status();
-      } else if (!(*values)[rank - first].has_value()) {
+        if (unread.ok()) unread = value.status();
+      } else if (!value->has_value()) {
         missing.push_back(static_cast<int>(rank));
       }
     }
@@ -292,11 +297,15 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   StatusOr<std::vector<std::optional<std::string>>> there =
       claimed && !mine.process.empty() ? job.TryGetMany(keys, deadline)
                                        : std::vector<std::optional<std::string>>();
-  for (int rank = 0; there.ok() && rank < static_cast<int>(there->size()); ++rank) {
-    const std::optional<std::string>& slot = (*there)[rank];
-    if (rank == mine.rank || !slot.has_value()) continue;
+  for (int rank = 0; claimed && !mine.process.empty() && rank < mine.world_size; ++rank) {
+    // A failed read of all slots is made again slot by slot, so one unreadable slot does not
+    // turn the check off for the others.
+    StatusOr<std::optional<std::string>> slot =
+        there.ok() ? StatusOr<std::optional<std::string>>((*there)[rank])
+                   : job.TryGet(keys[rank], deadline);
+    if (rank == mine.rank || !slot.ok() || !slot->has_value()) continue;
     PeerRecord other;
-    if (!Decode(*slot, &other) || !ProcessGone(other.process, mine.process)) continue;
+    if (!Decode(**slot, &other) || !ProcessGone(other.process, mine.process)) continue;
     return UnavailableError(where + ": the slot of " + DescribePeer(other) +
                             " belongs to a process on this machine that is no longer running: "
                             "it exited while starting, or the store holds an earlier job's "

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -220,11 +221,13 @@ class FreezingStore final : public Store {
   HashStore inner_;
 };
 
-// Counts the reads each kind of call makes of a HashStore.
+// Counts the reads each kind of call makes of a HashStore; a read of `unreadable` fails (and
+// with it a TryGetMany that names it, as a store reading the keys in turn would).
 class CountingStore final : public Store {
  public:
   std::atomic<int> single_reads{0};  // Get and TryGet: one key, one round trip each
   std::atomic<int> many_reads{0};    // TryGetMany
+  std::string unreadable;
   Status Set(const std::string& k, const std::string& v, Deadline d) override {
     return inner_.Set(k, v, d);
   }
@@ -234,11 +237,15 @@ class CountingStore final : public Store {
   }
   StatusOr<std::optional<std::string>> TryGet(const std::string& k, Deadline d) override {
     ++single_reads;
+    if (k == unreadable) return InternalError("the slot file is unreadable");
     return inner_.TryGet(k, d);
   }
   StatusOr<std::vector<std::optional<std::string>>> TryGetMany(const std::vector<std::string>& k,
                                                                Deadline d) override {
     ++many_reads;
+    if (std::find(k.begin(), k.end(), unreadable) != k.end()) {
+      return InternalError("the slot file is unreadable");
+    }
     return inner_.TryGetMany(k, d);
   }
   StatusOr<int64_t> Add(const std::string& k, int64_t delta, Deadline d) override {
@@ -291,6 +298,20 @@ TEST(RendezvousTest, EachRankReadsAllSlotsInAConstantNumberOfCalls) {
   }
   EXPECT_EQ(partial.single_reads.load(), 0);
   EXPECT_EQ(partial.many_reads.load(), static_cast<int>(few.size()));
+}
+
+// One slot that cannot be read makes only that rank unknown: the others are still read, and
+// the ones not there are named as missing.
+TEST(RendezvousTest, AnUnreadableSlotLeavesTheOthersKnown) {
+  CountingStore store;
+  store.unreadable = "gyre/rdzv/J/rank/3";
+  auto results = RunAll(&store, "J", {Peer(0, 4), Peer(1, 4)}, Millis(500));
+  for (const Result& result : results) {
+    ASSERT_EQ(result.status().code(), StatusCode::kDeadlineExceeded) << result.status();
+    EXPECT_THAT(result.status().message(), HasSubstr("2 of 4 ranks arrived"));
+    EXPECT_THAT(result.status().message(), HasSubstr("missing: rank 2"));
+    EXPECT_THAT(result.status().message(), HasSubstr("the slot file is unreadable): rank 3"));
+  }
 }
 
 TEST(RendezvousTest, AStoreThatStopsAnsweringIsNamedNotTheRanks) {
