@@ -61,9 +61,12 @@ void StallProbe::Loop() {
       next = first;
       seen = clock->Now();
     }
+    // in_round_ before acted_on_: a round stores acted_on_ before it clears in_round_, so a
+    // round that just stopped this operation is seen here and not followed by another.
+    const bool round_running = in_round_.load();
     if (acted_on_.load() == seq + 1) probes = kMaxProbes;
     if (probing && now.in_op && probes < kMaxProbes && now.since_progress >= next &&
-        !in_round_.load()) {
+        !round_running) {
       const OpSnapshot snap = comm_->monitor()->Snapshot();
       if (snap.in_op && snap.seq == seq) {
         ++probes;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "core/store/store_internal.h"
 
@@ -390,7 +392,7 @@ class FileStore::Staged {
   Staged(const Staged&) = delete;
   Staged& operator=(const Staged&) = delete;
   // The path, now PublishKey's to rename or remove.
-  std::string Release() { return std::move(path_); }
+  std::string Release() { return std::exchange(path_, std::string()); }
 
  private:
   std::string path_;
