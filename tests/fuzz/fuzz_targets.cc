@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/algo/collective.h"
 #include "core/auth/fd_handshake.h"
@@ -236,6 +239,13 @@ void FuzzStoreRequest(const uint8_t* data, size_t size) {
     case proto::STORE_OP_WAIT:
       for (const std::string& k : request.keys()) (void)store.Contains(k);
       break;
+    case proto::STORE_OP_TRY_GET_MANY: {
+      const std::vector<std::string> keys(request.keys().begin(), request.keys().end());
+      StatusOr<std::vector<std::optional<std::string>>> values = store.TryGetMany(keys, now);
+      FUZZ_INVARIANT(!values.ok() || values->size() == keys.size());
+      status = values.status();
+      break;
+    }
     case proto::STORE_OP_DELETE:
       status = store.Delete(key, now);
       break;
