@@ -384,16 +384,15 @@ Status ShareReachability(store::Store* store, const std::string& job_id, int ran
     return waited.WithContext("rank " + std::to_string(rank) +
                               " waiting for every rank's reachability check of job " + job_id);
   }
-  auto values = store->TryGetMany(keys, deadline);
+  auto values = store::ReadPublished(store, keys, deadline, [](size_t r) {
+    return "the reachability check of rank " + std::to_string(r);
+  });
   if (!values.ok()) return values.status().WithContext("reading the ranks' reachability checks");
   for (int r = 0; r < world_size; ++r) {
-    if (r == rank) continue;
-    const std::optional<std::string>& v = (*values)[r];
-    if (!v.has_value()) {
-      return UnavailableError("the reachability check of rank " + std::to_string(r) +
-                              " was removed from the store after it was published");
+    const std::string& v = (*values)[r];
+    if (r != rank && !v.empty()) {
+      return UnavailableError(v + " (reported by rank " + std::to_string(r) + ")");
     }
-    if (!v->empty()) return UnavailableError(*v + " (reported by rank " + std::to_string(r) + ")");
   }
   return Status::Ok();
 }

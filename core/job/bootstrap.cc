@@ -105,15 +105,11 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   for (int r = 0; r < id.world_size; ++r) control_keys.push_back(ControlKey(id.job_id, r));
   GYRE_RETURN_IF_ERROR(
       joined.store->Wait(control_keys, deadline).WithContext(who + ": control addresses"));
-  auto addrs = joined.store->TryGetMany(control_keys, deadline);
+  auto addrs = store::ReadPublished(joined.store.get(), control_keys, deadline, [](size_t r) {
+    return "the control address of rank " + std::to_string(r);
+  });
   if (!addrs.ok()) return addrs.status().WithContext(who + ": reading the control addresses");
-  for (int r = 0; r < id.world_size; ++r) {
-    if (!(*addrs)[r].has_value()) {
-      return UnavailableError(who + ": the control address of rank " + std::to_string(r) +
-                              " was removed from the store after it was published");
-    }
-    dir->control_addresses.push_back(*(*addrs)[r]);
-  }
+  dir->control_addresses = std::move(*addrs);
   // Across hosts every peer's address is tried (over its control port, authenticated) and
   // every rank learns who could not reach whom, so all fail naming the same ranks.
   bool probe = SpansHosts(joined.peers);

@@ -169,13 +169,9 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   for (size_t first = 0; first < keys.size(); first += kBatch) {
     const size_t last = std::min(keys.size(), first + kBatch);
     const std::vector<std::string> batch(keys.begin() + first, keys.begin() + last);
-    StatusOr<std::vector<std::optional<std::string>>> values = store->TryGetMany(batch, deadline);
+    std::vector<StatusOr<std::optional<std::string>>> values = TryGetEach(store, batch, deadline);
     for (size_t rank = first; rank < last; ++rank) {
-      // A batch that failed is read again slot by slot: one unreadable slot (or a store that
-      // gives up part way) leaves the others known.
-      StatusOr<std::optional<std::string>> value =
-          values.ok() ? StatusOr<std::optional<std::string>>((*values)[rank - first])
-                      : store->TryGet(keys[rank], deadline);
+      const StatusOr<std::optional<std::string>>& value = values[rank - first];
       if (!value.ok()) {
         unknown.push_back(static_cast<int>(rank));
         if (unread.ok()) unread = value.status();
@@ -293,16 +289,14 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
     keys.push_back("rank/" + std::to_string(rank));
   }
   // One TryGetMany: on a TcpStore a round trip per rank here made a 1024-rank rendezvous
-  // take over a minute (p^2 requests to one server).
-  StatusOr<std::vector<std::optional<std::string>>> there =
-      claimed && !mine.process.empty() ? job.TryGetMany(keys, deadline)
-                                       : std::vector<std::optional<std::string>>();
-  for (int rank = 0; claimed && !mine.process.empty() && rank < mine.world_size; ++rank) {
-    // A failed read of all slots is made again slot by slot, so one unreadable slot does not
-    // turn the check off for the others.
-    StatusOr<std::optional<std::string>> slot =
-        there.ok() ? StatusOr<std::optional<std::string>>((*there)[rank])
-                   : job.TryGet(keys[rank], deadline);
+  // take over a minute (p^2 requests to one server). One unreadable slot does not turn the
+  // check off for the others.
+  const bool check_stale = claimed && !mine.process.empty();
+  const std::vector<StatusOr<std::optional<std::string>>> there =
+      check_stale ? TryGetEach(&job, keys, deadline)
+                  : std::vector<StatusOr<std::optional<std::string>>>();
+  for (int rank = 0; rank < static_cast<int>(there.size()); ++rank) {
+    const StatusOr<std::optional<std::string>>& slot = there[rank];
     if (rank == mine.rank || !slot.ok() || !slot->has_value()) continue;
     PeerRecord other;
     if (!Decode(**slot, &other) || !ProcessGone(other.process, mine.process)) continue;
@@ -316,17 +310,14 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
 
   GYRE_RETURN_IF_ERROR(WaitForRanks(&job, where, keys, deadline, timer));
 
-  StatusOr<std::vector<std::optional<std::string>>> values = job.TryGetMany(keys, deadline);
+  auto values = ReadPublished(&job, keys, deadline, [](size_t rank) {
+    return "the record of rank " + std::to_string(rank);
+  });
   if (!values.ok()) return values.status().WithContext(where + ": reading the ranks' records");
   std::vector<PeerRecord> records(mine.world_size);
   for (int rank = 0; rank < mine.world_size; ++rank) {
-    const std::optional<std::string>& value = (*values)[rank];
-    if (!value.has_value()) {
-      return UnavailableError(where + ": the slot of rank " + std::to_string(rank) +
-                              " was emptied after it arrived (something deleted keys of this "
-                              "job from the store)");
-    }
-    if (!Decode(*value, &records[rank]) || records[rank].rank != rank) {
+    const std::string& value = (*values)[rank];
+    if (!Decode(value, &records[rank]) || records[rank].rank != rank) {
       return InternalError(where + ": the slot of rank " + std::to_string(rank) +
                            " holds an unreadable or misplaced record");
     }

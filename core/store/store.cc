@@ -31,6 +31,39 @@ StatusOr<std::vector<std::optional<std::string>>> Store::TryGetMany(
   return values;
 }
 
+std::vector<StatusOr<std::optional<std::string>>> TryGetEach(Store* store,
+                                                             const std::vector<std::string>& keys,
+                                                             Deadline deadline) {
+  StatusOr<std::vector<std::optional<std::string>>> all = store->TryGetMany(keys, deadline);
+  std::vector<StatusOr<std::optional<std::string>>> each;
+  each.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (all.ok()) {
+      each.emplace_back(std::move((*all)[i]));
+    } else {
+      each.push_back(store->TryGet(keys[i], deadline));
+    }
+  }
+  return each;
+}
+
+StatusOr<std::vector<std::string>> ReadPublished(Store* store, const std::vector<std::string>& keys,
+                                                 Deadline deadline,
+                                                 const std::function<std::string(size_t)>& name) {
+  GYRE_ASSIGN_OR_RETURN(std::vector<std::optional<std::string>> values,
+                        store->TryGetMany(keys, deadline));
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!values[i].has_value()) {
+      return UnavailableError(name(i) + " was removed from the store " + store->Describe() +
+                              " after it was published (something deleted keys of this job)");
+    }
+    out.push_back(std::move(*values[i]));
+  }
+  return out;
+}
+
 Status CheckValue(const std::string& key, const std::string& value) {
   if (value.size() > kMaxValueBytes) {
     return InvalidArgumentError("value for store key " + QuoteKey(key) + " is " +

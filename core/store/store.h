@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,20 @@ Status CheckValue(const std::string& key, const std::string& value);
 // A printable, quoted form of a key for messages and logs: 'rank/0', with bytes outside
 // printable ASCII written as \xNN and long keys shortened.
 std::string QuoteKey(const std::string& key);
+
+// One result per key of `keys`, in order. Read with one TryGetMany; when that call fails,
+// each key is read again on its own, so one key that cannot be read (or a store that gives
+// up part way) leaves the others known.
+std::vector<StatusOr<std::optional<std::string>>> TryGetEach(Store* store,
+                                                             const std::vector<std::string>& keys,
+                                                             Deadline deadline);
+
+// Reads, in one TryGetMany, keys that every writer has published (the caller has waited for
+// them). A key that is gone is Unavailable: "<name(i)> was removed from the store <where>
+// after it was published (something deleted keys of this job)".
+StatusOr<std::vector<std::string>> ReadPublished(Store* store, const std::vector<std::string>& keys,
+                                                 Deadline deadline,
+                                                 const std::function<std::string(size_t)>& name);
 
 // Opens "file:///abs/dir" (a FileStore, creating the folder; file permissions protect it)
 // or "tcp://host:port" (a TcpStore client proving `credentials`, retrying the connection

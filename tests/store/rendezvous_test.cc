@@ -222,12 +222,14 @@ class FreezingStore final : public Store {
 };
 
 // Counts the reads each kind of call makes of a HashStore; a read of `unreadable` fails (and
-// with it a TryGetMany that names it, as a store reading the keys in turn would).
+// with it a TryGetMany that names it, as a store reading the keys in turn would). A
+// TryGetMany finds `vanished` absent, as if it were deleted after a Wait saw it.
 class CountingStore final : public Store {
  public:
   std::atomic<int> single_reads{0};  // Get and TryGet: one key, one round trip each
   std::atomic<int> many_reads{0};    // TryGetMany
   std::string unreadable;
+  std::string vanished;
   Status Set(const std::string& k, const std::string& v, Deadline d) override {
     return inner_.Set(k, v, d);
   }
@@ -246,7 +248,11 @@ class CountingStore final : public Store {
     if (std::find(k.begin(), k.end(), unreadable) != k.end()) {
       return InternalError("the slot file is unreadable");
     }
-    return inner_.TryGetMany(k, d);
+    auto values = inner_.TryGetMany(k, d);
+    for (size_t i = 0; values.ok() && i < k.size(); ++i) {
+      if (k[i] == vanished) (*values)[i].reset();
+    }
+    return values;
   }
   StatusOr<int64_t> Add(const std::string& k, int64_t delta, Deadline d) override {
     return inner_.Add(k, delta, d);
@@ -311,6 +317,64 @@ TEST(RendezvousTest, AnUnreadableSlotLeavesTheOthersKnown) {
     EXPECT_THAT(result.status().message(), HasSubstr("2 of 4 ranks arrived"));
     EXPECT_THAT(result.status().message(), HasSubstr("missing: rank 2"));
     EXPECT_THAT(result.status().message(), HasSubstr("the slot file is unreadable): rank 3"));
+  }
+}
+
+// TryGetEach reads all keys in one call when it can, and key by key when that call fails, so
+// the one unreadable key is the only error.
+TEST(RendezvousTest, TryGetEachFallsBackToOneReadPerKey) {
+  CountingStore store;
+  ASSERT_TRUE(store.Set("a", "1", In(Seconds(5))).ok());
+  ASSERT_TRUE(store.Set("c", "3", In(Seconds(5))).ok());
+  auto whole = TryGetEach(&store, {"a", "b", "c"}, In(Seconds(5)));
+  ASSERT_EQ(whole.size(), 3u);
+  EXPECT_EQ(store.many_reads.load(), 1);
+  EXPECT_EQ(store.single_reads.load(), 0);
+  EXPECT_EQ(*whole[0], std::optional<std::string>("1"));
+  EXPECT_EQ(*whole[1], std::nullopt);
+  EXPECT_EQ(*whole[2], std::optional<std::string>("3"));
+
+  store.unreadable = "b";
+  auto each = TryGetEach(&store, {"a", "b", "c"}, In(Seconds(5)));
+  ASSERT_EQ(each.size(), 3u);
+  EXPECT_EQ(store.many_reads.load(), 2);
+  EXPECT_EQ(store.single_reads.load(), 3);
+  EXPECT_EQ(*each[0], std::optional<std::string>("1"));
+  EXPECT_THAT(each[1].status().message(), HasSubstr("the slot file is unreadable"));
+  EXPECT_EQ(*each[2], std::optional<std::string>("3"));
+}
+
+// Keys every writer published that are gone when read are named, with the store, rather than
+// read as empty values.
+TEST(RendezvousTest, ReadPublishedNamesAKeyThatWasRemoved) {
+  CountingStore store;
+  ASSERT_TRUE(store.Set("x/0", "zero", In(Seconds(5))).ok());
+  ASSERT_TRUE(store.Set("x/1", "", In(Seconds(5))).ok());
+  auto name = [](size_t i) { return "the thing of rank " + std::to_string(i); };
+  auto both = ReadPublished(&store, {"x/0", "x/1"}, In(Seconds(5)), name);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(*both, (std::vector<std::string>{"zero", ""}));
+  store.vanished = "x/1";
+  auto gone = ReadPublished(&store, {"x/0", "x/1"}, In(Seconds(5)), name);
+  ASSERT_EQ(gone.status().code(), StatusCode::kUnavailable) << gone.status();
+  EXPECT_THAT(gone.status().message(), HasSubstr("the thing of rank 1 was removed from the store " +
+                                                 store.Describe() + " after it was published"));
+  store.unreadable = "x/0";
+  EXPECT_THAT(ReadPublished(&store, {"x/0", "x/1"}, In(Seconds(5)), name).status().message(),
+              HasSubstr("the slot file is unreadable"));
+}
+
+// A record that was in its slot when every rank had arrived, and is gone when the records are
+// read, fails the rendezvous naming the rank (it is not a missing or a garbled record).
+TEST(RendezvousTest, ARecordRemovedAfterArrivingIsNamed) {
+  CountingStore store;
+  store.vanished = "gyre/rdzv/J/rank/1";
+  auto results = RunAll(&store, "J", {Peer(0, 2), Peer(1, 2)}, Seconds(10));
+  for (const Result& result : results) {
+    ASSERT_EQ(result.status().code(), StatusCode::kUnavailable) << result.status();
+    EXPECT_THAT(result.status().message(),
+                HasSubstr("rendezvous of job J: reading the ranks' records: the record of rank 1 "
+                          "was removed from the store"));
   }
 }
 
