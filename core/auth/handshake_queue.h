@@ -20,8 +20,23 @@ namespace gyre::auth {
 template <typename Id>
 class HandshakeQueue {
  public:
-  // A newcomer, accepted. The caller applies the cap first (TakeOldest).
+  // A newcomer, accepted. The caller applies the cap first (MakeRoom or TakeOldest).
   void Add(Id id) { waiting_.push_back(std::move(id)); }
+
+  // The cap rule, applied before a newcomer is added: while `cap` or more wait, the one that
+  // has waited longest is taken off and given to `cut_off(id, waiting)` to be cut off
+  // (`waiting` is how many were in the handshake). False when the newcomer must be refused
+  // instead, which is only when nothing waits yet the cap is reached (a cap of 0).
+  template <typename CutOff>
+  bool MakeRoom(size_t cap, CutOff&& cut_off) {
+    while (waiting_.size() >= cap && !waiting_.empty()) {
+      const size_t waiting = waiting_.size();
+      Id oldest = std::move(waiting_.front());
+      waiting_.pop_front();
+      cut_off(oldest, waiting);
+    }
+    return waiting_.size() < cap;
+  }
 
   // Off the queue: proven, refused or closed. False if it was not there, which means it was
   // cut off at the cap already (or never added).
@@ -32,8 +47,8 @@ class HandshakeQueue {
     return true;
   }
 
-  // At the cap: the connection that has waited longest, taken off the queue for the caller
-  // to cut off; nullopt when none waits, and then the newcomer is the one refused.
+  // The connection that has waited longest, taken off the queue for the caller to cut off;
+  // nullopt when none waits. For an endpoint whose cap counts more than the handshakes.
   std::optional<Id> TakeOldest() {
     if (waiting_.empty()) return std::nullopt;
     Id oldest = std::move(waiting_.front());

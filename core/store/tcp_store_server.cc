@@ -239,18 +239,17 @@ void TcpStoreServer::Impl::Accept() {
     // At the cap of connections in the handshake, the one that has waited longest there is
     // cut off rather than the newcomer: a real client proves itself in milliseconds, so
     // strangers holding idle connections (no secret needed) cannot lock the job's ranks out.
-    if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated) {
-      const size_t waiting = handshaking_.size();
-      if (std::optional<uint64_t> oldest = handshaking_.TakeOldest()) {
-        // Every connection in the queue is live: Close takes it off.
-        auto it = connections_.find(*oldest);
-        CHECK(it != connections_.end()) << "connection " << *oldest << " queued after it closed";
-        Refuse(it->second, auth::Refusal::kOverCap,
-               "the longest waiting of " + std::to_string(waiting) +
-                   " connections in the handshake (the cap), cut off for a newcomer");
-      }
-    }
-    if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated) {
+    const bool room = handshaking_.MakeRoom(
+        static_cast<size_t>(std::max(options_.max_unauthenticated, 0)),
+        [&](uint64_t oldest, size_t waiting) {
+          // Every connection in the queue is live: Close takes it off.
+          auto it = connections_.find(oldest);
+          CHECK(it != connections_.end()) << "connection " << oldest << " queued after it closed";
+          Refuse(it->second, auth::Refusal::kOverCap,
+                 "the longest waiting of " + std::to_string(waiting) +
+                     " connections in the handshake (the cap), cut off for a newcomer");
+        });
+    if (!room) {
       LOG(WARNING) << "store server " << address_ << ": refusing connection from "
                    << EndpointText(remote) << ": already " << handshaking_.size()
                    << " connections in the handshake (the cap) ["

@@ -526,5 +526,32 @@ TEST(HandshakeQueueTest, TheLongestWaitingIsCutOffFirstAndAProvenOneNever) {
   EXPECT_TRUE(queue.empty());
 }
 
+TEST(HandshakeQueueTest, MakeRoomCutsOffTheLongestWaitingOnlyAtTheCap) {
+  HandshakeQueue<int> queue;
+  std::vector<std::pair<int, size_t>> cut;
+  auto record = [&](int id, size_t waiting) { cut.emplace_back(id, waiting); };
+  for (int fd : {7, 3, 9}) {
+    ASSERT_TRUE(queue.MakeRoom(3, record));
+    queue.Add(fd);
+  }
+  EXPECT_TRUE(cut.empty());  // under the cap nobody is cut off
+  ASSERT_TRUE(queue.MakeRoom(3, record));
+  queue.Add(4);
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0], std::make_pair(7, size_t{3}));  // the longest waiting, of 3
+  EXPECT_TRUE(queue.Remove(9));                     // proven: never cut off
+  EXPECT_TRUE(queue.MakeRoom(3, record));
+  EXPECT_EQ(cut.size(), 1u);  // 2 wait, under the cap
+  // A lowered cap cuts off as many as it takes.
+  EXPECT_TRUE(queue.MakeRoom(1, record));
+  ASSERT_EQ(cut.size(), 3u);
+  EXPECT_EQ(cut[1], std::make_pair(3, size_t{2}));
+  EXPECT_EQ(cut[2], std::make_pair(4, size_t{1}));
+  EXPECT_TRUE(queue.empty());
+  // A cap of 0 admits nobody, and there is no one to cut off.
+  EXPECT_FALSE(queue.MakeRoom(0, record));
+  EXPECT_EQ(cut.size(), 3u);
+}
+
 }  // namespace
 }  // namespace gyre::auth

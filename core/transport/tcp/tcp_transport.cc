@@ -1274,16 +1274,15 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
   // At the cap, the connection that has waited longest in the handshake is cut off rather
   // than the newcomer: a rank proves itself in milliseconds, so strangers holding idle
   // connections (no secret needed) cannot keep the job's ranks from connecting.
-  if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated_connections) {
-    const size_t waiting = handshaking_.size();
-    // Every connection in the queue is live: CloseIn takes it off.
-    if (std::optional<std::shared_ptr<InConn>> oldest = handshaking_.TakeOldest()) {
-      RefuseStranger(*oldest, auth::Refusal::kOverCap,
-                     "the longest waiting of " + std::to_string(waiting) +
-                         " connections in the handshake (the cap), cut off for a newcomer");
-    }
-  }
-  if (static_cast<int>(handshaking_.size()) >= options_.max_unauthenticated_connections) {
+  const bool room = handshaking_.MakeRoom(
+      static_cast<size_t>(std::max(options_.max_unauthenticated_connections, 0)),
+      [&](const std::shared_ptr<InConn>& oldest, size_t waiting) {
+        // Every connection in the queue is live: CloseIn takes it off.
+        RefuseStranger(oldest, auth::Refusal::kOverCap,
+                       "the longest waiting of " + std::to_string(waiting) +
+                           " connections in the handshake (the cap), cut off for a newcomer");
+      });
+  if (!room) {
     refusals_.Count(auth::Refusal::kOverCap);
     LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
                  << handshaking_.size() << " connections in the handshake (the cap) ["
