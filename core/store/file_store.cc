@@ -439,7 +439,16 @@ StatusOr<std::string> FileStore::CompareSet(const std::string& key, const std::s
                                             const std::string& desired, Deadline deadline) {
   GYRE_RETURN_IF_ERROR(CheckKey(key));
   GYRE_RETURN_IF_ERROR(CheckValue(key, desired));
-  // Staged before the lock, as Set is; removed again when the comparison fails.
+  // A comparison that fails already is answered without writing: in a rendezvous every rank
+  // but the first finds the world size set, and staging its value cost a write and an fsync.
+  // A failing CompareSet changes nothing, so an unlocked read (keys are replaced by rename:
+  // it sees a whole value) answers it as the locked one would have at that moment.
+  GYRE_ASSIGN_OR_RETURN(std::optional<std::string> seen, ReadKey("CompareSet", key));
+  if (!internal::CompareSetMatches(seen, expected)) {
+    if (!seen.has_value()) return internal::KeyAbsentForCompareSet(Describe(), key);
+    return std::move(*seen);
+  }
+  // Staged before the lock, as Set is; removed again when the comparison fails after all.
   GYRE_ASSIGN_OR_RETURN(std::string temp, StageKey("CompareSet", key, desired));
   Staged staged(std::move(temp));
   GYRE_ASSIGN_OR_RETURN(auto lock, Lock("CompareSet", key, deadline));

@@ -166,6 +166,32 @@ TEST(StoreMultiprocTest, WriteErrorIsAStatusNamingThePath) {
   EXPECT_EQ(testing::TempDir::List(tmp.path()), (std::vector<std::string>{".lock", "k.small"}));
 }
 
+// A CompareSet whose comparison fails writes nothing, so a full disk does not fail it: it
+// answers the value that is there (or that the key is absent), as on a disk with room.
+TEST(StoreMultiprocTest, AFailingCompareSetNeedsNoRoomOnTheDisk) {
+  testing::TempDir tmp;
+  pid_t child = ForkChild([&] {
+    auto store = FileStore::Open(tmp.path());
+    if (!store.ok()) return Fail(store.status());
+    if (!(*store)->Set("size", "4", In(Seconds(5))).ok()) return 3;
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{1024, 1024};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 4;
+    const std::string big(4096, 'v');
+    auto taken = (*store)->CompareSet("size", "", big, In(Seconds(5)));
+    if (!taken.ok()) return Fail(taken.status());
+    if (*taken != "4") return 5;
+    auto absent = (*store)->CompareSet("none", "x", big, In(Seconds(5)));
+    if (absent.status().code() != StatusCode::kNotFound) return Fail(absent.status());
+    // One that matches must write, and the full disk is its error.
+    auto matches = (*store)->CompareSet("size", "4", big, In(Seconds(5)));
+    if (matches.status().code() != StatusCode::kResourceExhausted) return Fail(matches.status());
+    return 0;
+  });
+  EXPECT_EQ(WaitChild(child, Seconds(10)), 0);
+  EXPECT_EQ(testing::TempDir::List(tmp.path()), (std::vector<std::string>{".lock", "k.size"}));
+}
+
 // Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port.
 bool StartServerBinary(pid_t* pid, int* port) {
   // GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin next to tests/.
