@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -375,11 +376,14 @@ TEST(TcpStoreTest, MoreKeysThanOneRequestNamesAreAskedForInParts) {
   EXPECT_TRUE(store->Wait({keys.front(), keys.back()}, In(Seconds(5))).ok());
 }
 
-// A store server from before TRY_GET_MANY, as a standalone gyre-store left running may be:
-// it answers that op as unknown and TRY_GET as it always did (only "old-key" exists).
+// A scripted store server: after the handshake, `answer` fills in the response to each
+// request. By default it is a server from before TRY_GET_MANY, as a standalone gyre-store
+// left running may be: it answers that op as unknown and TRY_GET as it always did (only
+// "old-key" exists).
 class OldServer {
  public:
-  OldServer() {
+  using Answer = std::function<void(const proto::StoreRequest&, proto::StoreResponse*)>;
+  explicit OldServer(Answer answer = {}) : answer_(std::move(answer)) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -427,7 +431,9 @@ class OldServer {
       while (ReadFrame(fd, &message) && request.ParseFromString(message)) {
         proto::StoreResponse response;
         response.set_request_id(request.request_id());
-        if (request.op() == proto::STORE_OP_TRY_GET) {
+        if (answer_) {
+          answer_(request, &response);
+        } else if (request.op() == proto::STORE_OP_TRY_GET) {
           if (request.keys(0) == "old-key") {
             response.set_found(true);
             response.set_value("old-value");
@@ -449,6 +455,7 @@ class OldServer {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<int> unknown_ops_{0};
+  const Answer answer_;
   std::thread thread_;
 };
 
@@ -465,6 +472,33 @@ TEST(TcpStoreTest, TryGetManyFromAServerThatPredatesItReadsKeyByKey) {
     EXPECT_EQ((*values)[1], "old-value");
   }
   EXPECT_EQ(old.unknown_ops(), 1);
+}
+
+// An answer to TryGetMany that cannot be the server's (no key answered, more keys than asked,
+// or values that do not match the keys) is an error naming the store, never values
+// assigned to the wrong keys or a client asking forever.
+TEST(TcpStoreTest, AMalformedTryGetManyAnswerIsAnInternalError) {
+  struct Case {
+    const char* what;
+    int found;
+    int values;
+  };
+  for (const Case& c : {Case{"none answered", 0, 0}, Case{"more than asked", 3, 3},
+                        Case{"values do not match", 2, 1}}) {
+    SCOPED_TRACE(c.what);
+    OldServer server([&](const proto::StoreRequest&, proto::StoreResponse* response) {
+      for (int i = 0; i < c.found; ++i) response->add_found_each(true);
+      for (int i = 0; i < c.values; ++i) response->add_values("v");
+    });
+    auto store = ConnectTo(server.port());
+    ASSERT_NE(store, nullptr);
+    auto values = store->TryGetMany({"a", "b"}, In(Seconds(10)));
+    ASSERT_EQ(values.status().code(), StatusCode::kInternal) << values.status();
+    EXPECT_THAT(values.status().message(),
+                HasSubstr("tcp://127.0.0.1:" + std::to_string(server.port()) +
+                          ": TryGetMany of 2 keys was answered for " + std::to_string(c.found) +
+                          " keys with " + std::to_string(c.values) + " values"));
+  }
 }
 
 // The raw request: 1 to 65,536 keys, each checked; answered, never dropped.
