@@ -147,7 +147,8 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   if (o.verdicts) {
     joined.comm->SetFailureHandler(
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
-    joined.probe = std::make_shared<StallProbe>(joined.comm.get(), dir, o.comm.timeout);
+    joined.probe =
+        std::make_shared<StallProbe>(joined.comm.get(), dir, o.comm.timeout, joined.control.get());
     joined.probe->Start();
   }
   return joined;

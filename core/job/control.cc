@@ -115,6 +115,11 @@ void ControlServer::Loop() {
   }
 }
 
+ControlServer::HeardProbes ControlServer::heard_probes() const {
+  std::lock_guard<std::mutex> lock(heard_mu_);
+  return heard_;
+}
+
 bool ControlServer::Proven(int fd) {
   std::lock_guard<std::mutex> lock(handshaking_mu_);
   return handshaking_.Remove(fd);
@@ -160,6 +165,11 @@ void ControlServer::Handle(int fd) {
       comm_->recorder()->Record("abort_received", a.seq(),
                                 "from rank " + std::to_string(a.from_rank()) + ": " + a.verdict());
       comm_->monitor()->Abort(a.seq(), reason);
+    }
+    if (req.has_status() && req.status().probing_seq() != 0) {
+      std::lock_guard<std::mutex> lock(heard_mu_);
+      heard_.seq_plus_one = req.status().probing_seq();
+      ++heard_.count;
     }
     if (req.has_dump()) resp.set_dump_json(comm_->recorder()->DumpJson(info_.rank));
     *resp.mutable_state() = StateOf(comm_->monitor()->Snapshot(), info_);

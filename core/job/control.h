@@ -50,6 +50,14 @@ class ControlServer {
   int64_t refused() const { return refused_.load(); }
   int64_t over_cap() const { return over_cap_.load(); }
 
+  // The stall-probe rounds of other ranks, as heard by their questions: the operation
+  // (seq + 1) the last one asked about, and how many were heard in all. Safe from any thread.
+  struct HeardProbes {
+    uint64_t seq_plus_one = 0;
+    uint64_t count = 0;
+  };
+  HeardProbes heard_probes() const;
+
  private:
   void Loop();
   void Handle(int fd);
@@ -66,6 +74,8 @@ class ControlServer {
   auth::ReplayGuard replay_guard_;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> over_cap_{0};
+  mutable std::mutex heard_mu_;
+  HeardProbes heard_;
   std::mutex handshaking_mu_;
   // Accepted and not yet proven, oldest first; each handler closes its own descriptor, and
   // takes it off this list (under the lock) before it does, so a cut-off never hits a reused one.

@@ -24,12 +24,16 @@ LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_
 }
 
 Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_timeout,
-                int attempts) {
+                int attempts, bool stall_probe) {
   const int p = static_cast<int>(dir.control_addresses.size());
   std::vector<std::string> targets = dir.control_addresses;
   if (me.rank >= 0 && me.rank < p) targets[me.rank].clear();
   proto::ControlRequest query;
   query.mutable_status();
+  if (stall_probe) {
+    query.mutable_status()->set_probing_seq(me.seq + 1);
+    query.mutable_status()->set_from_rank(me.rank);
+  }
   Inquiry in;
   LocalFailure mine = me;
   if (mine.host.empty() && me.rank >= 0 && me.rank < static_cast<int>(dir.peers.size())) {

@@ -26,8 +26,9 @@ LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_
 // can be seen before every rank has made the diverging call; while the ranks that answered
 // have not all reached it, asks again (up to `attempts` times, 100 ms apart) so that the
 // majority, and so the rank named, is the same whoever asks.
+// A stall probe's questions say so (`stall_probe`), naming me.seq: see StatusQuery.
 Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_timeout,
-                int attempts);
+                int attempts, bool stall_probe = false);
 
 // Delivers `text` as the verdict for operation `seq` to every rank that answered `inquiry`
 // (the dead and the stalled cannot listen); their operation `seq` fails with it.

@@ -18,9 +18,14 @@ Duration StallProbe::FirstProbeAfter(Duration t) {
   return std::clamp<Duration>(t / 20, Millis(50), Millis(500));
 }
 
+Duration StallProbe::Stretched(Duration d, int rank, int size) {
+  if (size <= 0 || rank <= 0) return d;
+  return d + d * std::min(rank, size - 1) / size;
+}
+
 StallProbe::StallProbe(Communicator* comm, std::shared_ptr<const JobDirectory> dir,
-                       Duration progress_timeout)
-    : comm_(comm), dir_(std::move(dir)), timeout_(progress_timeout) {}
+                       Duration progress_timeout, const ControlServer* control)
+    : comm_(comm), dir_(std::move(dir)), timeout_(progress_timeout), control_(control) {}
 
 StallProbe::~StallProbe() { Stop(); }
 
@@ -43,6 +48,7 @@ void StallProbe::Stop() {
 void StallProbe::Loop() {
   const Duration first = FirstProbeAfter(timeout_);
   uint64_t seq = 0;
+  uint64_t heard_count = 0;
   int probes = 0;
   Duration next = first;
   TimePoint seen{};
@@ -61,12 +67,24 @@ void StallProbe::Loop() {
       next = first;
       seen = clock->Now();
     }
+    if (control_ != nullptr) {
+      const ControlServer::HeardProbes heard = control_->heard_probes();
+      if (heard.count != heard_count) {
+        heard_count = heard.count;
+        // Another rank quiet in this operation asked everyone, this rank included: its round
+        // stands for this rank's next one, and would have told this rank a mismatch it found.
+        if (now.in_op && heard.seq_plus_one == seq + 1 && probes < kMaxProbes) {
+          ++probes;
+          next = std::max(next, now.since_progress) * 2;
+        }
+      }
+    }
     // in_round_ before acted_on_: a round stores acted_on_ before it clears in_round_, so a
     // round that just stopped this operation is seen here and not followed by another.
     const bool round_running = in_round_.load();
     if (acted_on_.load() == seq + 1) probes = kMaxProbes;
-    if (probing && now.in_op && probes < kMaxProbes && now.since_progress >= next &&
-        !round_running) {
+    if (probing && now.in_op && probes < kMaxProbes &&
+        now.since_progress >= Stretched(next, comm_->rank(), comm_->size()) && !round_running) {
       const OpSnapshot snap = comm_->monitor()->Snapshot();
       if (snap.in_op && snap.seq == seq) {
         ++probes;
@@ -93,7 +111,7 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   me.status = DeadlineExceededError("no progress for " + FormatDuration(snap.since_progress) +
                                     " (a stall probe, not a failure)");
   const Duration query_timeout = QueryTimeoutFor(timeout_);
-  Inquiry in = Inquire(*dir_, me, query_timeout, /*attempts=*/1);
+  Inquiry in = Inquire(*dir_, me, query_timeout, /*attempts=*/1, /*stall_probe=*/true);
   const Verdict& v = in.verdict;
   // Only a divergence every rank has answered for is acted on here: anything else (a late,
   // stopped or dead rank) is the progress deadline's to judge, with the whole picture.

@@ -9,8 +9,11 @@
 // thread of its own, or a slow round would read as this process not running.
 //
 // A round asks every rank, so with all ranks quiet at once (the first call of a large job,
-// while its connections open) the job makes p^2 queries; beyond kMaxProbedWorld ranks there
-// are no rounds, and such a mismatch is caught by the progress timeout instead.
+// while its connections open) the job would make p^2 queries. So a rank's rounds come later
+// the higher its rank (up to twice the delay), and a rank that is asked by another's round
+// about the operation it is quiet in counts that round as its own: one rank asks, the others
+// hear it. Beyond kMaxProbedWorld ranks there are no rounds, and such a mismatch is caught
+// by the progress timeout instead.
 #pragma once
 
 #include <atomic>
@@ -27,8 +30,9 @@ namespace gyre::job {
 
 class StallProbe {
  public:
-  StallProbe(Communicator* comm, std::shared_ptr<const JobDirectory> dir,
-             Duration progress_timeout);
+  // `control` (this rank's endpoint, may be null) tells which rounds other ranks ran.
+  StallProbe(Communicator* comm, std::shared_ptr<const JobDirectory> dir, Duration progress_timeout,
+             const ControlServer* control = nullptr);
   ~StallProbe();
 
   void Start();
@@ -36,6 +40,8 @@ class StallProbe {
 
   // How long an operation must be quiet before the first probe, under timeout `t`.
   static Duration FirstProbeAfter(Duration t);
+  // The delay `d` as rank `rank` of `size` waits it: from d (rank 0) to nearly 2d.
+  static Duration Stretched(Duration d, int rank, int size);
   static constexpr int kMaxProbedWorld = 64;
 
  private:
@@ -47,6 +53,7 @@ class StallProbe {
   Communicator* comm_;
   std::shared_ptr<const JobDirectory> dir_;
   Duration timeout_;
+  const ControlServer* control_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -131,5 +131,83 @@ TEST(StallProbeTest, ALargeWorldIsNotProbed) {
   EXPECT_EQ(silent.Connections(), 0);
 }
 
+// Waits until `comm` is inside an operation; returns its seq.
+uint64_t QuietSeq(Communicator* comm) {
+  while (true) {
+    const OpSnapshot snap = comm->monitor()->Snapshot();
+    if (snap.in_op) return snap.seq;
+    std::this_thread::sleep_for(Millis(1));
+  }
+}
+
+// With every rank quiet at once, one rank's round asks all the others: a rank asked by a
+// round about the very operation it is quiet in counts that round as its own and does not
+// ask everyone again (a 64-rank job made 64^2 queries per round, and its first barrier took
+// 12.7 s instead of 5.4). A plain status query, or a round about another operation, does
+// not count.
+TEST(StallProbeTest, ARoundHeardFromAnotherRankStandsForThisRanksOwn) {
+  SilentListener silent;  // rank 1: its answers never come
+  ASSERT_FALSE(silent.address().empty());
+  auto transports = LoopbackHub::CreateWorld(2);
+  CommOptions options;
+  options.timeout = Seconds(10);  // rounds after 0.5, 1, 2, ... s of quiet
+  Communicator comm(std::move(transports[0]), options);
+  auto dir = std::make_shared<JobDirectory>();
+  dir->job_id = "stall-probe";
+  dir->credentials.secret = *auth::Secret::Generate();
+  dir->credentials.job_id = "stall-probe";
+  dir->credentials.rank = 0;
+  ControlServer control(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, dir->credentials);
+  ASSERT_TRUE(control.Start("127.0.0.1").ok());
+  dir->control_addresses = {control.address(), silent.address()};
+  StallProbe probe(&comm, dir, options.timeout, &control);
+  probe.Start();
+  auth::Credentials rank1 = dir->credentials;
+  rank1.rank = 1;
+  auto ask = [&](uint64_t probing_seq) {
+    proto::ControlRequest q;
+    q.mutable_status()->set_probing_seq(probing_seq);
+    q.mutable_status()->set_from_rank(1);
+    const QueryResult r = QueryControl(control.address(), 0, q, Seconds(5), rank1);
+    EXPECT_EQ(r.reach, Reach::kAnswered) << r.error;
+  };
+
+  // Rank 1's round about this operation, heard before rank 0's own first round (0.5 s):
+  // rank 0's next round is at 1 s.
+  TimePoint t0 = SteadyClock::Get()->Now();
+  QuietCall heard(&comm);
+  ask(QuietSeq(&comm) + 1);
+  std::this_thread::sleep_until(t0 + Millis(850));
+  EXPECT_EQ(silent.Connections(), 0) << "asked everyone again after hearing a round";
+  std::this_thread::sleep_until(t0 + Millis(1700));
+  EXPECT_GE(silent.Connections(), 1) << "hearing a round turned this rank's rounds off";
+  EXPECT_EQ(heard.End().code(), StatusCode::kAborted);
+
+  // A status query (as gyrectl's) and a round about another operation are not this rank's.
+  t0 = SteadyClock::Get()->Now();
+  QuietCall other(&comm);
+  const uint64_t seq = QuietSeq(&comm);
+  ask(0);
+  ask(seq + 2);
+  std::this_thread::sleep_until(t0 + Millis(850));
+  EXPECT_GE(silent.Connections(), 1) << "a query that was not a round about this operation "
+                                        "held this rank's round back";
+  EXPECT_EQ(other.End().code(), StatusCode::kAborted);
+  probe.Stop();
+  control.Stop();
+  EXPECT_EQ(control.heard_probes().count, 2u);
+}
+
+// Ranks wait longer the higher their rank, so that with all quiet at once the lowest asks
+// first and the others hear it before their own time comes.
+TEST(StallProbeTest, HigherRanksWaitLonger) {
+  const Duration d = Millis(500);
+  EXPECT_EQ(StallProbe::Stretched(d, 0, 64), d);
+  EXPECT_EQ(StallProbe::Stretched(d, 32, 64), Millis(750));
+  EXPECT_LT(StallProbe::Stretched(d, 63, 64), 2 * d);
+  EXPECT_GT(StallProbe::Stretched(d, 63, 64), StallProbe::Stretched(d, 62, 64));
+  EXPECT_EQ(StallProbe::Stretched(d, 0, 1), d);
+}
+
 }  // namespace
 }  // namespace gyre::job
