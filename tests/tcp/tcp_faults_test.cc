@@ -255,6 +255,33 @@ TEST(TcpFaultsTest, CancelInTheMiddleOfAnIncomingFrame) {
   EXPECT_EQ(w.transport->BytesReceivedFrom(1), kBytes + 100);
 }
 
+// The proof is the connector's last word: the acceptor takes the connection as the
+// connector's the moment it checks it, and refuses any other from it as a duplicate. An
+// answer slower than the attempt's deadline (a loaded machine: seen with 256 ranks on 2
+// cores) is waited for, not given up on for a new attempt that would be refused.
+TEST(TcpFaultsTest, ASlowAnswerToTheProofIsWaitedForNotRetried) {
+  TcpTransportOptions options;
+  options.handshake_timeout = Millis(300);
+  options.connect_timeout = Seconds(10);
+  HalfWorld w = MakeHalfWorld(options);
+  ASSERT_TRUE(w.transport);
+  const std::vector<uint8_t> data = Pattern(1000, 5);
+  DoneWaiter sent;
+  w.transport->Send(1, Header(1, 0), data.data(), data.size(), sent.Callback());
+  auto fake = w.fake_listener->Accept();
+  ASSERT_TRUE(fake);
+  proto::PeerHello hello;
+  ASSERT_TRUE(AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello, /*replies_here=*/false,
+                                /*ack_delay=*/Millis(1000)));
+  FrameHeader header;
+  std::vector<uint8_t> meta, got;
+  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));
+  EXPECT_EQ(header.seq, 1u);
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
+  EXPECT_EQ(w.fake_listener->Accept(Millis(300)), nullptr) << "a second attempt was made";
+}
+
 // A send stuck in mid-payload (the peer stopped reading) is completed by the cancel, its
 // buffer is released, and the frame is still finished correctly from a private copy; sends
 // of that seq that had not started never reach the wire.

@@ -296,7 +296,7 @@ HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& rec
 }
 
 bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello,
-                       bool replies_here) {
+                       bool replies_here, Duration ack_delay) {
   auth::Acceptor acceptor(auth::Channel::kPeer, &self, nullptr);
   std::string meta;
   if (ReadHandshake(socket, FrameType::kHello, &meta) != HandshakeOutcome::kAccepted ||
@@ -311,6 +311,7 @@ bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::
       !acceptor.CheckProof(meta).ok()) {
     return false;
   }
+  std::this_thread::sleep_for(ack_delay);
   return socket.SendAll(EncodeControlFrame(FrameType::kHelloAck, acceptor.Accept(replies_here)));
 }
 

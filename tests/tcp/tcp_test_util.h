@@ -109,9 +109,10 @@ HandshakeOutcome ConnectorHandshake(RawSocket& socket, const auth::Credentials& 
 // proof: what an eavesdropper replaying a handshake can do.
 HandshakeOutcome ReplayHandshake(RawSocket& socket, const RecordedHandshake& record);
 
-// Plays the accepting side as `self`: reads the hello into `hello` and accepts it.
-// `replies_here`: promise to send this side's messages on the same connection.
+// Plays the accepting side as `self`: reads the hello into `hello` and accepts it, after
+// `ack_delay` (a slow acceptor). `replies_here`: promise to send this side's messages on the
+// same connection.
 bool AcceptorHandshake(RawSocket& socket, const auth::Credentials& self, proto::PeerHello* hello,
-                       bool replies_here = false);
+                       bool replies_here = false, Duration ack_delay = Duration::zero());
 
 }  // namespace gyre

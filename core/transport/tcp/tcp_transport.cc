@@ -1863,6 +1863,17 @@ void TcpTransport::Impl::OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t
                     Wrap([this, o, id](const asio::error_code& ec, size_t) {
                       if (o->attempt != id || o->state != OutState::kConnecting) return;
                       if (ec) return AttemptFailed(o, id, "cannot send the proof: " + ec.message());
+                      // The proof is out, and the peer takes the connection as this rank's the
+                      // moment it checks it: from then on it refuses any other from this rank as a
+                      // duplicate. So a slow answer (a loaded machine) is waited for until the
+                      // connect deadline rather than given up on at the attempt's, for a new
+                      // attempt that could only be refused.
+                      o->timer.expires_after(o->deadline.Remaining(*clock_));
+                      o->timer.async_wait(Wrap([this, o, id](const asio::error_code& timer_ec) {
+                        if (timer_ec || o->attempt != id || o->state != OutState::kConnecting)
+                          return;
+                        AttemptFailed(o, id, "no answer to the proof by the connect deadline");
+                      }));
                       ReadHandshakeFrame(o, id, FrameType::kHelloAck);
                     }));
 }
