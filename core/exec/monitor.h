@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,12 @@ class OpMonitor {
   void End(uint64_t seq, const Status& status);
 
   // Any thread. Interrupts operation `seq` if it is running, or keeps the abort for when it
-  // starts (when it has not started yet). Returns true if the abort was taken.
+  // starts (when it has not started yet), or, when `seq` is the operation that failed last,
+  // keeps it as the verdict another rank found for that failure (VerdictReceived). Returns
+  // true if the abort was taken.
   bool Abort(uint64_t seq, const Status& reason);
+  // The verdict another rank delivered for failed operation `seq` after it ended here, if any.
+  std::optional<Status> VerdictReceived(uint64_t seq) const;
 
   OpSnapshot Snapshot() const;
   // The part of a snapshot a watcher polls often: no strings, no copies.
@@ -112,6 +117,8 @@ class OpMonitor {
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   uint64_t aborted_seq_ = 0;
+  uint64_t verdict_seq_ = 0;
+  Status verdict_;       // of verdict_seq_
   Status abort_reason_;  // of aborted_seq_
 };
 

@@ -25,6 +25,7 @@ DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
 DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
+DEFINE_int32(stop_rank, -1, "this rank SIGSTOPs itself after --die_after loop iterations");
 DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
 DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at");
 DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
@@ -294,6 +295,7 @@ int main(int argc, char** argv) {
          FLAGS_loop_iters > 0 ? iter < FLAGS_loop_iters : std::chrono::steady_clock::now() < end;
          ++iter) {
       if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
+      if (r == FLAGS_stop_rank && iter == FLAGS_die_after) ::raise(SIGSTOP);
       if (r == FLAGS_skip_rank && iter == FLAGS_fault_at) {
         std::printf("rank %d skips call %d\n", r, iter);
         std::fflush(stdout);

@@ -157,6 +157,26 @@ TEST(StoppedRankTest, AllSevenSurvivorsNameTheStoppedRankBetweenTAndTPlusSlack) 
   EXPECT_EQ(named, p - 1) << Dump(r);
 }
 
+// Beyond kAllAskAtOnce ranks the survivors, all timing out at once, ask in turn: the first
+// verdict reaches the others before their turn comes. Every survivor names the same rank, and
+// most carry the verdict another rank delivered instead of asking everyone themselves (with
+// all asking, 64 ranks made 64^2 queries and blamed healthy ranks).
+TEST(StoppedRankTest, InALargerJobTheSurvivorsTakeOneRanksVerdict) {
+  const int p = 20;  // above kAllAskAtOnce (16, core/job/bootstrap.h)
+  const int victim = 5;
+  LoopRun r = RunLoop(p, 3, {"--stop_rank=" + std::to_string(victim), "--die_after=40"}, nullptr,
+                      "embedded");
+  int named = 0, carried = 0;
+  for (const auto& f : r.failures) {
+    EXPECT_NE(f.text.find("rank " + std::to_string(victim) + " stalled"), std::string::npos)
+        << "rank " << f.rank << ": " << f.text;
+    if (f.text.find("[verdict from rank ") != std::string::npos) ++carried;
+    ++named;
+  }
+  EXPECT_EQ(named, p - 1) << Dump(r);
+  EXPECT_GE(carried, p / 2) << Dump(r);
+}
+
 TEST(SkippedCallTest, TheRankThatNeverCallsIsNamedNotEntered) {
   const int p = 4;
   const double T = 2;

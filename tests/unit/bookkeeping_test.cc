@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -196,6 +197,41 @@ TEST(MonitorTest, OnlyACallStoppedByTheAbortIsTakenForAborted) {
   EXPECT_EQ(seen[1], std::make_pair(first + 1, false));
   // The same sequence number with another error is not the abort either.
   EXPECT_FALSE(c.monitor()->StoppedByAbort(first, DeadlineExceededError("no progress")));
+}
+
+// A verdict that arrives for the operation that just failed here (its failure handler is
+// still deciding what to say) is kept for that handler; one for an earlier operation is not
+// taken.
+TEST(MonitorTest, AVerdictForTheOperationThatJustFailedIsKeptForItsHandler) {
+  auto transports = LoopbackHub::CreateWorld(2);
+  Communicator c(std::move(transports[0]));
+  const Status verdict = AbortedError("rank 1 stalled [verdict from rank 1, received on rank 0]");
+  std::vector<uint64_t> failed_seqs;
+  std::vector<std::optional<Status>> kept;
+  std::vector<bool> before, earlier_taken;
+  c.SetFailureHandler([&](const OpResult& failed) {
+    failed_seqs.push_back(failed.seq);
+    before.push_back(c.monitor()->VerdictReceived(failed.seq).has_value());
+    earlier_taken.push_back(c.monitor()->Abort(failed.seq - 1, verdict));
+    EXPECT_TRUE(c.monitor()->Abort(failed.seq, verdict));
+    kept.push_back(c.monitor()->VerdictReceived(failed.seq));
+    return failed.status;
+  });
+  CallOptions opts;
+  opts.timeout = Millis(100);  // rank 1 never calls: each call fails on its own
+  std::vector<int32_t> v(8, 1);
+  for (int call = 0; call < 2; ++call) {
+    Status s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  }
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(failed_seqs[1], failed_seqs[0] + 1);
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_FALSE(before[call]) << "call " << call;
+    EXPECT_FALSE(earlier_taken[call]) << "call " << call;
+    ASSERT_TRUE(kept[call].has_value()) << "call " << call;
+    EXPECT_EQ(kept[call]->message(), verdict.message());
+  }
 }
 
 // The freeze watchdog: ticks far apart are a stretch the process did not run; one still going
