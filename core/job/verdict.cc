@@ -96,6 +96,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       v.classes[q] = RankClass::kDone;  // it finished (or gave up on) this call and moved on
     } else if (st.last_started_seq() < S) {
       v.classes[q] = RankClass::kNotEntered;
+      if (st.in_op()) waiting_on[q] = st.waiting_on();  // still in an earlier call
     } else if (st.in_op()) {
       // In the same operation: progressing recently means slow, else it waits on someone.
       const double t = std::chrono::duration<double>(me.timeout).count();
@@ -214,9 +215,18 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     v.root = me.rank;
     v.root_class = RankClass::kSelf;
   }
+  // A rank still inside an earlier call, waiting there on another, has not started this
+  // one only because of that wait: the chain goes on through it (seen with 32 ranks and one
+  // stopped, where the ranks a call ahead named the rank behind them "not entered").
+  auto held_in_earlier_call = [&](int q) {
+    return v.classes[q] == RankClass::kNotEntered && peers[q].reach == Reach::kAnswered &&
+           peers[q].state.in_op() && waiting_on[q] >= 0;
+  };
   if (v.root < 0) {
     int q = me.waiting_on;
-    for (int hops = 0; q >= 0 && q < p && hops < p && v.classes[q] == RankClass::kWaiting; ++hops) {
+    for (int hops = 0; q >= 0 && q < p && hops < p &&
+                       (v.classes[q] == RankClass::kWaiting || held_in_earlier_call(q));
+         ++hops) {
       q = waiting_on[q];
     }
     if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q) && !merely_behind(q)) {

@@ -213,6 +213,27 @@ TEST(VerdictTest, IdleRankIsNotEntered) {
       << v.text;
 }
 
+// Rank 0 has moved on to seq=41 and waits on rank 1, which is still in seq=40 waiting on
+// rank 3, which does not answer: rank 1 is behind only because of that wait, so rank 3 is
+// named, not rank 1 as "not entered". A rank that is idle (not inside seq=40) still is.
+TEST(VerdictTest, ARankHeldInAnEarlierCallIsFollowedToWhatHoldsIt) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, -1);
+  views[1] = Waiting(1, 40, 3);
+  views[2] = Waiting(2, 40, 3);
+  views[3].reach = Reach::kSilent;
+  Verdict v = Classify(Me(0, 1), views);
+  EXPECT_EQ(v.root, 3) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kStalled);
+  EXPECT_EQ(v.classes[1], RankClass::kNotEntered);
+  EXPECT_NE(v.text.find("rank 3 stalled"), std::string::npos) << v.text;
+
+  IdleAfterSeq40(&views[1]);
+  v = Classify(Me(0, 1), views);
+  EXPECT_EQ(v.root, 1) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kNotEntered);
+}
+
 // The state of a rank whose seq=40 failed and which has started nothing since.
 void IdleAfterFailingSeq40(PeerView* v) {
   v->state.set_in_op(false);
