@@ -104,18 +104,19 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
     pending_aborts_.emplace(seq, reason);
     return true;
   }
-  if (!snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
+  if (seq != 0 && !snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
     verdict_seq_ = seq;
     verdict_ = reason;
-    return true;
   }
   return false;
 }
 
 std::optional<Status> OpMonitor::VerdictReceived(uint64_t seq) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (verdict_seq_ != seq || seq == 0) return std::nullopt;
-  return verdict_;
+  if (seq == 0) return std::nullopt;
+  if (verdict_seq_ == seq) return verdict_;
+  if (aborted_seq_ == seq) return abort_reason_;
+  return std::nullopt;
 }
 
 bool OpMonitor::StoppedByAbort(uint64_t seq, const Status& failure) const {

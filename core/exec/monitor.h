@@ -58,11 +58,12 @@ class OpMonitor {
   void End(uint64_t seq, const Status& status);
 
   // Any thread. Interrupts operation `seq` if it is running, or keeps the abort for when it
-  // starts (when it has not started yet), or, when `seq` is the operation that failed last,
-  // keeps it as the verdict another rank found for that failure (VerdictReceived). Returns
-  // true if the abort was taken.
+  // starts (when it has not started yet): true then. When `seq` is the operation that failed
+  // last, it keeps the reason as the verdict another rank found for that failure
+  // (VerdictReceived) and returns false: nothing was stopped.
   bool Abort(uint64_t seq, const Status& reason);
-  // The verdict another rank delivered for failed operation `seq` after it ended here, if any.
+  // The verdict another rank delivered for failed operation `seq`, if any: after it ended
+  // here, or in the moment between its own failure and its end.
   std::optional<Status> VerdictReceived(uint64_t seq) const;
 
   OpSnapshot Snapshot() const;

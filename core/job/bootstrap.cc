@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -201,11 +202,15 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     // One stuck rank makes every rank time out at once, and each asking every other was p^2
     // queries against control endpoints that serve kMaxActive at a time: answers timed out,
     // and healthy ranks were named as stalled (64 ranks, one stopped: five ranks blamed).
-    // In larger jobs the ranks ask in turn, about four per query timeout, and a rank takes
-    // the verdict another rank delivers while it waits.
+    // In larger jobs the ranks ask in turn, about four per query timeout (from rank 16 on,
+    // after four), and a rank takes the verdict another rank delivers while it waits. Only
+    // for a wait that ran into the progress timeout: a failure seen early (a reset from a
+    // dead rank) is this rank's own to explain at once.
     const int p = comm->size();
-    if (p > kAllAskAtOnce) {
-      const TimePoint until = now + query_timeout * self / 4;
+    const bool timed_out = failed.status.code() == StatusCode::kDeadlineExceeded &&
+                           failed.elapsed >= progress_timeout / 2;
+    if (p > kAllAskAtOnce && timed_out) {
+      const TimePoint until = now + query_timeout * std::min(self, 16) / 4;
       while (SteadyClock::Get()->Now() < until) {
         if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {
           comm->recorder()->Record("verdict", failed.seq, told->message());

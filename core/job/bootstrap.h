@@ -63,8 +63,9 @@ std::string ControlKey(const std::string& job_id, int rank);
 
 // The failure handler JoinJob installs: on a local failure, query every rank's control
 // endpoint (bounded by `query_timeout`), classify, tell the others, and return the verdict.
-// Beyond kAllAskAtOnce ranks, rank r first waits r/4 query timeouts for another rank's
-// verdict, so that a failure every rank sees at once is not p^2 queries.
+// Beyond kAllAskAtOnce ranks, after a progress timeout, rank r first waits min(r, 16)/4 query
+// timeouts for another rank's verdict, so that a failure every rank sees at once is not p^2
+// queries.
 inline constexpr int kAllAskAtOnce = 16;
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> directory,
