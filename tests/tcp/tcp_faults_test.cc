@@ -261,7 +261,7 @@ TEST(TcpFaultsTest, CancelInTheMiddleOfAnIncomingFrame) {
 // cores) is waited for, not given up on for a new attempt that would be refused.
 TEST(TcpFaultsTest, ASlowAnswerToTheProofIsWaitedForNotRetried) {
   TcpTransportOptions options;
-  options.handshake_timeout = Millis(300);
+  options.handshake_timeout = Seconds(1);
   options.connect_timeout = Seconds(10);
   HalfWorld w = MakeHalfWorld(options);
   ASSERT_TRUE(w.transport);
@@ -272,7 +272,7 @@ TEST(TcpFaultsTest, ASlowAnswerToTheProofIsWaitedForNotRetried) {
   ASSERT_TRUE(fake);
   proto::PeerHello hello;
   ASSERT_TRUE(AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello, /*replies_here=*/false,
-                                /*ack_delay=*/Millis(1000)));
+                                /*ack_delay=*/Seconds(3)));
   FrameHeader header;
   std::vector<uint8_t> meta, got;
   ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));

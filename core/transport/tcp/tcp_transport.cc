@@ -330,7 +330,8 @@ class TcpTransport::Impl {
     int attempts = 0;
     Duration backoff{};
     std::string last_error;
-    uint64_t attempt = 0;  // handlers of an older attempt see a different value and return
+    uint64_t attempt = 0;    // handlers of an older attempt see a different value and return
+    uint64_t proof_out = 0;  // the attempt whose proof was sent: it waits for the answer
     std::unique_ptr<auth::Connector> connector;  // during the handshake
     std::vector<uint8_t> hello;                  // then the proof: the frame being written
     std::array<uint8_t, kFrameHeaderBytes> ack_header{};
@@ -1744,7 +1745,9 @@ void TcpTransport::Impl::StartAttempt(const std::shared_ptr<OutConn>& o) {
   Deadline attempt_deadline = o->deadline.Min(Deadline::After(*clock_, options_.handshake_timeout));
   o->timer.expires_after(attempt_deadline.Remaining(*clock_));
   o->timer.async_wait(Wrap([this, o, id](const asio::error_code& ec) {
-    if (ec || o->attempt != id || o->state != OutState::kConnecting) return;
+    // Once the proof is out the attempt waits on a deadline of its own (OnChallenge); this
+    // expiry may have been queued before that re-arming could cancel it.
+    if (ec || o->attempt != id || o->state != OutState::kConnecting || o->proof_out == id) return;
     AttemptFailed(o, id, "no answer within the attempt deadline");
   }));
   o->resolver.async_resolve(
@@ -1868,6 +1871,7 @@ void TcpTransport::Impl::OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t
                       // duplicate. So a slow answer (a loaded machine) is waited for until the
                       // connect deadline rather than given up on at the attempt's, for a new
                       // attempt that could only be refused.
+                      o->proof_out = id;
                       o->timer.expires_after(o->deadline.Remaining(*clock_));
                       o->timer.async_wait(Wrap([this, o, id](const asio::error_code& timer_ec) {
                         if (timer_ec || o->attempt != id || o->state != OutState::kConnecting)
