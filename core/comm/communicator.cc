@@ -124,7 +124,7 @@ StatusOr<std::shared_ptr<const algo::RankSchedule>> Communicator::GetSchedule(
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::shared_ptr<const algo::RankSchedule> mine;
-  if (options_.verify_schedules && size() <= CommOptions::kMaxVerifiedRanks) {
+  if (options_.verify_schedules && size() <= options_.verify_max_ranks) {
     GYRE_ASSIGN_OR_RETURN(algo::Schedule all, algo::BuildSchedule(spec));
     Status v = algo::VerifySchedule(all);
     if (!v.ok()) return InternalError("schedule failed verification: " + v.message());

@@ -41,13 +41,13 @@ struct CommOptions {
   // Pipelining segment for the algorithms that cut chunks; 0 = one message per chunk.
   int64_t segment_bytes = 0;
   // Verify each schedule (all ranks, symbolically) the first time it is built, in worlds of
-  // up to kMaxVerifiedRanks ranks. Each rank builds and checks the whole world's schedule,
+  // up to verify_max_ranks ranks. Each rank builds and checks the whole world's schedule,
   // whose symbolic chunks grow with p: a ring allreduce takes 0.1 s and 17 MB at 64 ranks,
   // 3.7 s and 466 MB at 256, 27 s and 3.2 GB at 512, per rank and per new call shape.
   // Larger worlds build only their own rank's steps, from builders that the tests and the
   // simulator verify.
   bool verify_schedules = true;
-  static constexpr int kMaxVerifiedRanks = 64;
+  int verify_max_ranks = 64;
   // Automatic choice: when thresholds are set they decide every call (select.h); else the
   // cost model (model_select.h) calibrated by this file, or by $GYRE_CALIBRATION when this
   // is empty, or built in when both are. A file that cannot be read or parsed fails every

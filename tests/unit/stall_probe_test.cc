@@ -173,11 +173,12 @@ TEST(StallProbeTest, ARoundHeardFromAnotherRankStandsForThisRanksOwn) {
   };
 
   // Rank 1's round about this operation, heard before rank 0's own first round (0.5 s):
-  // rank 0's next round is at 1 s.
+  // rank 0's next round is at 1 s, so there is none at 0.7 s.
   TimePoint t0 = SteadyClock::Get()->Now();
   QuietCall heard(&comm);
   ask(QuietSeq(&comm) + 1);
-  std::this_thread::sleep_until(t0 + Millis(850));
+  EXPECT_EQ(control.heard_probes().count, 1u);
+  std::this_thread::sleep_until(t0 + Millis(700));
   EXPECT_EQ(silent.Connections(), 0) << "asked everyone again after hearing a round";
   std::this_thread::sleep_until(t0 + Millis(1700));
   EXPECT_GE(silent.Connections(), 1) << "hearing a round turned this rank's rounds off";
