@@ -80,6 +80,16 @@ class QuietCall {
   std::thread thread_;
 };
 
+// Rank 0's view of a job "stall-probe" with a fresh secret; control addresses are the test's.
+std::shared_ptr<JobDirectory> RankZeroDirectory() {
+  auto dir = std::make_shared<JobDirectory>();
+  dir->job_id = "stall-probe";
+  dir->credentials.secret = *auth::Secret::Generate();
+  dir->credentials.job_id = "stall-probe";
+  dir->credentials.rank = 0;
+  return dir;
+}
+
 TEST(StallProbeTest, ARoundWaitingOnASilentRankIsNotTakenForAFreeze) {
   SilentListener silent;
   ASSERT_FALSE(silent.address().empty());
@@ -87,11 +97,7 @@ TEST(StallProbeTest, ARoundWaitingOnASilentRankIsNotTakenForAFreeze) {
   CommOptions options;
   options.timeout = Seconds(10);  // each query of a round then waits up to 1 s
   Communicator comm(std::move(transports[0]), options);
-  auto dir = std::make_shared<JobDirectory>();
-  dir->job_id = "stall-probe";
-  dir->credentials.secret = *auth::Secret::Generate();
-  dir->credentials.job_id = "stall-probe";
-  dir->credentials.rank = 0;
+  auto dir = RankZeroDirectory();
   dir->control_addresses = {"127.0.0.1:1", silent.address()};
   StallProbe probe(&comm, dir, options.timeout);
   probe.Start();
@@ -152,11 +158,7 @@ TEST(StallProbeTest, ARoundHeardFromAnotherRankStandsForThisRanksOwn) {
   CommOptions options;
   options.timeout = Seconds(10);  // rounds after 0.5, 1, 2, ... s of quiet
   Communicator comm(std::move(transports[0]), options);
-  auto dir = std::make_shared<JobDirectory>();
-  dir->job_id = "stall-probe";
-  dir->credentials.secret = *auth::Secret::Generate();
-  dir->credentials.job_id = "stall-probe";
-  dir->credentials.rank = 0;
+  auto dir = RankZeroDirectory();
   ControlServer control(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, dir->credentials);
   ASSERT_TRUE(control.Start("127.0.0.1").ok());
   dir->control_addresses = {control.address(), silent.address()};
