@@ -229,7 +229,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
          ++hops) {
       q = waiting_on[q];
     }
-    if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q) && !merely_behind(q)) {
+    // The walk ends on a held rank only by running out of hops, in a cycle of waits: where it
+    // stopped there depends on where it began, so the class priority below decides instead,
+    // the same for every rank.
+    if (q >= 0 && q < p && is_cause(v.classes[q]) && !failed_before(q) && !merely_behind(q) &&
+        !held_in_earlier_call(q)) {
       v.root = q;
       v.root_class = v.classes[q];
     }

@@ -234,6 +234,22 @@ TEST(VerdictTest, ARankHeldInAnEarlierCallIsFollowedToWhatHoldsIt) {
   EXPECT_EQ(v.root_class, RankClass::kNotEntered);
 }
 
+// A cycle of waits through a held rank (rank 1, in seq=40, waits on 2; rank 2, in seq=41,
+// waits on 1) gives no root by itself; every rank then names the same one, whichever end of
+// the cycle it starts from: rank 4, which does not answer.
+TEST(VerdictTest, ACycleThroughAHeldRankNamesTheSameRankFromEverywhere) {
+  std::vector<PeerView> views(5);
+  for (int q = 0; q < 5; ++q) views[q] = Waiting(q, 41, -1);
+  views[1] = Waiting(1, 40, 2);
+  views[2] = Waiting(2, 41, 1);
+  views[4].reach = Reach::kSilent;
+  for (int start : {1, 2}) {
+    Verdict v = Classify(Me(0, start), views);
+    EXPECT_EQ(v.root, 4) << "rank 0 waiting on " << start << ": " << v.text;
+    EXPECT_EQ(v.root_class, RankClass::kStalled);
+  }
+}
+
 // The state of a rank whose seq=40 failed and which has started nothing since.
 void IdleAfterFailingSeq40(PeerView* v) {
   v->state.set_in_op(false);
