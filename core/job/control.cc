@@ -167,9 +167,14 @@ void ControlServer::Handle(int fd) {
       comm_->monitor()->Abort(a.seq(), reason);
     }
     if (req.has_status() && req.status().probing_seq() != 0) {
-      std::lock_guard<std::mutex> lock(heard_mu_);
-      heard_.seq_plus_one = req.status().probing_seq();
-      ++heard_.count;
+      {
+        std::lock_guard<std::mutex> lock(heard_mu_);
+        heard_.seq_plus_one = req.status().probing_seq();
+        ++heard_.count;
+      }
+      comm_->recorder()->Record(
+          "probe_heard", req.status().probing_seq() - 1,
+          "a stall probe from rank " + std::to_string(req.status().from_rank()));
     }
     if (req.has_dump()) resp.set_dump_json(comm_->recorder()->DumpJson(info_.rank));
     *resp.mutable_state() = StateOf(comm_->monitor()->Snapshot(), info_);

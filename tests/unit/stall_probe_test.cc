@@ -180,6 +180,7 @@ TEST(StallProbeTest, ARoundHeardFromAnotherRankStandsForThisRanksOwn) {
   QuietCall heard(&comm);
   ask(QuietSeq(&comm) + 1);
   EXPECT_EQ(control.heard_probes().count, 1u);
+  EXPECT_NE(comm.recorder()->DumpJson(0).find("a stall probe from rank 1"), std::string::npos);
   std::this_thread::sleep_until(t0 + Millis(700));
   EXPECT_EQ(silent.Connections(), 0) << "asked everyone again after hearing a round";
   std::this_thread::sleep_until(t0 + Millis(1700));
