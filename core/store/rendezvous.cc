@@ -161,23 +161,19 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   // Which ranks are missing: only a slot the store says is empty counts. A rank whose slot
   // could not be read (the store stopped answering, or the reserve ran out) is unknown, not
   // missing, and the store's own error is given.
-  // Read in batches (one round trip each on a TcpStore), so a store that fails part way
-  // still leaves the slots of the batches before known.
+  // TryGetEach reads every slot in one call (a TcpStore splits it into requests itself) and,
+  // should that fail, slot by slot, so the slots it can read are still known.
   std::vector<int> missing, unknown;
   Status unread;
-  constexpr size_t kBatch = 4096;
-  for (size_t first = 0; first < keys.size(); first += kBatch) {
-    const size_t last = std::min(keys.size(), first + kBatch);
-    const std::vector<std::string> batch(keys.begin() + first, keys.begin() + last);
-    std::vector<StatusOr<std::optional<std::string>>> values = TryGetEach(store, batch, deadline);
-    for (size_t rank = first; rank < last; ++rank) {
-      const StatusOr<std::optional<std::string>>& value = values[rank - first];
-      if (!value.ok()) {
-        unknown.push_back(static_cast<int>(rank));
-        if (unread.ok()) unread = value.status();
-      } else if (!value->has_value()) {
-        missing.push_back(static_cast<int>(rank));
-      }
+  const std::vector<StatusOr<std::optional<std::string>>> values =
+      TryGetEach(store, keys, deadline);
+  for (size_t rank = 0; rank < keys.size(); ++rank) {
+    const StatusOr<std::optional<std::string>>& value = values[rank];
+    if (!value.ok()) {
+      unknown.push_back(static_cast<int>(rank));
+      if (unread.ok()) unread = value.status();
+    } else if (!value->has_value()) {
+      missing.push_back(static_cast<int>(rank));
     }
   }
   if (missing.empty() && unknown.empty()) return Status::Ok();
