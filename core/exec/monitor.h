@@ -63,7 +63,8 @@ class OpMonitor {
   // (VerdictReceived) and returns false: nothing was stopped.
   bool Abort(uint64_t seq, const Status& reason);
   // The verdict another rank delivered for failed operation `seq`, if any: after it ended
-  // here, or in the moment between its own failure and its end.
+  // here, or in the moment between its own failure and its end; or, failing that, one kept
+  // for a later operation this rank has not started.
   std::optional<Status> VerdictReceived(uint64_t seq) const;
 
   OpSnapshot Snapshot() const;

@@ -234,6 +234,34 @@ TEST(MonitorTest, AVerdictForTheOperationThatJustFailedIsKeptForItsHandler) {
   }
 }
 
+// One stuck rank can hold some ranks in call S while the rest moved on to S+1 and failed
+// there: the verdict about S+1, kept for when this rank starts it, also answers for S.
+TEST(MonitorTest, AVerdictAboutTheNextCallAnswersForTheOneThatFailed) {
+  auto transports = LoopbackHub::CreateWorld(2);
+  Communicator c(std::move(transports[0]));
+  const Status verdict = AbortedError("rank 1 stalled [verdict from rank 1, received on rank 0]");
+  std::optional<Status> before, after;
+  bool later_kept = false;
+  c.SetFailureHandler([&](const OpResult& failed) {
+    before = c.monitor()->VerdictReceived(failed.seq);
+    later_kept = c.monitor()->Abort(failed.seq + 1, verdict);
+    after = c.monitor()->VerdictReceived(failed.seq);
+    return failed.status;
+  });
+  CallOptions opts;
+  opts.timeout = Millis(100);  // rank 1 never calls
+  std::vector<int32_t> v(8, 1);
+  Status s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  EXPECT_FALSE(before.has_value());
+  EXPECT_TRUE(later_kept);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->message(), verdict.message());
+  // And the kept abort still stops that next call when it starts.
+  s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+}
+
 // The freeze watchdog: ticks far apart are a stretch the process did not run; one still going
 // on (no tick since) counts too; stretches that ended before `since`, or under a second, do
 // not; and without a watchdog nothing is claimed.
