@@ -40,6 +40,7 @@
 #include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
+#include "core/job/inquiry.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
@@ -771,6 +772,14 @@ int main(int argc, char** argv) {
   launcher::SupervisorOptions options;
   options.grace_period = Seconds(FLAGS_grace_period);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
+  // Beyond job::kAllAskAtOnce ranks the survivors of a progress timeout ask in turn: while
+  // they keep reporting, keep collecting exits until the last in line has waited and asked,
+  // or its verdict is cut off.
+  if (n > job::kAllAskAtOnce) {
+    const Duration timeout = Seconds(FLAGS_timeout);
+    options.settle_limit = options.settle_time + job::VerdictTurnWait(n - 1, n, timeout) +
+                           job::QueryTimeoutFor(timeout);
+  }
   if (FLAGS_job_timeout > 0) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));
   }

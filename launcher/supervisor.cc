@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -488,6 +489,21 @@ size_t Supervisor::LiveCount() const {
   return live;
 }
 
+bool Supervisor::NoSurvivorLeftToReport() const {
+  std::set<int> running_programs;
+  for (const auto& child : children_) {
+    const ProcessResult& r = child->result;
+    if (!child->spec.service && r.pid > 0 && !r.finished()) running_programs.insert(r.rank);
+  }
+  for (const auto& child : children_) {
+    const ProcessResult& r = child->result;
+    if (r.pid <= 0 || r.finished() || r.rank == root_cause_->result.rank) continue;
+    if (child->spec.service && running_programs.count(r.rank) == 0) continue;
+    return false;
+  }
+  return true;
+}
+
 void Supervisor::SweepExits() {
   for (auto& child : children_) {
     ProcessResult& r = child->result;
@@ -544,8 +560,13 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
   if (root_cause_ == nullptr) {
     r.root_cause = true;
     root_cause_ = child;
-    settle_deadline_ = Deadline::After(*clock_, options_.settle_time);
+    settle_limit_ = Deadline::After(*clock_, std::max(options_.settle_time, options_.settle_limit));
+    settle_deadline_ = Deadline::After(*clock_, options_.settle_time).Min(settle_limit_);
     return;
+  }
+  // Survivors are still reporting: keep listening, up to the limit.
+  if (!settle_deadline_.Expired(*clock_)) {
+    settle_deadline_ = Deadline::After(*clock_, options_.settle_time).Min(settle_limit_);
   }
   // Within the settle window a process killed by a signal outranks one that exited with an
   // error: the survivors of a crash exit reporting the crash, a moment after it.
@@ -851,7 +872,8 @@ int Supervisor::Wait() {
   waited_ = true;
   for (;;) {
     SweepExits();
-    if (root_cause_ != nullptr && !shutting_down_ && settle_deadline_.Expired(*clock_)) {
+    if (root_cause_ != nullptr && !shutting_down_ &&
+        (settle_deadline_.Expired(*clock_) || NoSurvivorLeftToReport())) {
       BeginShutdown(root_cause_->result.name);
     }
     if (!shutting_down_) StopIdleServices();

@@ -171,6 +171,11 @@ StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& d
   return path;
 }
 
+Duration VerdictTurnWait(int rank, int size, Duration progress_timeout) {
+  if (size <= kAllAskAtOnce) return Duration::zero();
+  return QueryTimeoutFor(progress_timeout) * std::clamp(rank, 0, 16) / 4;
+}
+
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> dir,
                                                 Duration progress_timeout, std::string flight_dir) {
@@ -209,8 +214,8 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     const int p = comm->size();
     const bool timed_out = failed.status.code() == StatusCode::kDeadlineExceeded &&
                            failed.elapsed >= progress_timeout / 2;
-    if (p > kAllAskAtOnce && timed_out) {
-      const TimePoint until = now + query_timeout * std::min(self, 16) / 4;
+    if (timed_out && p > kAllAskAtOnce) {
+      const TimePoint until = now + VerdictTurnWait(self, p, progress_timeout);
       while (SteadyClock::Get()->Now() < until) {
         if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {
           comm->recorder()->Record("verdict", failed.seq, told->message());

@@ -67,6 +67,10 @@ std::string ControlKey(const std::string& job_id, int rank);
 // timeouts for another rank's verdict, so that a failure every rank sees at once is not p^2
 // queries.
 inline constexpr int kAllAskAtOnce = 16;
+// How long rank `rank` of `size` waits for its turn before it asks (zero up to kAllAskAtOnce
+// ranks). The longest over the job, plus one inquiry, is how long a launcher must keep
+// collecting exits after the first failure to hear every survivor's verdict.
+Duration VerdictTurnWait(int rank, int size, Duration progress_timeout);
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> directory,
                                                 Duration progress_timeout,

@@ -517,6 +517,66 @@ TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
               HasSubstr("terminated by gyrerun"));
 }
 
+// After the first failure the launcher waits for the survivors' reports, but no longer than
+// it takes them: once what is left is the failed rank's own daemon (stopped, say) and daemons
+// whose programs have ended, the job is stopped without waiting out the settle window.
+TEST_F(SupervisorTest, TheSettleWindowEndsOnceNoSurvivorIsLeftToReport) {
+  SupervisorOptions options = Options();
+  options.settle_time = Seconds(30);  // the services would serve for a minute
+  options.service_linger = Seconds(60);
+  ProcessSpec failed = Rank(0, {"--sleep_ms=100", "--exit_code=3"});
+  failed.name = "rank 0 program";
+  ProcessSpec survivor = Rank(1, {"--sleep_ms=700", "--exit_code=1"});
+  survivor.name = "rank 1 program";
+  EXPECT_EQ(Run({Service(0), failed, Service(1), survivor}, options), 3);
+  EXPECT_LT(ElapsedSeconds(), 20.0) << "the settle window was waited out";
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[1].root_cause);
+  // The survivor was heard: it ended on its own, not stopped by the launcher.
+  EXPECT_TRUE(results[3].exited);
+  EXPECT_FALSE(results[3].killed_by_launcher);
+  EXPECT_GE(results[3].run_time, Millis(600));
+  EXPECT_TRUE(results[0].killed_by_launcher);
+  EXPECT_TRUE(results[2].killed_by_launcher);
+  ExpectNoProcessLeft();
+}
+
+// Survivors that report in turn (a large job's verdict) keep the settle window open, each
+// exit for another settle_time, but no longer than settle_limit after the first failure.
+TEST_F(SupervisorTest, SurvivorsReportingInTurnKeepTheSettleWindowOpenUpToItsLimit) {
+  SupervisorOptions options = Options();
+  options.settle_time = Millis(1000);
+  options.settle_limit = Millis(2500);
+  std::vector<ProcessSpec> specs = {Rank(0, {"--sleep_ms=100", "--exit_code=3"})};
+  for (int rank = 1; rank <= 3; ++rank) {  // at 0.7, 1.3 and 1.9 s: each within the window
+    specs.push_back(
+        Rank(rank, {"--sleep_ms=" + std::to_string(100 + 600 * rank), "--exit_code=1"}));
+  }
+  specs.push_back(Rank(4, {"--sleep_ms=3500", "--exit_code=1"}));  // after the limit
+  EXPECT_EQ(Run(std::move(specs), options), 3);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].root_cause);
+  for (int rank = 1; rank <= 3; ++rank) {
+    EXPECT_TRUE(results[rank].exited) << "rank " << rank;
+    EXPECT_EQ(results[rank].exit_code, 1) << "rank " << rank;
+    EXPECT_FALSE(results[rank].killed_by_launcher) << "rank " << rank << " was cut off";
+  }
+  EXPECT_TRUE(results[4].killed_by_launcher);
+  EXPECT_LT(ElapsedSeconds(), 3.4);
+}
+
+// A survivor's program still running keeps the settle window open to its end.
+TEST_F(SupervisorTest, ASurvivorStillRunningIsGivenTheWholeSettleWindow) {
+  SupervisorOptions options = Options();
+  options.settle_time = Millis(1500);
+  EXPECT_EQ(
+      Run({Rank(0, {"--sleep_ms=100", "--exit_code=3"}), Rank(1, {"--sleep_ms=30000"})}, options),
+      3);
+  EXPECT_GE(ElapsedSeconds(), 1.5);
+  EXPECT_LT(ElapsedSeconds(), 20.0);
+  EXPECT_TRUE(supervisor_->results()[1].killed_by_launcher);
+}
+
 TEST_F(SupervisorTest, RequestStopFromAnotherThreadEndsTheJobWithItsStatus) {
   supervisor_ = std::make_unique<Supervisor>(Options());
   ASSERT_TRUE(

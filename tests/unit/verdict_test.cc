@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "core/comm/communicator.h"
+#include "core/job/bootstrap.h"
+#include "core/job/inquiry.h"
 
 namespace gyre::job {
 namespace {
@@ -396,6 +398,21 @@ TEST(VerdictTest, NobodyToBlameSaysSo) {
   Verdict v = Classify(Me(0, 1), views);
   EXPECT_EQ(v.root, -1);
   EXPECT_NE(v.text.find("no rank could be named"), std::string::npos) << v.text;
+}
+
+// Up to kAllAskAtOnce ranks every survivor asks at once; beyond, rank r waits min(r, 16)/4
+// query timeouts, so the last in line (whom gyrerun's settle window must cover) waits four.
+TEST(VerdictTest, SurvivorsWaitTheirTurnOnlyInLargerJobs) {
+  const Duration t = Seconds(10);
+  const Duration q = QueryTimeoutFor(t);
+  EXPECT_EQ(q, Seconds(1));
+  EXPECT_EQ(VerdictTurnWait(kAllAskAtOnce - 1, kAllAskAtOnce, t), Duration::zero());
+  const int p = kAllAskAtOnce + 1;
+  EXPECT_EQ(VerdictTurnWait(0, p, t), Duration::zero());
+  EXPECT_EQ(VerdictTurnWait(1, p, t), q / 4);
+  EXPECT_EQ(VerdictTurnWait(8, p, t), q * 2);
+  EXPECT_EQ(VerdictTurnWait(16, p, t), q * 4);
+  EXPECT_EQ(VerdictTurnWait(511, 512, t), q * 4);
 }
 
 }  // namespace
