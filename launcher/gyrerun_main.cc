@@ -773,12 +773,12 @@ int main(int argc, char** argv) {
   options.grace_period = Seconds(FLAGS_grace_period);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
   // Beyond job::kAllAskAtOnce ranks the survivors of a progress timeout ask in turn: while
-  // they keep reporting, keep collecting exits until the last in line has waited and asked,
-  // or its verdict is cut off.
+  // they keep reporting, keep collecting exits until the last in line has waited, asked
+  // and told the others (a query timeout each), or its verdict is cut off.
   if (n > job::kAllAskAtOnce) {
     const Duration timeout = Seconds(FLAGS_timeout);
     options.settle_limit = options.settle_time + job::VerdictTurnWait(n - 1, n, timeout) +
-                           job::QueryTimeoutFor(timeout);
+                           2 * job::QueryTimeoutFor(timeout);
   }
   if (FLAGS_job_timeout > 0) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -490,16 +489,23 @@ size_t Supervisor::LiveCount() const {
 }
 
 bool Supervisor::NoSurvivorLeftToReport() const {
-  std::set<int> running_programs;
+  if (root_cause_ == nullptr) return false;
+  const int root_rank = root_cause_->result.rank;
+  // Ranks with a program (not a service), and those with one still running.
+  std::unordered_map<int, bool> program_running;
   for (const auto& child : children_) {
+    if (child->spec.service) continue;
     const ProcessResult& r = child->result;
-    if (!child->spec.service && r.pid > 0 && !r.finished()) running_programs.insert(r.rank);
+    program_running[r.rank] = program_running[r.rank] || (r.pid > 0 && !r.finished());
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
-    if (r.pid <= 0 || r.finished() || r.rank == root_cause_->result.rank) continue;
-    if (child->spec.service && running_programs.count(r.rank) == 0) continue;
-    return false;
+    if (r.pid <= 0 || r.finished()) continue;
+    if (!child->spec.service) return false;
+    // A service reports nothing of its own once its rank's programs ended (or it is the
+    // failed rank's, stopped say); one whose rank has no program is the workload itself.
+    const auto it = program_running.find(r.rank);
+    if (r.rank != root_rank && (it == program_running.end() || it->second)) return false;
   }
   return true;
 }
@@ -560,17 +566,19 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
   if (root_cause_ == nullptr) {
     r.root_cause = true;
     root_cause_ = child;
+    signal_preferred_until_ = Deadline::After(*clock_, options_.settle_time);
     settle_limit_ = Deadline::After(*clock_, std::max(options_.settle_time, options_.settle_limit));
-    settle_deadline_ = Deadline::After(*clock_, options_.settle_time).Min(settle_limit_);
+    settle_deadline_ = signal_preferred_until_;
     return;
   }
   // Survivors are still reporting: keep listening, up to the limit.
   if (!settle_deadline_.Expired(*clock_)) {
     settle_deadline_ = Deadline::After(*clock_, options_.settle_time).Min(settle_limit_);
   }
-  // Within the settle window a process killed by a signal outranks one that exited with an
-  // error: the survivors of a crash exit reporting the crash, a moment after it.
-  if (r.signaled && !root_cause_->result.signaled && !settle_deadline_.Expired(*clock_)) {
+  // Within settle_time of the first failure (not the extended window) a process killed by a
+  // signal outranks one that exited with an error: the survivors of a crash exit reporting
+  // the crash, a moment after it.
+  if (r.signaled && !root_cause_->result.signaled && !signal_preferred_until_.Expired(*clock_)) {
     // Say so: a survivor that aborts on a peer's failure would take the blame otherwise.
     const ProcessResult& first = root_cause_->result;
     notes_.push_back(first.name + " (pid " + std::to_string(first.pid) + ") had exited with code " +

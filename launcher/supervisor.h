@@ -134,12 +134,13 @@ struct SupervisorOptions {
   Deadline job_deadline = Deadline::Infinite();
   // After the first failure, how long to keep collecting exits before choosing the root
   // cause and stopping the rest: long enough for the survivors to report the verdict, and a
-  // process killed by a signal in that window is preferred over one that exited with an
-  // error (usually reporting the killed one). Each further failed exit in the window starts
-  // it again, up to settle_limit after the first failure (survivors that report in turn); it
-  // ends early once no survivor is left to report (NoSurvivorLeftToReport).
+  // process killed by a signal in that time is preferred over one that exited with an error
+  // (usually reporting the killed one). It ends early once no survivor is left to report
+  // (NoSurvivorLeftToReport).
   Duration settle_time = Millis(1500);
-  Duration settle_limit = Millis(1500);
+  // When above settle_time: each further failed exit in the window starts it again, up to
+  // this long after the first failure (survivors that report in turn, in large jobs).
+  Duration settle_limit = Duration::zero();
   // Catch SIGINT/SIGTERM/SIGHUP sent to the launcher and shut the job down (exit 130/143/129).
   // Turn off when the embedding program handles these itself.
   bool handle_termination_signals = true;
@@ -238,9 +239,9 @@ class Supervisor {
   void KillAllAndReap();
   bool HasOpenFds() const;
   size_t LiveCount() const;
-  // After a failure: every process still running belongs to the root cause's rank (its
-  // stopped daemon, say) or is a service whose rank's programs have ended (a daemon lingering
-  // after a failed call), so no survivor is left to report and the settle window can end.
+  // After a failure: every process still running is a service (a daemon) of the root
+  // cause's rank (stopped, say) or of a rank whose programs have ended (lingering after a
+  // failed call), so no survivor is left to report and the settle window can end.
   bool NoSurvivorLeftToReport() const;
   int ComputeExitStatus() const;
   std::string BuildSummary() const;
@@ -280,6 +281,7 @@ class Supervisor {
   Child* root_cause_ = nullptr;
   Deadline settle_deadline_ = Deadline::Infinite();
   Deadline settle_limit_ = Deadline::Infinite();
+  Deadline signal_preferred_until_ = Deadline::Infinite();
   std::vector<std::string> notes_;  // extra summary lines, e.g. processes that would not die
   std::string summary_;
 };

@@ -214,7 +214,9 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     const int p = comm->size();
     const bool timed_out = failed.status.code() == StatusCode::kDeadlineExceeded &&
                            failed.elapsed >= progress_timeout / 2;
-    if (timed_out && p > kAllAskAtOnce) {
+    // A rank that did not run itself (stopped, then resumed) names itself (verdict.cc); the
+    // verdict the others found meanwhile would blame it only as "stalled", or a victim.
+    if (timed_out && !NotRunningLongEnoughToBlameOthers(me) && p > kAllAskAtOnce) {
       const TimePoint until = now + VerdictTurnWait(self, p, progress_timeout);
       while (SteadyClock::Get()->Now() < until) {
         if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {

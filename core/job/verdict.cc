@@ -62,6 +62,11 @@ const char* RankClassName(RankClass c) {
   return "unknown";
 }
 
+bool NotRunningLongEnoughToBlameOthers(const LocalFailure& me) {
+  return me.timeout > Duration::zero() &&
+         (me.frozen >= me.timeout || me.frozen_in_call >= me.timeout / 2);
+}
+
 Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   const int p = static_cast<int>(peers.size());
   const uint64_t S = me.seq;
@@ -210,8 +215,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   };
   // This rank's own process did not run for long enough that the others' progress deadlines
   // ran out on it: whatever they look like now (gone, having given up), they are its victims.
-  if (v.root < 0 && me.timeout > Duration::zero() &&
-      (me.frozen >= me.timeout || me.frozen_in_call >= me.timeout / 2)) {
+  if (v.root < 0 && NotRunningLongEnoughToBlameOthers(me)) {
     v.root = me.rank;
     v.root_class = RankClass::kSelf;
   }

@@ -76,4 +76,8 @@ struct Verdict {
 // `peers` has one entry per rank (this rank's own entry is ignored).
 Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers);
 
+// This rank's own process did not run for long enough that the others' deadlines ran out on
+// it (`frozen` at least T, or `frozen_in_call` at least T/2): Classify names it itself.
+bool NotRunningLongEnoughToBlameOthers(const LocalFailure& me);
+
 }  // namespace gyre::job

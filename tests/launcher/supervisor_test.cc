@@ -545,14 +545,14 @@ TEST_F(SupervisorTest, TheSettleWindowEndsOnceNoSurvivorIsLeftToReport) {
 // exit for another settle_time, but no longer than settle_limit after the first failure.
 TEST_F(SupervisorTest, SurvivorsReportingInTurnKeepTheSettleWindowOpenUpToItsLimit) {
   SupervisorOptions options = Options();
-  options.settle_time = Millis(1000);
-  options.settle_limit = Millis(2500);
+  options.settle_time = Millis(1500);
+  options.settle_limit = Millis(4000);
   std::vector<ProcessSpec> specs = {Rank(0, {"--sleep_ms=100", "--exit_code=3"})};
-  for (int rank = 1; rank <= 3; ++rank) {  // at 0.7, 1.3 and 1.9 s: each within the window
+  for (int rank = 1; rank <= 3; ++rank) {  // at 1.0, 1.9 and 2.8 s: each 0.9 s after the last
     specs.push_back(
-        Rank(rank, {"--sleep_ms=" + std::to_string(100 + 600 * rank), "--exit_code=1"}));
+        Rank(rank, {"--sleep_ms=" + std::to_string(100 + 900 * rank), "--exit_code=1"}));
   }
-  specs.push_back(Rank(4, {"--sleep_ms=3500", "--exit_code=1"}));  // after the limit
+  specs.push_back(Rank(4, {"--sleep_ms=8000", "--exit_code=1"}));  // well after the limit
   EXPECT_EQ(Run(std::move(specs), options), 3);
   std::vector<ProcessResult> results = supervisor_->results();
   EXPECT_TRUE(results[0].root_cause);
@@ -562,7 +562,27 @@ TEST_F(SupervisorTest, SurvivorsReportingInTurnKeepTheSettleWindowOpenUpToItsLim
     EXPECT_FALSE(results[rank].killed_by_launcher) << "rank " << rank << " was cut off";
   }
   EXPECT_TRUE(results[4].killed_by_launcher);
-  EXPECT_LT(ElapsedSeconds(), 3.4);
+  EXPECT_LT(ElapsedSeconds(), 7.5);
+}
+
+// The window's extension is for hearing survivors, not for shifting the blame: a signal
+// death outranks the first error exit only within settle_time of it, as without extension.
+TEST_F(SupervisorTest, ASignalLongAfterTheFirstFailureDoesNotTakeTheBlame) {
+  SupervisorOptions options = Options();
+  options.settle_time = Millis(1500);
+  options.settle_limit = Millis(8000);
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=100", "--exit_code=3"}),
+                 Rank(1, {"--sleep_ms=1000", "--exit_code=1"}),
+                 Rank(2, {"--sleep_ms=1900", "--exit_code=1"}),
+                 Rank(3, {"--sleep_ms=2800", "--signal=SIGABRT"})},
+                options),
+            3);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_TRUE(results[3].signaled);
+  EXPECT_EQ(results[3].signal, SIGABRT);
+  EXPECT_FALSE(results[3].killed_by_launcher);
+  EXPECT_FALSE(results[3].root_cause);
 }
 
 // A survivor's program still running keeps the settle window open to its end.
