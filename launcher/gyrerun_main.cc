@@ -37,6 +37,7 @@
 
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
+#include "core/base/fd_limit.h"
 #include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
@@ -589,6 +590,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     secret = std::move(*loaded);
+  }
+
+  // Three pipes to each process it starts (two per rank in daemon mode), a store connection
+  // from every rank, and the margin.
+  const uint64_t local_processes = placements.size() * (FLAGS_mode == "daemon" ? 2 : 1);
+  if (Status fds = EnsureFileDescriptors(3 * local_processes + static_cast<uint64_t>(n) + 64,
+                                         "gyrerun (" + std::to_string(local_processes) +
+                                             " processes to supervise here, a job of " +
+                                             std::to_string(n) + " ranks)");
+      !fds.ok()) {
+    std::cerr << "gyrerun: " << fds.message() << "\n";
+    return 1;
   }
 
   std::unique_ptr<store::TcpStoreServer> store_server;

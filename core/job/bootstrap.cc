@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/base/fd_limit.h"
 #include "core/job/address.h"
 #include "core/job/inquiry.h"
 #include "core/job/stall_probe.h"
@@ -28,6 +29,15 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
     return InvalidArgumentError(who +
                                 ": no store given (--store file:///dir or tcp://host:port, "
                                 "or GYRE_STORE, or MASTER_ADDR/MASTER_PORT)");
+  }
+  // Before anything is opened: a limit hit part way through connecting fails on some peer's
+  // connection, and the verdict then names the wrong ranks.
+  if (Status fds = EnsureFileDescriptors(JobDescriptorsNeeded(id.world_size),
+                                         who + " (a job of " + std::to_string(id.world_size) +
+                                             " ranks: two connections to each peer, and one more "
+                                             "to each while it explains a failure)");
+      !fds.ok()) {
+    return fds;
   }
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), o.rendezvous_timeout);
   Joined joined;
@@ -169,6 +179,10 @@ StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& d
     return ResourceExhaustedError("cannot write " + path + ": " + std::strerror(errno));
   }
   return path;
+}
+
+uint64_t JobDescriptorsNeeded(int world_size) {
+  return 3 * static_cast<uint64_t>(std::max(world_size - 1, 0)) + 64;
 }
 
 Duration VerdictTurnWait(int rank, int size, Duration progress_timeout) {

@@ -3,6 +3,7 @@
 // transport and hand back a Communicator. Used by gyred and by the embedded client alike.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -75,6 +76,12 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> directory,
                                                 Duration progress_timeout,
                                                 std::string flight_dir = "");
+
+// The file descriptors a rank of a `world_size` job may hold at once: two connections to
+// each peer, one control connection to each while it explains a failure, and a margin for the
+// store, listeners and the program's own files. JoinJob raises the soft limit to it, or fails
+// before connecting (ResourceExhausted) when the hard limit is lower.
+uint64_t JobDescriptorsNeeded(int world_size);
 
 StatusOr<Joined> JoinJob(const JoinOptions& options);
 

@@ -450,6 +450,34 @@ TEST(GyrerunTest, EmbeddedRanksGetTheRendezvousTimeout) {
   EXPECT_NE(r.err.find("missing: rank 0"), std::string::npos) << r.err;
 }
 
+// A rank needs about three descriptors per peer. Below that it used to run out part way
+// through connecting ("Too many open files" on some peer's connection, verdicts naming healthy
+// ranks); now a low soft limit is raised, and a low hard limit fails before any connection.
+TEST(GyrerunTest, AFileDescriptorLimitTooLowForTheJobIsRaisedOrNamed) {
+  const std::string need = std::to_string(3 * 15 + 64);  // job::JobDescriptorsNeeded(16)
+  CommandResult low =
+      RunCommand({Gyrerun(), "-n", "16", "--mode", "embedded", "--timeout", "20", "--", "prlimit",
+                  "--nofile=30", Client(), "--check=false", "--loop_iters", "3"},
+                 {}, 90);
+  EXPECT_FALSE(low.timed_out);
+  EXPECT_NE(low.exit_code, 0) << low.err;
+  EXPECT_NE(low.err.find("ResourceExhausted: rank 0 of job"), std::string::npos) << low.err;
+  EXPECT_NE(low.err.find("needs about " + need +
+                         " file descriptors, but this process may open only 30 (hard limit 30): "
+                         "raise it with `ulimit -n " +
+                         need + "`"),
+            std::string::npos)
+      << low.err;
+  EXPECT_EQ(low.err.find("Too many open files"), std::string::npos) << low.err;
+  EXPECT_EQ(low.err.find("verdict"), std::string::npos) << low.err;
+
+  CommandResult raised = RunCommand({Gyrerun(), "-n", "16", "--mode", "embedded", "--", "prlimit",
+                                     "--nofile=30:" + need, Client(), "--loop_iters", "3"},
+                                    {}, 90);
+  // 16 ranks hold 43 descriptors each once connected: more than 30, so this passes only raised.
+  EXPECT_EQ(raised.exit_code, 0) << raised.err;
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

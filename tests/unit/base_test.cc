@@ -1,17 +1,45 @@
 // base: Status, deadlines, dtypes and the reduction kernels.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
+#include "core/base/fd_limit.h"
 #include "core/base/status.h"
 
 namespace gyre {
 namespace {
+
+// Run in a child process (the limits are the process's): exits 0 when a soft limit below the
+// need is raised to it and never lowered, after printing the error for a need above the hard
+// limit.
+[[noreturn]] void RaiseLimitsAndExit() {
+  struct rlimit set = {64, 200};
+  if (setrlimit(RLIMIT_NOFILE, &set) != 0) _exit(10);
+  struct rlimit now {};
+  if (!EnsureFileDescriptors(150, "a test").ok()) _exit(11);
+  if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur != 150) _exit(12);
+  if (!EnsureFileDescriptors(100, "a test").ok()) _exit(13);
+  if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur != 150) _exit(14);
+  Status over = EnsureFileDescriptors(300, "rank 3 of job j (a job of 100 ranks)");
+  if (over.code() != StatusCode::kResourceExhausted) _exit(15);
+  std::fprintf(stderr, "%s\n", over.message().c_str());
+  _exit(0);
+}
+
+TEST(FdLimitTest, TheSoftLimitIsRaisedUpToTheHardOneAndBeyondItIsAClearError) {
+  EXPECT_EXIT(RaiseLimitsAndExit(), ::testing::ExitedWithCode(0),
+              "rank 3 of job j \\(a job of 100 ranks\\) needs about 300 file descriptors, but "
+              "this process may open only 150 \\(hard limit 200\\): raise it with `ulimit -n "
+              "300`");
+}
 
 TEST(StatusTest, CodesAndContext) {
   Status ok;

@@ -1,0 +1,31 @@
+#include "core/base/fd_limit.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gyre {
+
+Status EnsureFileDescriptors(uint64_t need, const std::string& what) {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return InternalError(what + ": cannot read the file descriptor limit: " + std::strerror(errno));
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= need) return Status::Ok();
+  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= need) {
+    struct rlimit raised = limit;
+    raised.rlim_cur = static_cast<rlim_t>(need);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return Status::Ok();
+  }
+  const std::string hard =
+      limit.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_max);
+  return ResourceExhaustedError(
+      what + " needs about " + std::to_string(need) +
+      " file descriptors, but this process may open only " + std::to_string(limit.rlim_cur) +
+      " (hard limit " + hard + "): raise it with `ulimit -n " + std::to_string(need) +
+      "` in the shell that starts it (the hard limit needs root: /etc/security/limits.conf, or "
+      "LimitNOFILE= for a systemd service)");
+}
+
+}  // namespace gyre
