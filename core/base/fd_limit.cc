@@ -13,10 +13,13 @@ Status EnsureFileDescriptors(uint64_t need, const std::string& what) {
     return InternalError(what + ": cannot read the file descriptor limit: " + std::strerror(errno));
   }
   if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= need) return Status::Ok();
-  if (limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= need) {
-    struct rlimit raised = limit;
-    raised.rlim_cur = static_cast<rlim_t>(need);
-    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return Status::Ok();
+  // Up to the need, or as far as the hard limit goes (a server serves what it can).
+  const bool enough = limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= need;
+  struct rlimit raised = limit;
+  raised.rlim_cur = enough ? static_cast<rlim_t>(need) : limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+    if (enough) return Status::Ok();
+    limit = raised;
   }
   const std::string hard =
       limit.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_max);

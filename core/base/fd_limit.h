@@ -15,9 +15,9 @@
 
 namespace gyre {
 
-// Raises this process's soft limit to `need` when it is lower (never lowering it, never above
-// the hard limit). OK once the soft limit covers `need`; otherwise ResourceExhausted naming
-// `what` needs them, the limits, and how to raise them.
+// Raises this process's soft limit to `need` when it is lower (never lowering it; when the
+// hard limit is lower, to the hard limit). OK once the soft limit covers `need`; otherwise
+// ResourceExhausted naming what needs them (`what`), the limits, and how to raise them.
 Status EnsureFileDescriptors(uint64_t need, const std::string& what);
 
 }  // namespace gyre

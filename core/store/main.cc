@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/auth/secret.h"
+#include "core/base/fd_limit.h"
 #include "core/store/tcp_store_server.h"
 
 DEFINE_string(host, "127.0.0.1",
@@ -18,6 +19,9 @@ DEFINE_string(secret_file, "",
               "the job's secret (hex, mode 0600); clients must prove it (default: "
               "GYRE_SECRET_FILE; without one, anyone who reaches the port may use the store)");
 DEFINE_string(job_id, "", "serve only clients of this job (default: any job id)");
+DEFINE_int32(max_ranks, 4096,
+             "ranks it may serve at once: its soft file descriptor limit is raised to cover "
+             "one connection each (a warning says so when the hard limit is lower)");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("gyre-store --host=127.0.0.1 --port=29500");
@@ -31,6 +35,17 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  // One connection per rank; beyond the limit the server pauses accepting, and the ranks it
+  // cannot serve would wait out their rendezvous.
+  if (FLAGS_max_ranks < 1) {
+    std::fprintf(stderr, "gyre-store: --max_ranks must be at least 1, not %d\n", FLAGS_max_ranks);
+    return 2;
+  }
+  gyre::Status fds = gyre::EnsureFileDescriptors(
+      static_cast<uint64_t>(FLAGS_max_ranks) + 64,
+      "gyre-store (serving up to " + std::to_string(FLAGS_max_ranks) + " ranks, --max_ranks)");
+  if (!fds.ok()) LOG(WARNING) << fds.message();
 
   gyre::store::TcpStoreServer::Options options;
   auto secret = FLAGS_secret_file.empty() ? gyre::auth::SecretFromEnvironment()

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <set>
 
@@ -192,8 +193,9 @@ TEST(StoreMultiprocTest, AFailingCompareSetNeedsNoRoomOnTheDisk) {
   EXPECT_EQ(testing::TempDir::List(tmp.path()), (std::vector<std::string>{".lock", "k.size"}));
 }
 
-// Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port.
-bool StartServerBinary(pid_t* pid, int* port) {
+// Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port. With
+// `nofile`, the server starts under that file descriptor limit.
+bool StartServerBinary(pid_t* pid, int* port, const struct rlimit* nofile = nullptr) {
   // GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin next to tests/.
   std::string bin_dir;
   if (const char* env = std::getenv("GYRE_BIN_DIR")) {
@@ -216,6 +218,7 @@ bool StartServerBinary(pid_t* pid, int* port) {
   *pid = ::fork();
   if (*pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
+    if (nofile != nullptr && ::setrlimit(RLIMIT_NOFILE, nofile) != 0) ::_exit(126);
     ::execl(binary.c_str(), binary.c_str(), "--host=127.0.0.1", "--port=0", nullptr);
     ::_exit(127);
   }
@@ -238,6 +241,31 @@ bool StartServerBinary(pid_t* pid, int* port) {
   }
   *port = std::atoi(line.c_str() + prefix.size());
   return *port > 0;
+}
+
+// The soft limit as /proc/<pid>/limits shows it ("Max open files  <soft>  <hard>  files").
+long SoftNofileOf(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/limits").c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long soft = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, "Max open files", 14) == 0) soft = std::atol(line + 14);
+  }
+  std::fclose(f);
+  return soft;
+}
+
+// One connection per rank: a server started under a low soft limit (Debian's 1024) raises it
+// for --max_ranks (4096 by default) plus a margin, as far as the hard limit allows.
+TEST(StoreMultiprocTest, GyreStoreRaisesItsDescriptorLimitForTheRanksItServes) {
+  const struct rlimit low = {256, 8192};
+  pid_t server = 0;
+  int port = 0;
+  ASSERT_TRUE(StartServerBinary(&server, &port, &low));
+  EXPECT_EQ(SoftNofileOf(server), 4096 + 64);
+  ::kill(server, SIGTERM);
+  EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
 }
 
 TEST(StoreMultiprocTest, GyreStoreBinaryServesForkedRanksAndStopsOnSigterm) {

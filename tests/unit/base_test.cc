@@ -18,8 +18,8 @@ namespace gyre {
 namespace {
 
 // Run in a child process (the limits are the process's): exits 0 when a soft limit below the
-// need is raised to it and never lowered, after printing the error for a need above the hard
-// limit.
+// need is raised to it and never lowered, and a need above the hard limit raises it to the
+// hard limit and is an error, which it prints.
 [[noreturn]] void RaiseLimitsAndExit() {
   struct rlimit set = {64, 200};
   if (setrlimit(RLIMIT_NOFILE, &set) != 0) _exit(10);
@@ -30,6 +30,8 @@ namespace {
   if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur != 150) _exit(14);
   Status over = EnsureFileDescriptors(300, "rank 3 of job j (a job of 100 ranks)");
   if (over.code() != StatusCode::kResourceExhausted) _exit(15);
+  // As far as it goes: to the hard limit.
+  if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur != 200) _exit(16);
   std::fprintf(stderr, "%s\n", over.message().c_str());
   _exit(0);
 }
@@ -37,7 +39,7 @@ namespace {
 TEST(FdLimitTest, TheSoftLimitIsRaisedUpToTheHardOneAndBeyondItIsAClearError) {
   EXPECT_EXIT(RaiseLimitsAndExit(), ::testing::ExitedWithCode(0),
               "rank 3 of job j \\(a job of 100 ranks\\) needs about 300 file descriptors, but "
-              "this process may open only 150 \\(hard limit 200\\): raise it with `ulimit -n "
+              "this process may open only 200 \\(hard limit 200\\): raise it with `ulimit -n "
               "300`");
 }
 
