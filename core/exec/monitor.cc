@@ -117,7 +117,7 @@ std::optional<Status> OpMonitor::VerdictReceived(uint64_t seq) const {
   if (verdict_seq_ == seq) return verdict_;
   if (aborted_seq_ == seq) return abort_reason_;
   // A verdict about a later call, which this rank has not reached: the others moved past this
-  // call and failed in the next one. It explains this failure too (one stuck rank holds some
+  // call and failed in a later one. It explains this failure too (one stuck rank holds some
   // ranks in call S and the rest in S+1), and the handler adds what this rank saw.
   auto later = pending_aborts_.upper_bound(seq);
   if (later != pending_aborts_.end()) return later->second;

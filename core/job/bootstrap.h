@@ -69,8 +69,8 @@ std::string ControlKey(const std::string& job_id, int rank);
 // queries.
 inline constexpr int kAllAskAtOnce = 16;
 // How long rank `rank` of `size` waits for its turn before it asks (zero up to kAllAskAtOnce
-// ranks). The longest over the job, plus one inquiry, is how long a launcher must keep
-// collecting exits after the first failure to hear every survivor's verdict.
+// ranks). The longest over the job, plus its inquiry and its telling the others (a query
+// timeout each), is how long a launcher keeps collecting exits to hear every survivor.
 Duration VerdictTurnWait(int rank, int size, Duration progress_timeout);
 Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 std::shared_ptr<const JobDirectory> directory,
