@@ -488,24 +488,31 @@ size_t Supervisor::LiveCount() const {
   return live;
 }
 
-bool Supervisor::NoSurvivorLeftToReport() const {
-  if (root_cause_ == nullptr) return false;
-  const int root_rank = root_cause_->result.rank;
-  // Ranks with a program (not a service), and those with one still running.
-  std::unordered_map<int, bool> program_running;
+std::unordered_map<int, Supervisor::RankPrograms> Supervisor::ProgramsByRank() const {
+  std::unordered_map<int, RankPrograms> programs;
   for (const auto& child : children_) {
     if (child->spec.service) continue;
     const ProcessResult& r = child->result;
-    program_running[r.rank] = program_running[r.rank] || (r.pid > 0 && !r.finished());
+    RankPrograms& p = programs[child->spec.rank];
+    p.served = true;
+    p.all_ok = p.all_ok && r.exited && r.exit_code == 0;
+    p.running = p.running || (r.pid > 0 && !r.finished());
   }
+  return programs;
+}
+
+bool Supervisor::NoSurvivorLeftToReport() const {
+  if (root_cause_ == nullptr) return false;
+  const int root_rank = root_cause_->result.rank;
+  const std::unordered_map<int, RankPrograms> programs = ProgramsByRank();
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
     if (r.pid <= 0 || r.finished()) continue;
     if (!child->spec.service) return false;
     // A service reports nothing of its own once its rank's programs ended (or it is the
     // failed rank's, stopped say); one whose rank has no program is the workload itself.
-    const auto it = program_running.find(r.rank);
-    if (r.rank != root_rank && (it == program_running.end() || it->second)) return false;
+    const auto it = programs.find(r.rank);
+    if (r.rank != root_rank && (it == programs.end() || it->second.running)) return false;
   }
   return true;
 }
@@ -593,25 +600,13 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
 }
 
 void Supervisor::StopIdleServices() {
-  // Per rank: whether it has a process that is not a service, and whether all of those have
-  // exited 0. One pass over the children, then one over the services: this runs every turn
-  // of the supervision loop, and a pass per service cost O(children^2) at a thousand ranks.
-  struct RankPrograms {
-    bool served = false;
-    bool all_ok = true;
-  };
-  std::unordered_map<int, RankPrograms> programs;
-  bool any_service = false;
-  for (const auto& child : children_) {
-    if (child->spec.service) {
-      any_service = true;
-      continue;
-    }
-    RankPrograms& p = programs[child->spec.rank];
-    p.served = true;
-    p.all_ok = p.all_ok && child->result.exited && child->result.exit_code == 0;
+  // One pass over the children, then one over the services: this runs every turn of the
+  // supervision loop, and a pass per service cost O(children^2) at a thousand ranks.
+  if (std::none_of(children_.begin(), children_.end(),
+                   [](const auto& child) { return child->spec.service; })) {
+    return;
   }
-  if (!any_service) return;
+  const std::unordered_map<int, RankPrograms> programs = ProgramsByRank();
   for (auto& service : children_) {
     ProcessResult& r = service->result;
     if (!service->spec.service || r.pid <= 0 || r.finished()) continue;

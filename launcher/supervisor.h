@@ -78,6 +78,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -243,6 +244,14 @@ class Supervisor {
   // cause's rank (stopped, say) or of a rank whose programs have ended (lingering after a
   // failed call), so no survivor is left to report and the settle window can end.
   bool NoSurvivorLeftToReport() const;
+  // Per rank, of its processes that are not services: whether it has any, whether all have
+  // exited 0, and whether one is still running.
+  struct RankPrograms {
+    bool served = false;
+    bool all_ok = true;
+    bool running = false;
+  };
+  std::unordered_map<int, RankPrograms> ProgramsByRank() const;
   int ComputeExitStatus() const;
   std::string BuildSummary() const;
 

@@ -230,25 +230,26 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                            failed.elapsed >= progress_timeout / 2;
     // A rank that did not run itself (stopped, then resumed) names itself (verdict.cc); the
     // verdict the others found meanwhile would blame it only as "stalled", or a victim.
+    // Records the verdict, writes the flight record, and gives the failure its explanation.
+    auto explained = [&](const std::string& verdict) {
+      comm->recorder()->Record("verdict", failed.seq, verdict);
+      dump();
+      return Status(failed.status.code(), verdict + " [rank " + std::to_string(self) +
+                                              " saw: " + failed.status.message() + "]");
+    };
     if (timed_out && !NotRunningLongEnoughToBlameOthers(me) && p > kAllAskAtOnce) {
       const TimePoint until = now + VerdictTurnWait(self, p, progress_timeout);
       while (SteadyClock::Get()->Now() < until) {
         if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {
-          comm->recorder()->Record("verdict", failed.seq, told->message());
-          dump();
-          return Status(failed.status.code(), told->message() + " [rank " + std::to_string(self) +
-                                                  " saw: " + failed.status.message() + "]");
+          return explained(told->message());
         }
         std::this_thread::sleep_for(Millis(5));
       }
     }
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;
-    comm->recorder()->Record("verdict", failed.seq, v.text);
     TellTheOthers(*dir, self, in, failed.seq, v.text, StatusCode::kAborted, query_timeout);
-    dump();
-    return Status(failed.status.code(), v.text + " [rank " + std::to_string(self) +
-                                            " saw: " + failed.status.message() + "]");
+    return explained(v.text);
   };
 }
 

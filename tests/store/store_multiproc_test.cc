@@ -193,21 +193,21 @@ TEST(StoreMultiprocTest, AFailingCompareSetNeedsNoRoomOnTheDisk) {
   EXPECT_EQ(testing::TempDir::List(tmp.path()), (std::vector<std::string>{".lock", "k.size"}));
 }
 
+// build/bin/gyre-store: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin
+// next to tests/.
+std::string GyreStoreBinary() {
+  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyre-store";
+  char self[4096] = {};
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string exe(self, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/')) + "/../bin/gyre-store";
+}
+
 // Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port. With
 // `nofile`, the server starts under that file descriptor limit.
 bool StartServerBinary(pid_t* pid, int* port, const struct rlimit* nofile = nullptr) {
-  // GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin next to tests/.
-  std::string bin_dir;
-  if (const char* env = std::getenv("GYRE_BIN_DIR")) {
-    bin_dir = env;
-  } else {
-    char self[4096] = {};
-    ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) return false;
-    std::string exe(self, static_cast<size_t>(n));
-    bin_dir = exe.substr(0, exe.rfind('/')) + "/../bin";
-  }
-  const std::string binary = bin_dir + "/gyre-store";
+  const std::string binary = GyreStoreBinary();
   if (::access(binary.c_str(), X_OK) != 0) {
     ADD_FAILURE() << binary << " is not there; build the gyre-store target";
     return false;
@@ -266,6 +266,10 @@ TEST(StoreMultiprocTest, GyreStoreRaisesItsDescriptorLimitForTheRanksItServes) {
   EXPECT_EQ(SoftNofileOf(server), 4096 + 64);
   ::kill(server, SIGTERM);
   EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
+  // A count it cannot serve is a usage error, not a server that raises nothing.
+  const int status = std::system((GyreStoreBinary() + " --max_ranks=0 2>/dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
 }
 
 TEST(StoreMultiprocTest, GyreStoreBinaryServesForkedRanksAndStopsOnSigterm) {
