@@ -592,13 +592,18 @@ int main(int argc, char** argv) {
     secret = std::move(*loaded);
   }
 
-  // Three pipes to each process it starts (two per rank in daemon mode), a store connection
-  // from every rank, and the margin.
+  // Three pipes to each process it starts (two per rank in daemon mode), the connections its
+  // TCP store may serve (one per rank and the tools'), and the margin.
   const uint64_t local_processes = placements.size() * (FLAGS_mode == "daemon" ? 2 : 1);
-  if (Status fds = EnsureFileDescriptors(3 * local_processes + static_cast<uint64_t>(n) + 64,
-                                         "gyrerun (" + std::to_string(local_processes) +
-                                             " processes to supervise here, a job of " +
-                                             std::to_string(n) + " ranks)");
+  const int store_connections = store::TcpStoreServer::ConnectionsFor(n);
+  const std::string store_connections_hint =
+      "the job's " + std::to_string(n) + " ranks plus " +
+      std::to_string(store::TcpStoreServer::kToolConnections) +
+      " for tools; gyrerun sizes it from -n, or serve the store with gyre-store --max_ranks";
+  if (Status fds = EnsureFileDescriptors(
+          3 * local_processes + static_cast<uint64_t>(store_connections) + 64,
+          "gyrerun (" + std::to_string(local_processes) +
+              " processes to supervise here, a job of " + std::to_string(n) + " ranks)");
       !fds.ok()) {
     std::cerr << "gyrerun: " << fds.message() << "\n";
     return 1;
@@ -614,6 +619,8 @@ int main(int argc, char** argv) {
     store::TcpStoreServer::Options store_options;
     store_options.secret = secret;
     store_options.job_id = job_id;
+    store_options.max_connections = store_connections;
+    store_options.max_connections_hint = store_connections_hint;
     auto server = store::TcpStoreServer::Start(remote ? "0.0.0.0" : "127.0.0.1", 0, store_options);
     if (!server.ok()) {
       std::cerr << "gyrerun: cannot start the TCP store: " << server.status() << "\n";
@@ -638,6 +645,8 @@ int main(int argc, char** argv) {
     store::TcpStoreServer::Options store_options;
     store_options.secret = secret;
     store_options.job_id = job_id;
+    store_options.max_connections = store_connections;
+    store_options.max_connections_hint = store_connections_hint;
     const int port = job::PortOf(FLAGS_store.substr(6));
     auto server = store::TcpStoreServer::Start("0.0.0.0", port, store_options);
     if (!server.ok()) {

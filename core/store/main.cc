@@ -20,8 +20,9 @@ DEFINE_string(secret_file, "",
               "GYRE_SECRET_FILE; without one, anyone who reaches the port may use the store)");
 DEFINE_string(job_id, "", "serve only clients of this job (default: any job id)");
 DEFINE_int32(max_ranks, 4096,
-             "ranks it may serve at once: its soft file descriptor limit is raised to cover "
-             "one connection each (a warning says so when the hard limit is lower)");
+             "ranks it may serve at once: it accepts one connection each plus 64 for tools "
+             "(gyrectl, gyrerun's watcher) and refuses more, and its soft file descriptor limit "
+             "is raised to cover them (a warning says so when the hard limit is lower)");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("gyre-store --host=127.0.0.1 --port=29500");
@@ -36,18 +37,25 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  // One connection per rank; beyond the limit the server pauses accepting, and the ranks it
-  // cannot serve would wait out their rendezvous.
-  if (FLAGS_max_ranks < 1) {
-    std::fprintf(stderr, "gyre-store: --max_ranks must be at least 1, not %d\n", FLAGS_max_ranks);
+  // One connection per rank plus the tools' own; beyond the descriptor limit the server pauses
+  // accepting, and the ranks it cannot serve would wait out their rendezvous.
+  using gyre::store::TcpStoreServer;
+  if (FLAGS_max_ranks < 1 || FLAGS_max_ranks > TcpStoreServer::kMaxRanks) {
+    std::fprintf(stderr, "gyre-store: --max_ranks must be from 1 to %d, not %d\n",
+                 TcpStoreServer::kMaxRanks, FLAGS_max_ranks);
     return 2;
   }
+  TcpStoreServer::Options options;
+  options.max_connections = TcpStoreServer::ConnectionsFor(FLAGS_max_ranks);
+  options.max_connections_hint = "--max_ranks " + std::to_string(FLAGS_max_ranks) + " plus " +
+                                 std::to_string(TcpStoreServer::kToolConnections) +
+                                 " for tools; restart gyre-store with a larger --max_ranks";
+  // The connections plus the server's own descriptors (listener, io thread, logging).
   gyre::Status fds = gyre::EnsureFileDescriptors(
-      static_cast<uint64_t>(FLAGS_max_ranks) + 64,
+      static_cast<uint64_t>(options.max_connections) + 64,
       "gyre-store (serving up to " + std::to_string(FLAGS_max_ranks) + " ranks, --max_ranks)");
   if (!fds.ok()) LOG(WARNING) << fds.message();
 
-  gyre::store::TcpStoreServer::Options options;
   auto secret = FLAGS_secret_file.empty() ? gyre::auth::SecretFromEnvironment()
                                           : gyre::auth::LoadSecretFile(FLAGS_secret_file);
   if (!secret.ok()) {

@@ -230,7 +230,8 @@ void TcpStoreServer::Impl::Accept() {
     if (static_cast<int>(connections_.size()) >= options_.max_connections) {
       LOG(WARNING) << "store server " << address_ << ": refusing connection from "
                    << EndpointText(remote) << ": already " << connections_.size()
-                   << " connections (the cap)";
+                   << " connections, the cap of " << options_.max_connections << " ("
+                   << options_.max_connections_hint << ")";
       dropped_.fetch_add(1);
       socket.close(ignored);
       Accept();
@@ -696,6 +697,11 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::strin
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port,
                                                                 const Options& options) {
+  if (options.max_connections < 1) {
+    return InvalidArgumentError("store server on " + host + ":" + std::to_string(port) +
+                                ": max_connections must be at least 1, not " +
+                                std::to_string(options.max_connections));
+  }
   auto impl = std::make_unique<Impl>(options);
   GYRE_RETURN_IF_ERROR(impl->Listen(host, port));
   impl->Run();

@@ -21,13 +21,28 @@ namespace gyre::store {
 
 class TcpStoreServer {
  public:
+  // The most ranks one server is sized for; a million connections is past any descriptor
+  // limit, and larger counts are clamped to it.
+  static constexpr int kMaxRanks = 1 << 20;
+  // Connections a tool may hold beside the ranks' own (gyrerun's hang watcher, gyrectl).
+  static constexpr int kToolConnections = 64;
+  // The connection cap for a store that serves `ranks` ranks, one connection each, plus
+  // kToolConnections; saturates rather than overflowing.
+  static constexpr int ConnectionsFor(int ranks) {
+    return (ranks < 1 ? 1 : ranks > kMaxRanks ? kMaxRanks : ranks) + kToolConnections;
+  }
+
   struct Options {
     // Frames longer than this are refused before any allocation.
     size_t max_frame_bytes;
     // A frame whose header has arrived must complete within this time.
     Duration frame_timeout = Seconds(30);
-    // Connections beyond this are closed at once.
-    int max_connections = 1024;
+    // Connections beyond this are closed at once, with a logged reason that names the cap
+    // and `max_connections_hint`. Size it for the ranks served: ConnectionsFor(ranks).
+    int max_connections = ConnectionsFor(1024);
+    // Where max_connections comes from and how to raise it, for that log line, e.g. "the cap
+    // is --max_ranks 4096 plus 64 for tools; restart gyre-store with a larger --max_ranks".
+    std::string max_connections_hint = "raise TcpStoreServer::Options::max_connections";
     // The job's secret; clients must prove they hold it. Empty: see core/auth/secret.h.
     auth::Secret secret;
     // Only clients of this job are served; empty serves any job id (the proof still binds

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <functional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/store/file_store.h"
 #include "core/store/rendezvous.h"
@@ -205,21 +207,33 @@ std::string GyreStoreBinary() {
 }
 
 // Starts build/bin/gyre-store on a kernel-picked port; returns its pid and port. With
-// `nofile`, the server starts under that file descriptor limit.
-bool StartServerBinary(pid_t* pid, int* port, const struct rlimit* nofile = nullptr) {
+// `nofile`, the server starts under that file descriptor limit; `args` are added to its
+// command line; with `stderr_path`, its log goes to that file.
+bool StartServerBinary(pid_t* pid, int* port, const struct rlimit* nofile = nullptr,
+                       const std::vector<std::string>& args = {},
+                       const std::string& stderr_path = "") {
   const std::string binary = GyreStoreBinary();
   if (::access(binary.c_str(), X_OK) != 0) {
     ADD_FAILURE() << binary << " is not there; build the gyre-store target";
     return false;
   }
+  std::vector<std::string> command = {binary, "--host=127.0.0.1", "--port=0"};
+  command.insert(command.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : command) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return false;
   std::fflush(nullptr);
   *pid = ::fork();
   if (*pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
+    if (!stderr_path.empty()) {
+      const int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (err < 0 || ::dup2(err, STDERR_FILENO) < 0) ::_exit(125);
+    }
     if (nofile != nullptr && ::setrlimit(RLIMIT_NOFILE, nofile) != 0) ::_exit(126);
-    ::execl(binary.c_str(), binary.c_str(), "--host=127.0.0.1", "--port=0", nullptr);
+    ::execv(binary.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(out[1]);
@@ -257,19 +271,98 @@ long SoftNofileOf(pid_t pid) {
 }
 
 // One connection per rank: a server started under a low soft limit (Debian's 1024) raises it
-// for --max_ranks (4096 by default) plus a margin, as far as the hard limit allows.
+// for --max_ranks (4096 by default), the tools' connections and a margin, as far as the hard
+// limit allows.
 TEST(StoreMultiprocTest, GyreStoreRaisesItsDescriptorLimitForTheRanksItServes) {
   const struct rlimit low = {256, 8192};
   pid_t server = 0;
   int port = 0;
   ASSERT_TRUE(StartServerBinary(&server, &port, &low));
-  EXPECT_EQ(SoftNofileOf(server), 4096 + 64);
+  EXPECT_EQ(SoftNofileOf(server), 4096 + 64 + 64);
   ::kill(server, SIGTERM);
   EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
   // A count it cannot serve is a usage error, not a server that raises nothing.
   const int status = std::system((GyreStoreBinary() + " --max_ranks=0 2>/dev/null").c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+// Opens authenticated connections until `n` are held or one is refused; returns them.
+std::vector<int> HoldConnections(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = testing::ConnectAuthenticated(port);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// The connection cap follows --max_ranks: its ranks and the tools' 64 connections are served,
+// the next one is refused, and the log names the cap and the flag that raises it.
+TEST(StoreMultiprocTest, GyreStoreCapFollowsMaxRanksAndSaysHowToRaiseIt) {
+  testing::TempDir tmp;
+  const std::string log = tmp.path() + "/gyre-store.log";
+  pid_t server = 0;
+  int port = 0;
+  ASSERT_TRUE(StartServerBinary(&server, &port, nullptr, {"--max_ranks=4"}, log));
+  std::vector<int> held = HoldConnections(port, 4 + 64);
+  EXPECT_EQ(held.size(), 4u + 64u);
+  const int over = testing::ConnectAuthenticated(port);
+  EXPECT_LT(over, 0) << "a connection beyond --max_ranks 4 plus 64 was served";
+  if (over >= 0) ::close(over);
+  for (int fd : held) ::close(fd);
+  ::kill(server, SIGTERM);
+  EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
+  const std::string text = ReadFile(log);
+  EXPECT_THAT(text, HasSubstr("already 68 connections, the cap of 68 (--max_ranks 4 plus 64 for "
+                              "tools; restart gyre-store with a larger --max_ranks)"));
+}
+
+// More than 1024 ranks meet at one gyre-store when --max_ranks says so. Needs a descriptor
+// limit of a few hundred above that here and in the server; skipped where the hard limit is
+// lower.
+TEST(StoreMultiprocTest, GyreStoreServesMoreThan1024RanksWhenMaxRanksSaysSo) {
+  constexpr int kRanks = 1100;
+  struct rlimit mine = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &mine), 0);
+  constexpr rlim_t kNeeded = kRanks + 300;
+  if (mine.rlim_max != RLIM_INFINITY && mine.rlim_max < kNeeded) {
+    GTEST_SKIP() << "the hard descriptor limit " << mine.rlim_max << " is below " << kNeeded;
+  }
+  if (mine.rlim_cur != RLIM_INFINITY && mine.rlim_cur < kNeeded) {
+    struct rlimit raised = mine;
+    raised.rlim_cur = kNeeded;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &raised), 0);
+  }
+  pid_t server = 0;
+  int port = 0;
+  ASSERT_TRUE(
+      StartServerBinary(&server, &port, nullptr, {"--max_ranks=" + std::to_string(kRanks)}));
+  std::vector<int> held = HoldConnections(port, kRanks);
+  EXPECT_EQ(held.size(), static_cast<size_t>(kRanks));
+  {
+    auto store = TcpStore::Connect("127.0.0.1", port, In(Seconds(5)));
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (store.ok()) {
+      EXPECT_TRUE((*store)->Set("k", "v", In(Seconds(5))).ok());
+    }
+  }
+  for (int fd : held) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &mine);
+  ::kill(server, SIGTERM);
+  EXPECT_EQ(WaitChild(server, Seconds(10)), 0);
 }
 
 TEST(StoreMultiprocTest, GyreStoreBinaryServesForkedRanksAndStopsOnSigterm) {
