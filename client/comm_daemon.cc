@@ -55,6 +55,10 @@ class DaemonComm final : public CommBase {
   }
 
   StatusOr<void*> AllocBuffer(size_t bytes) override {
+    if (bytes > static_cast<size_t>(algo::kMaxCallBytes)) {
+      return ResourceExhaustedError("AllocBuffer: " + std::to_string(bytes) +
+                                    " bytes pass the 2^60 bytes one call may span");
+    }
     void* block = nullptr;
     GYRE_RETURN_IF_ERROR(Inline([&]() -> Status {
       const uint32_t region = next_region_++;
@@ -123,21 +127,25 @@ class DaemonComm final : public CommBase {
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
     // Before anything is staged: a request given up on may still run over the staging area.
     if (!broken_.ok()) return broken_;
-    GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
     spec.world_size = size_;
-    GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
+    const StatusOr<CallOptions> options = ToCallOptions(o);
+    if (!options.ok()) return Refuse(spec, options.status());
+    const CallOptions& co = *options;
+    if (Status valid = algo::ValidateSpec(spec); !valid.ok()) return Refuse(spec, valid);
     const size_t es = DataTypeSize(spec.dtype);
+    // Bounded by ValidateSpec: at most kMaxCallBytes.
     const size_t in_bytes = static_cast<size_t>(algo::InputCount(spec, rank_)) * es;
     const size_t out_bytes = static_cast<size_t>(algo::OutputCount(spec, rank_)) * es;
     if (in_bytes > 0 && in == nullptr) {
-      return InvalidArgumentError(std::string(algo::CollectiveName(spec.collective)) +
-                                  ": the input buffer is null but must hold " +
-                                  std::to_string(in_bytes) + " bytes");
+      return Refuse(spec, InvalidArgumentError("the input buffer is null but must hold " +
+                                               std::to_string(in_bytes) + " bytes"));
     }
     if (out_bytes > 0 && out == nullptr) {
-      return InvalidArgumentError(std::string(algo::CollectiveName(spec.collective)) +
-                                  ": the output buffer is null but must hold " +
-                                  std::to_string(out_bytes) + " bytes");
+      return Refuse(spec, InvalidArgumentError("the output buffer is null but must hold " +
+                                               std::to_string(out_bytes) + " bytes"));
+    }
+    if (Status apart = algo::CheckBufferOverlap(spec, rank_, in, out); !apart.ok()) {
+      return Refuse(spec, apart);
     }
     // A buffer inside a block from AllocBuffer is used where it is; any other is staged.
     const std::optional<Place> in_block = in_bytes > 0 ? InBlock(in, in_bytes) : std::nullopt;
@@ -151,7 +159,8 @@ class DaemonComm final : public CommBase {
                            (spec.collective == algo::Collective::kBroadcast && spec.root == rank_));
     const size_t out_offset = in_place || !stage_in ? 0 : Align(in_bytes);
     if (stage_in || stage_out) {
-      GYRE_RETURN_IF_ERROR(EnsureMapped(stage_out ? out_offset + out_bytes : in_bytes));
+      Status mapped = EnsureMapped(stage_out ? out_offset + out_bytes : in_bytes);
+      if (!mapped.ok()) return Refuse(spec, mapped);
     }
     if (stage_in) std::memcpy(map_, in, in_bytes);
 
@@ -180,6 +189,27 @@ class DaemonComm final : public CommBase {
     if (copy_out) std::memcpy(out, static_cast<unsigned char*>(map_) + out_offset, out_bytes);
     Answered(resp, static_cast<int64_t>((stage_in ? in_bytes : 0) + (copy_out ? out_bytes : 0)));
     return st;
+  }
+
+  // A call refused here, before any buffer went to the daemon, still takes its place in the
+  // daemon's sequence, as a refusal does in an embedded rank: else this rank's next call
+  // would meet the other ranks' refused one and could pass with their data. The answer
+  // names the call's seq and this rank.
+  Status Refuse(const algo::CollectiveSpec& spec, const Status& why) {
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    proto::CollectiveCall* c = req.mutable_collective();
+    c->set_collective(static_cast<int>(spec.collective));
+    c->set_count(spec.count);
+    c->set_dtype(static_cast<int>(spec.dtype));
+    c->set_reduce_op(static_cast<int>(spec.op));
+    c->set_root(spec.root);
+    c->mutable_refused()->set_code(static_cast<int>(why.code()));
+    c->mutable_refused()->set_message(why.message());
+    proto::ClientResponse resp;
+    if (!RingDaemon(req, &resp).ok()) return why;  // the channel's failure is kept in broken_
+    Answered(resp, 0);
+    return FromProto(resp.status());
   }
 
   // Through the daemon a message runs in call order, like a collective.
@@ -247,6 +277,10 @@ class DaemonComm final : public CommBase {
       return InvalidArgumentError(what + ": unknown dtype");
     }
     if (count < 0) return InvalidArgumentError(what + ": the count is negative");
+    if (count > algo::kMaxCallBytes / static_cast<int64_t>(DataTypeSize(dtype))) {
+      return InvalidArgumentError(what + ": " + std::to_string(count) +
+                                  " elements pass the 2^60 bytes one call may span");
+    }
     const size_t bytes = static_cast<size_t>(count) * DataTypeSize(dtype);
     if (bytes > 0 && buf == nullptr) {
       return InvalidArgumentError(what + ": the buffer is null but must hold " +

@@ -61,8 +61,10 @@ class EmbeddedComm final : public CommBase {
 
  protected:
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
-    GYRE_ASSIGN_OR_RETURN(CallOptions co, ToCallOptions(o));
-    Status s = joined_.comm->Run(spec, in, out, co);
+    const StatusOr<CallOptions> co = ToCallOptions(o);
+    // Refused, it still takes its place in the sequence, as any refusal inside Run does.
+    Status s =
+        co.ok() ? joined_.comm->Run(spec, in, out, *co) : joined_.comm->Refuse(spec, co.status());
     const OpResult& r = joined_.comm->last();
     CallInfo& info = info_;  // reused: its algorithm string keeps its storage
     info.algorithm.assign(algo::AlgorithmName(r.spec.algorithm));

@@ -507,8 +507,11 @@ void ClientServer::HandleConnection(int fd) {
       CallOptions opts = TimeoutsOf(c.timeout_ms(), c.deadline_ms());
       opts.algorithm = static_cast<algo::Algorithm>(c.algorithm());
       opts.deterministic = c.deterministic();
-      if (c.collective() < 0 || c.collective() >= algo::kNumCollectives || c.algorithm() < 0 ||
-          c.algorithm() >= algo::kNumAlgorithms) {
+      if (c.has_refused()) {
+        result = Status(static_cast<StatusCode>(c.refused().code()), c.refused().message());
+        if (result.ok()) result = InvalidArgumentError("a refused call without a reason");
+      } else if (c.collective() < 0 || c.collective() >= algo::kNumCollectives ||
+                 c.algorithm() < 0 || c.algorithm() >= algo::kNumAlgorithms) {
         result = InvalidArgumentError("unknown collective or algorithm value in request");
       } else {
         result = algo::ValidateSpec(spec);
@@ -552,6 +555,14 @@ void ClientServer::HandleConnection(int fd) {
         Report(comm_->last(), &resp);
         ++calls_;
         if (!result.ok()) LOG(ERROR) << prefix_ << result.ToString();
+      } else {
+        // Refused before it ran, here or by the program: it still takes its place in the
+        // sequence, as in an embedded rank, so the next call meets the others' next call.
+        std::lock_guard<std::mutex> lock(call_mu_);
+        result = comm_->Refuse(spec, result);
+        Report(comm_->last(), &resp);
+        ++calls_;
+        LOG(WARNING) << prefix_ << result.ToString();
       }
     } else if (req.has_message()) {
       const proto::PointToPointCall& m = req.message();

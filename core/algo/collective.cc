@@ -168,6 +168,13 @@ Status ValidateSpec(const CollectiveSpec& s) {
     return InvalidArgumentError(std::string(name) + ": dtype value " +
                                 std::to_string(static_cast<int>(s.dtype)) + " is unknown");
   }
+  const int64_t es = static_cast<int64_t>(DataTypeSize(s.dtype));
+  if (s.count > kMaxCallBytes / es / s.world_size) {
+    return InvalidArgumentError(std::string(name) + ": count " + std::to_string(s.count) +
+                                " is too large: " + std::to_string(s.world_size) +
+                                " ranks x count x " + std::to_string(es) +
+                                " B must stay within 2^60 bytes");
+  }
   if (IsReducing(s.collective)) {
     GYRE_RETURN_IF_ERROR(CheckReduceSupported(s.dtype, s.op).WithContext(name));
   }
@@ -201,6 +208,32 @@ Status ValidateSpec(const CollectiveSpec& s) {
   for (Algorithm a : AlgorithmsFor(s.collective)) known += std::string(" ") + AlgorithmName(a);
   return InvalidArgumentError(std::string(name) + " has no algorithm '" +
                               AlgorithmName(s.algorithm) + "' (it has:" + known + ")");
+}
+
+Status CheckBufferOverlap(const CollectiveSpec& s, int rank, const void* in, const void* out) {
+  const uint64_t es = DataTypeSize(s.dtype);
+  const uint64_t in_bytes = static_cast<uint64_t>(InputCount(s, rank)) * es;
+  const uint64_t out_bytes = static_cast<uint64_t>(OutputCount(s, rank)) * es;
+  if (in_bytes == 0 || out_bytes == 0 || in == nullptr || out == nullptr) return Status::Ok();
+  const uintptr_t i = reinterpret_cast<uintptr_t>(in);
+  const uintptr_t o = reinterpret_cast<uintptr_t>(out);
+  if (i + in_bytes <= o || o + out_bytes <= i) return Status::Ok();
+  const bool in_place = s.collective == Collective::kAllreduce ||
+                        s.collective == Collective::kBroadcast ||
+                        (s.collective == Collective::kReduce && rank == s.root);
+  if (in_place && i == o) return Status::Ok();
+  const std::string name = CollectiveName(s.collective);
+  std::ostringstream os;
+  os << name << ": the input (" << in_bytes << " B at " << in << ") and the output (" << out_bytes
+     << " B at " << out << ") overlap";
+  if (in_place) {
+    os << " without being the same memory; an in-place " << name << " passes one buffer as both";
+  } else {
+    os << "; " << name
+       << " cannot run in place (only allreduce, broadcast and the root of a reduce can, with "
+          "one buffer as both): pass an output apart from the input";
+  }
+  return InvalidArgumentError(os.str());
 }
 
 }  // namespace gyre::algo

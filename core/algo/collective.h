@@ -103,10 +103,19 @@ inline CollectiveSpec MakeSpec(Collective c, int64_t count, DataType dtype,
 int64_t InputCount(const CollectiveSpec& spec, int rank);
 int64_t OutputCount(const CollectiveSpec& spec, int rank);
 
-// InvalidArgument naming the value and the rule for: world_size < 1, negative count, root
-// out of range, unknown dtype/op, unsupported (dtype, op), an algorithm that does not
-// implement the collective.
+// The most bytes a call's largest buffer (world size x count elements) may span: beyond any
+// machine, and low enough that no size, offset or alignment computed from it overflows.
+inline constexpr int64_t kMaxCallBytes = int64_t{1} << 60;
+
+// InvalidArgument naming the value and the rule for: world_size < 1, negative count, a count
+// whose world size x count elements would pass kMaxCallBytes, root out of range, unknown
+// dtype/op, unsupported (dtype, op), an algorithm that does not implement the collective.
 Status ValidateSpec(const CollectiveSpec& spec);
+
+// InvalidArgument when rank `rank`'s input and output bytes overlap, unless they are the same
+// memory in a call that runs in place: an allreduce, a broadcast, the root of a reduce. Any
+// other overlap (an alltoall over its own input, say) would read bytes already overwritten.
+Status CheckBufferOverlap(const CollectiveSpec& spec, int rank, const void* in, const void* out);
 
 // Balanced partition of n elements into `parts` chunks: the first n % parts chunks have
 // one element more.

@@ -228,10 +228,10 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   const uint64_t seq = next_seq_++;
   const TimePoint start = transport_->clock().Now();
   if (!resolved.ok()) {
-    last_ = OpResult{seq, spec, {}, {}, resolved.status()};
-    return resolved.status().WithContext(std::string(algo::CollectiveName(spec.collective)) +
-                                         " seq=" + std::to_string(seq) + " on rank " +
-                                         std::to_string(rank()));
+    return RefuseLocked(
+        seq, spec,
+        resolved.status().WithContext(std::string(algo::CollectiveName(spec.collective)) + " seq=" +
+                                      std::to_string(seq) + " on rank " + std::to_string(rank())));
   }
   spec = *resolved;
   const OpDesc desc = MakeOpDesc(spec);
@@ -242,10 +242,14 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
         OpName(desc, seq) + " on rank " + std::to_string(rank()) + ": the " +
         (in_count > 0 && in == nullptr ? "input" : "output") + " buffer is null but must hold " +
         std::to_string(in_count > 0 && in == nullptr ? in_count : out_count) + " elements");
-    last_ = OpResult{seq, spec, {}, {}, s};
     // The trial counts as made (and failed), so this rank's bucket moves with the others'.
     if (trial >= 0) tuner_.Record(spec, trial, Duration::zero(), false);
-    return s;
+    return RefuseLocked(seq, spec, s);
+  }
+  if (Status overlap = algo::CheckBufferOverlap(spec, rank(), in, out); !overlap.ok()) {
+    if (trial >= 0) tuner_.Record(spec, trial, Duration::zero(), false);
+    return RefuseLocked(
+        seq, spec, overlap.WithContext(OpName(desc, seq) + " on rank " + std::to_string(rank())));
   }
   auto schedule = GetSchedule(spec);
   if (!schedule.ok() && trial >= 0) {
@@ -304,6 +308,23 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   return st;
 }
 
+Status Communicator::Refuse(CollectiveSpec spec, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  spec.world_size = size();
+  const uint64_t seq = next_seq_++;
+  return RefuseLocked(seq, spec,
+                      why.WithContext(std::string(algo::CollectiveName(spec.collective)) + " seq=" +
+                                      std::to_string(seq) + " on rank " + std::to_string(rank())));
+}
+
+Status Communicator::RefuseLocked(uint64_t seq, const CollectiveSpec& spec, const Status& why) {
+  last_ = OpResult{seq, spec, {}, {}, why};
+  const OpDesc desc = MakeOpDesc(spec);
+  monitor_.Refused(seq, desc, OpName(desc, seq), why);
+  recorder_.Record("op_end", seq, why.ToString());
+  return why;
+}
+
 uint64_t PointToPointSeq(int sender, int receiver, int tag, uint64_t n) {
   return (uint64_t{1} << 63) | (static_cast<uint64_t>(sender & 0xfff) << 51) |
          (static_cast<uint64_t>(receiver & 0xfff) << 39) |
@@ -357,6 +378,9 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   }
   if (!dtype_ok) return invalid("unknown dtype");
   if (count < 0) return invalid("the count is negative");
+  if (count > algo::kMaxCallBytes / static_cast<int64_t>(DataTypeSize(dtype))) {
+    return invalid("the count passes the 2^60 bytes one call may span");
+  }
   if (count > 0 && buf == nullptr) {
     return invalid("the buffer is null but must hold " + std::to_string(count) + " elements");
   }

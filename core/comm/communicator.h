@@ -163,6 +163,11 @@ class Communicator {
 
   // Any collective from its spec (world_size is filled in; algorithm kAuto selects).
   Status Run(algo::CollectiveSpec spec, const void* in, void* out, const CallOptions& opts = {});
+  // A call refused for its arguments before Run could see it (a caller's own check, such as
+  // a daemon client's): it takes its place in the sequence as a refusal inside Run does, so
+  // this rank's next call still meets the others' next call, and the monitor keeps why, for
+  // the verdict of a rank left waiting on it. Returns `why` naming the call and this rank.
+  Status Refuse(algo::CollectiveSpec spec, const Status& why);
 
   // The concrete spec a call would run with (algorithm chosen, deterministic applied). With
   // tuning on, a call may run another of the model's candidates than this (last() says).
@@ -191,6 +196,8 @@ class Communicator {
 
  private:
   StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
+  // Records call `seq` as refused with `why` (already naming it); returns `why`. Under mu_.
+  Status RefuseLocked(uint64_t seq, const algo::CollectiveSpec& spec, const Status& why);
   // Whether online tuning applies to a call asked as `asked` and resolved as `resolved`.
   bool Tunes(const algo::CollectiveSpec& asked, const CallOptions& opts,
              const algo::CollectiveSpec& resolved) const;

@@ -92,6 +92,29 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   }
 }
 
+void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& name,
+                        const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  snap_.in_op = false;
+  snap_.seq = seq;
+  snap_.last_started_seq = seq;
+  snap_.desc = desc;
+  snap_.op_name = name;
+  snap_.steps_done = 0;
+  snap_.steps_total = 0;
+  snap_.waiting_on = -1;
+  snap_.bytes_received = 0;
+  snap_.bytes_expected = 0;
+  snap_.last_error = why.ToString();
+  snap_.failed_seq = seq;
+  snap_.refused_seq = seq;
+  CallRecord& r = recent_[recent_next_++ % kRecentCalls];
+  r.seq = seq;
+  r.desc = desc;
+  r.op_name = name;
+  pending_aborts_.erase(pending_aborts_.begin(), pending_aborts_.upper_bound(seq));
+}
+
 bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (current_ != nullptr && snap_.seq == seq) {

@@ -42,6 +42,9 @@ struct OpSnapshot {
   Duration since_progress{};
   std::string last_error;
   uint64_t failed_seq = 0;
+  // The last call refused for its arguments before it ran (its error is last_error when it
+  // is also failed_seq): it took its place in the sequence but sent nothing.
+  uint64_t refused_seq = 0;
   std::vector<CallRecord> recent;  // the last kRecentCalls calls, oldest first
 };
 
@@ -56,6 +59,9 @@ class OpMonitor {
   Status Begin(OpRun* run, const OpContext& ctx, int64_t bytes_expected);
   void Update(const OpRun& run);
   void End(uint64_t seq, const Status& status);
+  // Call `seq` was refused for its arguments before it ran (Communicator::Refuse): it is
+  // started, failed and over at once, and the verdict of a rank waiting on it can quote why.
+  void Refused(uint64_t seq, const OpDesc& desc, const std::string& name, const Status& why);
 
   // Any thread. Interrupts operation `seq` if it is running, or keeps the abort for when it
   // starts (when it has not started yet): true then. When `seq` is the operation that failed

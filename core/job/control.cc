@@ -38,6 +38,7 @@ proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
   st.set_seconds_since_progress(std::chrono::duration<double>(s.since_progress).count());
   st.set_last_error(s.last_error);
   st.set_failed_seq(s.failed_seq);
+  st.set_refused_seq(s.refused_seq);
   for (const CallRecord& c : s.recent) {
     proto::CallRecord* r = st.add_recent();
     r->set_seq(c.seq);

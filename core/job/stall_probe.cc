@@ -113,13 +113,16 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   const Duration query_timeout = QueryTimeoutFor(timeout_);
   Inquiry in = Inquire(*dir_, me, query_timeout, /*attempts=*/1, /*stall_probe=*/true);
   const Verdict& v = in.verdict;
-  // Only a divergence every rank has answered for is acted on here: anything else (a late,
-  // stopped or dead rank) is the progress deadline's to judge, with the whole picture.
-  if (v.root_class != RankClass::kDiverged || in.answered < p || v.voters < p) return false;
+  // Only a divergence every rank has answered for, or a rank that refused this call for its
+  // arguments (its own answer says so, and it will never send), is acted on here: anything
+  // else (a late, stopped or dead rank) is the progress deadline's to judge, with the whole
+  // picture.
+  const bool diverged = v.root_class == RankClass::kDiverged && in.answered == p && v.voters == p;
+  if (!diverged && v.root_class != RankClass::kRefused) return false;
   comm_->recorder()->Record("verdict", snap.seq, v.text);
   const std::string mine = v.text + " [rank " + std::to_string(self) +
-                           " saw: a mismatched call while quiet for " +
-                           FormatDuration(snap.since_progress) + "]";
+                           " saw: " + (diverged ? "a mismatched call" : "a refused call") +
+                           " while quiet for " + FormatDuration(snap.since_progress) + "]";
   if (!comm_->monitor()->Abort(snap.seq, InvalidArgumentError(mine))) return false;
   TellTheOthers(*dir_, self, in, snap.seq, v.text, StatusCode::kInvalidArgument, query_timeout);
   return true;

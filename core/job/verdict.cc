@@ -50,6 +50,8 @@ const char* RankClassName(RankClass c) {
       return "not entered";
     case RankClass::kDiverged:
       return "diverged";
+    case RankClass::kRefused:
+      return "refused the call";
     case RankClass::kSlow:
       return "slow";
     case RankClass::kWaiting:
@@ -97,7 +99,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       continue;
     }
     const proto::RankState& st = pv.state;
-    if (st.last_started_seq() > S) {
+    if (st.refused_seq() == S && S != 0) {
+      v.classes[q] = RankClass::kRefused;  // wherever it is now, it sent nothing in call S
+    } else if (st.last_started_seq() > S) {
       v.classes[q] = RankClass::kDone;  // it finished (or gave up on) this call and moved on
     } else if (st.last_started_seq() < S) {
       v.classes[q] = RankClass::kNotEntered;
@@ -180,6 +184,18 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       << " called " << DescribeOpDesc(groups[ref].first);
     divergence = d.str();
     break;
+  }
+
+  // A rank that refused this very call for its arguments is the cause, whatever else is
+  // seen: it sent nothing in it (a divergence found above may be that same call's fingerprint).
+  for (int q = 0; q < p; ++q) {
+    if (q != me.rank && peers[q].reach == Reach::kAnswered && peers[q].state.refused_seq() == S &&
+        S != 0) {
+      v.classes[q] = RankClass::kRefused;
+      v.root = q;
+      v.root_class = RankClass::kRefused;
+      break;
+    }
   }
 
   // The root cause.
@@ -313,6 +329,10 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       break;
     case RankClass::kDiverged:
       os << divergence;
+      break;
+    case RankClass::kRefused:
+      os << "its seq=" << S << " was refused there for its arguments, so it sent nothing in it";
+      if (st.failed_seq() == S && !st.last_error().empty()) os << ": " << st.last_error();
       break;
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"

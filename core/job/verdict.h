@@ -22,6 +22,7 @@ enum class RankClass {
   kStalled,
   kNotEntered,
   kDiverged,
+  kRefused,  // it refused this call for its arguments: it sent nothing in it and never will
   kSlow,
   kWaiting,
   kDone,

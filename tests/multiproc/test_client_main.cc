@@ -29,7 +29,10 @@ DEFINE_int32(stop_rank, -1, "this rank SIGSTOPs itself after --die_after loop it
 DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
 DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at");
 DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
-DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank");
+DEFINE_int32(refuse_rank, -1,
+             "this rank passes a null input at --fault_at, a call it refuses; every rank goes on "
+             "after that call's error and ends with a checked int32 allreduce");
+DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
 DEFINE_bool(report_defaults, false,
             "print how many messages a chain broadcast of 16 KiB sent and which algorithm an "
@@ -316,6 +319,9 @@ int main(int argc, char** argv) {
         } else {  // root: everyone else calls reduce(root=0) for this kind
           s = comm.Reduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kSum, 1);
         }
+      } else if (r == FLAGS_refuse_rank && iter == FLAGS_fault_at) {
+        s = comm.Allreduce(nullptr, g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
+                           ReduceOp::kAvg);
       } else if (FLAGS_mismatch_kind == "root" && FLAGS_mismatch_rank >= 0 &&
                  iter == FLAGS_fault_at) {
         s = comm.Reduce(g.data(), g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
@@ -326,8 +332,24 @@ int main(int argc, char** argv) {
       }
       if (!s.ok()) {
         std::fprintf(stderr, "rank %d: allreduce %d failed: %s\n", r, iter, s.ToString().c_str());
+        if (FLAGS_refuse_rank >= 0 && iter == FLAGS_fault_at) continue;
         return 1;
       }
+    }
+    if (FLAGS_refuse_rank >= 0) {
+      // Had the refused call not taken its place, this would meet another rank's earlier call.
+      const int p = comm.size();
+      const int32_t want = p * (p + 1) / 2;
+      int32_t v[3] = {r + 1, 1000 * (r + 1), -(r + 1)};
+      Status s = comm.Allreduce(v, v, 3, DataType::kInt32, ReduceOp::kSum);
+      const bool exact = s.ok() && v[0] == want && v[1] == 1000 * want && v[2] == -want;
+      std::printf("rank %d: the call after the refusal: %s (%d %d %d, want %d %d %d)\n", r,
+                  exact    ? "exact"
+                  : s.ok() ? "WRONG"
+                           : s.ToString().c_str(),
+                  v[0], v[1], v[2], want, 1000 * want, -want);
+      std::fflush(stdout);
+      if (!exact) return 1;
     }
   }
   return failures == 0 ? 0 : 1;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -226,6 +227,40 @@ TEST_P(MismatchTest, BothRanksAndBothCallsAreNamedOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Verdict, MismatchTest,
                          ::testing::Values("op", "count", "dtype", "root", "reduce_op"));
+
+// A call one rank refuses for its arguments (a null input) takes its place in the sequence
+// in both modes: the others' same call fails well inside the progress timeout naming that
+// rank and why, and the next call, checked bit for bit, pairs with the others' next call.
+class RefusedCallTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RefusedCallTest, TheOthersNameTheRefusalAndTheNextCallPairsRight) {
+  const int p = 3;
+  const double T = 30;
+  LoopRun r = RunLoop(p, T, {"--refuse_rank=1", "--fault_at=5"}, nullptr, GetParam(), /*loop=*/-10);
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  EXPECT_LT(r.result.seconds, T / 2) << "the others waited out their progress timeout";
+  std::set<int> failed;
+  for (const auto& f : r.failures) {
+    failed.insert(f.rank);
+    EXPECT_NE(f.text.find("the input buffer is null"), std::string::npos) << f.text;
+    if (f.rank != 1) {
+      EXPECT_NE(f.text.find("rank 1 refused the call"), std::string::npos) << f.text;
+      EXPECT_LT(FailedAfterSeconds(f.text), T / 4) << f.text;
+    } else {
+      EXPECT_NE(f.text.find("seq="), std::string::npos) << f.text;
+      EXPECT_NE(f.text.find("on rank 1"), std::string::npos) << f.text;
+    }
+  }
+  EXPECT_EQ(failed.size(), static_cast<size_t>(p)) << Dump(r);
+  for (int q = 0; q < p; ++q) {
+    EXPECT_NE(
+        r.result.out.find("rank " + std::to_string(q) + ": the call after the refusal: exact"),
+        std::string::npos)
+        << r.result.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, RefusedCallTest, ::testing::Values("daemon", "embedded"));
 
 TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
   // No daemon: the program is the rank; kill it from the inside with SIGKILL.

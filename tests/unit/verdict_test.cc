@@ -344,6 +344,40 @@ TEST(VerdictTest, MinorityCallIsDivergedWhoeverAsks) {
   EXPECT_NE(v2.text.find("rank 2 (this rank) diverged"), std::string::npos) << v2.text;
 }
 
+// A rank that refused call 41 for its arguments sent nothing in it: it is named with its
+// reason, whether it has moved on to the next call and whatever fingerprint its refused call
+// had (refused before the automatic choice, it may differ from the others').
+TEST(VerdictTest, ARankThatRefusedTheCallIsNamedWithItsReason) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  PeerView& r2 = views[2];
+  r2.state.set_refused_seq(41);
+  r2.state.set_failed_seq(41);
+  r2.state.set_last_error("InvalidArgument: allreduce seq=41 on rank 2: the input buffer is null");
+  r2.state.mutable_recent(0)->set_algorithm(0);  // auto: refused before the choice
+  for (bool moved_on : {false, true}) {
+    if (moved_on) {
+      r2.state.set_seq(42);
+      r2.state.set_last_started_seq(42);
+      r2.state.set_waiting_on(1);
+    } else {
+      r2.state.set_in_op(false);
+    }
+    for (int asker : {0, 3}) {
+      Verdict v = Classify(Me(asker, (asker + 3) % 4), views);
+      EXPECT_EQ(v.root, 2) << v.text;
+      EXPECT_EQ(v.root_class, RankClass::kRefused) << v.text;
+      EXPECT_NE(v.text.find("rank 2 refused the call"), std::string::npos) << v.text;
+      EXPECT_NE(v.text.find("its seq=41 was refused there"), std::string::npos) << v.text;
+      EXPECT_NE(v.text.find("the input buffer is null"), std::string::npos) << v.text;
+    }
+  }
+  // A refusal of an earlier call is not this call's cause.
+  r2.state.set_refused_seq(40);
+  Verdict v = Classify(Me(0, 3), views);
+  EXPECT_NE(v.root_class, RankClass::kRefused) << v.text;
+}
+
 // A divergence at an earlier call explains ranks stuck behind it.
 TEST(VerdictTest, EarliestDivergenceIsTheRootCause) {
   std::vector<PeerView> views(3);

@@ -229,5 +229,94 @@ TEST(FaultsTest, BadArgumentsAreInvalidArgumentWithTheRule) {
   EXPECT_NE(s.message().find("has no algorithm 'pairwise'"), std::string::npos) << s;
 }
 
+// Input and output that overlap are refused, naming the rule, unless they are the same
+// memory in a call that runs in place; the forms that do run in place still give exact sums.
+TEST(FaultsTest, OverlappingBuffersAreRefusedUnlessTheCallRunsInPlace) {
+  const int p = 3;
+  auto world = MakeWorld(LoopbackFactory(), p);
+  ASSERT_TRUE(world.ok());
+  Communicator& c = *(*world)[0];
+  std::vector<int32_t> buf(64, 1);
+  int32_t* b = buf.data();
+  struct Case {
+    Status s;
+    const char* what;
+  };
+  const Case refused[] = {
+      {c.Alltoall(b, b, 4, DataType::kInt32), "alltoall cannot run in place"},
+      {c.Allgather(b, b, 4, DataType::kInt32), "allgather cannot run in place"},
+      {c.Allgather(b + 4, b, 4, DataType::kInt32), "allgather cannot run in place"},
+      {c.ReduceScatter(b, b, 4, DataType::kInt32, ReduceOp::kSum),
+       "reduce_scatter cannot run in place"},
+      {c.Allreduce(b + 1, b, 8, DataType::kInt32, ReduceOp::kSum), "without being the same memory"},
+      {c.Gather(b, b, 4, DataType::kInt32, 0), "gather cannot run in place"},
+  };
+  for (const Case& k : refused) {
+    EXPECT_EQ(k.s.code(), StatusCode::kInvalidArgument) << k.s;
+    EXPECT_NE(k.s.message().find(k.what), std::string::npos) << k.s;
+    EXPECT_NE(k.s.message().find("overlap"), std::string::npos) << k.s;
+    EXPECT_NE(k.s.message().find("on rank 0"), std::string::npos) << k.s;
+  }
+  // Each refusal took its place in the sequence, as every rank's would.
+  EXPECT_EQ(c.next_seq(), 1 + std::size(refused));
+  EXPECT_EQ(c.monitor()->Snapshot().refused_seq, std::size(refused));
+  EXPECT_NE(c.monitor()->Snapshot().last_error.find("gather cannot run in place"),
+            std::string::npos);
+
+  // In place where allowed: every rank from its own fresh world (the refused calls above
+  // used rank 0's sequence numbers).
+  auto fresh = MakeWorld(LoopbackFactory(), p);
+  ASSERT_TRUE(fresh.ok());
+  auto st = RunOnRanks(p, [&](int r) -> Status {
+    Communicator& cr = *(*fresh)[r];
+    std::vector<int32_t> v(7, r + 1);
+    GYRE_RETURN_IF_ERROR(cr.Allreduce(v.data(), v.data(), 7, DataType::kInt32, ReduceOp::kSum));
+    for (int32_t x : v) {
+      if (x != p * (p + 1) / 2) return InternalError("allreduce in place: " + std::to_string(x));
+    }
+    std::vector<int32_t> w(5, r == 1 ? 42 : 0);
+    GYRE_RETURN_IF_ERROR(cr.Broadcast(w.data(), w.data(), 5, DataType::kInt32, 1));
+    for (int32_t x : w) {
+      if (x != 42) return InternalError("broadcast in place: " + std::to_string(x));
+    }
+    std::vector<int32_t> u(6, r + 1);
+    GYRE_RETURN_IF_ERROR(
+        cr.Reduce(u.data(), r == 2 ? u.data() : nullptr, 6, DataType::kInt32, ReduceOp::kSum, 2));
+    for (int32_t x : u) {
+      if (r == 2 && x != p * (p + 1) / 2)
+        return InternalError("reduce in place: " + std::to_string(x));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < p; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
+// A count whose buffers could not be addressed is refused before any size is computed from
+// it, for collectives and messages alike (no wrapped size, no crash).
+TEST(FaultsTest, ACountTooLargeToAddressIsRefusedNamingTheLimit) {
+  auto world = MakeWorld(LoopbackFactory(), 2);
+  ASSERT_TRUE(world.ok());
+  Communicator& c = *(*world)[0];
+  int8_t x[8] = {0};
+  const int64_t wraps = int64_t{1} << 62;  // x 4 B = 2^64: zero bytes once wrapped
+  const Status refused[] = {
+      c.Allreduce(x, x, wraps, DataType::kFloat32, ReduceOp::kSum),
+      c.Allgather(x, x + 4, INT64_MAX / 2 + 1, DataType::kUint8),
+      c.ReduceScatter(x, x + 4, INT64_MAX / 2 + 1, DataType::kUint8, ReduceOp::kSum),
+      c.Alltoall(x, x + 4, INT64_MAX / 2 + 1, DataType::kUint8),
+      c.Broadcast(x, x, INT64_MAX, DataType::kUint8, 0),
+  };
+  for (const Status& s : refused) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("is too large"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("2^60 bytes"), std::string::npos) << s;
+  }
+  for (const Status& s :
+       {c.Send(x, wraps, DataType::kFloat32, 1, 0), c.Recv(x, INT64_MAX, DataType::kUint8, 1, 0)}) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("2^60 bytes"), std::string::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace gyre::testing

@@ -78,6 +78,11 @@ class Comm {
   // allgather/gather `count` is each rank's part (output holds size()*count);
   // reduce_scatter `count` is each rank's result (input holds size()*count); alltoall
   // `count` is one block; scatter `count` is each rank's part. Unused buffers may be null.
+  // Input and output must not overlap, except as one buffer for an allreduce, a broadcast or
+  // the root of a reduce (in place); size() * count elements must fit in 2^60 bytes. A call
+  // refused for its arguments (InvalidArgument naming the value and the rule) still takes
+  // its place in the call sequence, so a rank's next call meets the others' next call; when
+  // only this rank refused, the other ranks' same call fails naming this rank and why.
   virtual Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
                            const Options& o = {}) = 0;
   virtual Status Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
