@@ -1,7 +1,16 @@
 // The reduction kernels. This file is compiled with -O3 so that every loop below is
 // vectorised; each kernel is one pass over restrict pointers with no branches that the
 // compiler cannot turn into blends.
+//
+// The kernels are commutative bit for bit: op(a, b) and op(b, a) have the same bits. An
+// allreduce may combine (own, peer) on one rank and (peer, own) on another, and every rank
+// must end with identical bits. For floating types this takes rules beyond IEEE arithmetic:
+// min/max give NaN when either operand is NaN, min(+0, -0) = -0 and max(+0, -0) = +0, and
+// a NaN they return is the one canonical quiet NaN (positive, no payload), as is every NaN
+// of the 16-bit kernels. The one exception is below, at Sum.
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/base/dtype.h"
@@ -9,6 +18,29 @@
 namespace gyre {
 namespace {
 
+// The unsigned integer holding a floating type's bits.
+template <typename T>
+using BitsOf = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+// The bits of `a` and `b` combined with or (kOr) or and.
+template <typename T, bool kOr>
+T CombineBits(T a, T b) {
+  BitsOf<T> x, y;
+  std::memcpy(&x, &a, sizeof(T));
+  std::memcpy(&y, &b, sizeof(T));
+  const BitsOf<T> z = kOr ? (x | y) : (x & y);
+  T r;
+  std::memcpy(&r, &z, sizeof(T));
+  return r;
+}
+
+template <typename T>
+constexpr T kCanonicalNaN = std::numeric_limits<T>::quiet_NaN();
+
+// float32 and float64 sums and products keep the hardware's NaN: when both operands are
+// NaN, which payload survives depends on their order, so ranks that add in different
+// orders may end with different NaN bits (deterministic mode gives one order). Making it
+// canonical would cost 20-60% on buffers in cache, for every sum of every job.
 struct Sum {
   template <typename T>
   static T Apply(T a, T b) {
@@ -21,16 +53,31 @@ struct Prod {
     return static_cast<T>(a * b);
   }
 };
+
+// Floating min/max take the lesser (greater) value either way round, which settles all but
+// equal operands; equal values have equal bits except +0 and -0, where or of the bits gives
+// -0 (min) and and gives +0 (max). A NaN in either operand gives the canonical NaN. All of
+// it vectorises to compares, minps/maxps, bit operations and blends.
 struct Min {
   template <typename T>
   static T Apply(T a, T b) {
-    return b < a ? b : a;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T r = CombineBits<T, true>(a < b ? a : b, b < a ? b : a);
+      return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
+    } else {
+      return b < a ? b : a;
+    }
   }
 };
 struct Max {
   template <typename T>
   static T Apply(T a, T b) {
-    return a < b ? b : a;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T r = CombineBits<T, false>(a > b ? a : b, b > a ? b : a);
+      return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
+    } else {
+      return a < b ? b : a;
+    }
   }
 };
 struct Band {
@@ -68,13 +115,21 @@ void Kernel(void* dst_v, const void* src_v, size_t n) {
   }
 }
 
+template <typename T>
+T CanonicalNaN(T r) {
+  return r != r ? kCanonicalNaN<T> : r;
+}
+
 // 16-bit floats: widen to float, apply, round back (one rounding per operation, as a
-// native half unit would do).
+// native half unit would do). Here every NaN result is made canonical, sums too: the
+// conversions cost far more than the one compare.
 template <float (*Load)(uint16_t), uint16_t (*Store)(float), typename Op>
 void HalfKernel(void* dst_v, const void* src_v, size_t n) {
   uint16_t* __restrict dst = static_cast<uint16_t*>(dst_v);
   const uint16_t* __restrict src = static_cast<const uint16_t*>(src_v);
-  for (size_t i = 0; i < n; ++i) dst[i] = Store(Op::Apply(Load(dst[i]), Load(src[i])));
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = Store(CanonicalNaN(Op::Apply(Load(dst[i]), Load(src[i]))));
+  }
 }
 
 template <typename T>
