@@ -1,7 +1,9 @@
 // The embedded Comm: a Communicator joined to the job inside this process.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 
 #include "client/call_queue.h"
@@ -11,26 +13,42 @@
 namespace gyre::client {
 namespace {
 
-// A message posted on the communicator; waiting enforces its progress timeout.
+// What a message's Work reaches its communicator through: `comm` is null once the Comm that
+// owns it is destroyed (under an exclusive lock, so never while a Work is using it).
+struct CommLink {
+  std::shared_mutex mu;
+  Communicator* comm = nullptr;
+};
+
+// A message posted on the communicator; waiting enforces its progress timeout. Waited on
+// after its Comm was destroyed, it reports how it ended, or Aborted if it had not.
 class MessageWork final : public Work {
  public:
-  MessageWork(Communicator* comm, std::shared_ptr<PendingMessage> m, CallOptions co,
+  MessageWork(std::shared_ptr<CommLink> link, std::shared_ptr<PendingMessage> m, CallOptions co,
               std::function<void(const CallInfo&)> record)
-      : comm_(comm), m_(std::move(m)), co_(co), record_(std::move(record)) {}
+      : link_(std::move(link)), m_(std::move(m)), co_(co), record_(std::move(record)) {}
   // Abandoned while posted: withdraw it, so the transport lets go of the caller's buffer.
   ~MessageWork() override {
-    if (!Done()) {
-      comm_->transport()->CancelOperation(
+    std::shared_lock<std::shared_mutex> lock(link_->mu);
+    if (link_->comm != nullptr && !Done()) {
+      link_->comm->transport()->CancelOperation(
           m_->seq, AbortedError(m_->name + ": its Work was destroyed before it finished"));
     }
   }
   Status Wait(Deadline deadline) override {
-    Status s = comm_->WaitMessage(*m_, co_, deadline);
+    std::shared_lock<std::shared_mutex> lock(link_->mu);
+    Communicator* comm = link_->comm;
+    if (comm == nullptr) {
+      std::lock_guard<std::mutex> m_lock(m_->mu);
+      if (m_->done) return m_->status;
+      return AbortedError(m_->name + ": its Comm was destroyed before it finished");
+    }
+    Status s = comm->WaitMessage(*m_, co_, deadline);
     if (Done() && record_) {
       CallInfo info;
       info.algorithm = "direct";
       info.seq = m_->seq;
-      info.elapsed = comm_->transport()->clock().Now() - m_->posted;
+      info.elapsed = comm->transport()->clock().Now() - m_->posted;
       const int64_t moved = s.ok() ? m_->bytes : 0;
       (m_->send ? info.bytes_sent : info.bytes_recv) = moved;
       (m_->send ? info.msgs_sent : info.msgs_recv) = s.ok() ? 1 : 0;
@@ -45,7 +63,7 @@ class MessageWork final : public Work {
   }
 
  private:
-  Communicator* comm_;
+  std::shared_ptr<CommLink> link_;
   std::shared_ptr<PendingMessage> m_;
   CallOptions co_;
   std::function<void(const CallInfo&)> record_;  // once, when the message is done
@@ -53,8 +71,27 @@ class MessageWork final : public Work {
 
 class EmbeddedComm final : public CommBase {
  public:
-  explicit EmbeddedComm(job::Joined joined) : joined_(std::move(joined)) {}
-  ~EmbeddedComm() override { StopCalls(); }
+  explicit EmbeddedComm(job::Joined joined) : joined_(std::move(joined)) {
+    link_->comm = joined_.comm.get();
+  }
+  ~EmbeddedComm() override {
+    StopCalls();
+    // Messages still posted end now (a thread waiting on one returns Aborted), and no Work
+    // reaches the communicator after this.
+    std::vector<std::shared_ptr<PendingMessage>> open;
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      for (const auto& w : posted_) {
+        if (auto m = w.lock()) open.push_back(std::move(m));
+      }
+    }
+    for (const auto& m : open) {
+      joined_.comm->transport()->CancelOperation(
+          m->seq, AbortedError(m->name + ": its Comm was destroyed before it finished"));
+    }
+    std::unique_lock<std::shared_mutex> lock(link_->mu);
+    link_->comm = nullptr;
+  }
   int rank() const override { return joined_.comm->rank(); }
   int size() const override { return joined_.comm->size(); }
   std::string mode() const override { return "embedded"; }
@@ -86,12 +123,26 @@ class EmbeddedComm final : public CommBase {
     auto m =
         send ? c.PostSend(buf, count, dtype, peer, tag) : c.PostRecv(buf, count, dtype, peer, tag);
     if (!m.ok()) return FinishedWork(m.status());
-    return std::make_shared<MessageWork>(&c, std::move(*m), *co,
+    {
+      std::lock_guard<std::mutex> lock(posted_mu_);
+      if (posted_.size() >= prune_at_) {
+        posted_.erase(std::remove_if(posted_.begin(), posted_.end(),
+                                     [](const auto& w) { return w.expired(); }),
+                      posted_.end());
+        prune_at_ = std::max<size_t>(64, 2 * posted_.size());
+      }
+      posted_.push_back(*m);
+    }
+    return std::make_shared<MessageWork>(link_, std::move(*m), *co,
                                          [this](const CallInfo& info) { SetLast(info); });
   }
 
  private:
   job::Joined joined_;
+  std::shared_ptr<CommLink> link_ = std::make_shared<CommLink>();
+  std::mutex posted_mu_;
+  std::vector<std::weak_ptr<PendingMessage>> posted_;  // messages posted, maybe still open
+  size_t prune_at_ = 64;
   CallInfo info_;  // Call's, filled in place
 };
 

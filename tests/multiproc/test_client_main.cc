@@ -34,6 +34,10 @@ DEFINE_int32(refuse_rank, -1,
              "after that call's error and ends with a checked int32 allreduce");
 DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
+DEFINE_bool(outlive, false,
+            "post a receive nobody answers and a send, destroy the Comm, then wait on both: "
+            "the send's Work reports how it ended, the receive's Aborted (no use of the "
+            "destroyed Comm)");
 DEFINE_bool(report_defaults, false,
             "print how many messages a chain broadcast of 16 KiB sent and which algorithm an "
             "automatic allreduce ran, to show the job's call defaults (segments, "
@@ -164,6 +168,21 @@ int main(int argc, char** argv) {
   std::printf("client rank %d of %d pid=%d mode=%s\n", r, p, static_cast<int>(getpid()),
               comm.mode().c_str());
   std::fflush(stdout);
+  if (FLAGS_outlive) {
+    int32_t got = 0;
+    const int32_t sent = 7;
+    const int peer = (r + 1) % p;
+    std::shared_ptr<Work> recv = comm.RecvAsync(&got, 1, DataType::kInt32, peer, /*tag=*/5);
+    std::shared_ptr<Work> send = comm.SendAsync(&sent, 1, DataType::kInt32, peer, /*tag=*/6);
+    Status barrier = comm.Barrier();  // every rank has posted before any Comm goes
+    comm_or->reset();
+    const Status rs = recv->Wait();
+    const Status ss = send->Wait();
+    std::printf("rank %d: barrier %s; after the Comm was destroyed: recv %s; send %s\n", r,
+                barrier.ToString().c_str(), rs.ToString().c_str(), ss.ToString().c_str());
+    std::fflush(stdout);
+    return barrier.ok() && rs.code() == StatusCode::kAborted ? 0 : 1;
+  }
   int failures = 0;
   if (FLAGS_check) {
     for (int c = 0; c < algo::kNumCollectives; ++c) {

@@ -262,6 +262,23 @@ TEST_P(RefusedCallTest, TheOthersNameTheRefusalAndTheNextCallPairsRight) {
 
 INSTANTIATE_TEST_SUITE_P(Verdict, RefusedCallTest, ::testing::Values("daemon", "embedded"));
 
+// An embedded message's Work outlives its Comm: waiting on it then reports Aborted instead
+// of reaching into the destroyed communicator. (Through the daemon a message is a call in
+// call order, and destroying the Comm waits for the one running, as ~Comm says.)
+TEST(OutliveTest, AMessageWaitedOnAfterItsCommWasDestroyedIsAborted) {
+  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", "2", "--mode", "embedded", "--timeout",
+                                "20", "--", BinDir() + "/gyre-test-client", "--outlive"},
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int q = 0; q < 2; ++q) {
+    const std::regex line("rank " + std::to_string(q) +
+                          R"(: barrier OK; after the Comm was destroyed: recv Aborted: [^\n]*)"
+                          R"(destroyed)");
+    EXPECT_TRUE(std::regex_search(r.out, line)) << r.out << r.err;
+  }
+  EXPECT_LT(r.seconds, 15) << "a wait ran into the progress timeout";
+}
+
 TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
   // No daemon: the program is the rank; kill it from the inside with SIGKILL.
   LoopRun r = RunLoop(3, 20, {"--die_rank=1", "--die_after=40"}, nullptr, "embedded");
