@@ -145,6 +145,20 @@ int main(int argc, char** argv) {
   }
   LOG(INFO) << prefix << "rank " << id->rank << " of " << id->world_size << ", job " << id->job_id
             << ", store " << id->store_url << " (identity from " << id->source << ")";
+  // Serve mode: the client socket's path, checked now so that a path this rank cannot take
+  // (a file that is not a socket, another daemon's live socket) fails it before it joins.
+  std::string socket_path = FLAGS_socket;
+  if (FLAGS_run == "serve") {
+    if (socket_path.empty()) {
+      if (const char* s = std::getenv("GYRE_SOCKET")) socket_path = s;
+    }
+    if (socket_path.empty()) {
+      return Fail(prefix, InvalidArgumentError("serve mode needs --socket or GYRE_SOCKET"));
+    }
+    if (Status usable = ipc::CheckUnixSocketPath(socket_path); !usable.ok()) {
+      return Fail(prefix, usable);
+    }
+  }
 
   job::JoinOptions jo;
   jo.identity = *id;
@@ -209,16 +223,9 @@ int main(int argc, char** argv) {
     std::thread(ServeMetrics, *fd, &comm).detach();
   }
   if (FLAGS_run == "serve") {
-    std::string path = FLAGS_socket;
-    if (path.empty()) {
-      if (const char* s = std::getenv("GYRE_SOCKET")) path = s;
-    }
-    if (path.empty()) {
-      return Fail(prefix, InvalidArgumentError("serve mode needs --socket or GYRE_SOCKET"));
-    }
     daemon::ClientServer server(&comm, id->job_id, prefix);
     server.SetSecret(jo.secret);
-    Status ls = server.Listen(path);
+    Status ls = server.Listen(socket_path);
     if (!ls.ok()) return Fail(prefix, ls);
     g_server = &server;
     server.Serve(FLAGS_exit_with_client);

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -318,25 +319,114 @@ StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
   }
 }
 
-StatusOr<int> ListenUnix(const std::string& path) {
+namespace {
+
+// What sits at a path, for an error that says why the path cannot be used.
+std::string FileKind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a file that is not a socket";
+}
+
+// The directory part of `path` ("." when it has none).
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+sockaddr_un UnixAddress(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return InvalidArgumentError("socket path '" + path + "' is too long");
-  }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  ::unlink(path.c_str());
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
-  mode_t old = ::umask(0077);
-  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::umask(old);
-  if (rc != 0 || ::listen(fd, 16) != 0) {
-    std::string e = std::strerror(errno);
-    ::close(fd);
-    return UnavailableError("cannot listen on " + path + ": " + e);
+  return addr;
+}
+
+// Whether a new listener may take `path`: nothing there (*stale false), or a socket nobody
+// serves on (*stale true, for the caller to remove). Anything else is an error that says what
+// is there; it is left untouched.
+Status InspectSocketPath(const std::string& path, bool* stale) {
+  *stale = false;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return InvalidArgumentError("socket path '" + path + "' is too long");
   }
-  ::chmod(path.c_str(), 0600);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return UnavailableError("cannot listen on " + path + ": " + std::strerror(errno));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return AlreadyExistsError("cannot listen on " + path + ": " + FileKind(st.st_mode) +
+                              " is there, not a socket; remove it or choose another path");
+  }
+  // A live listener accepts (or, with a full backlog, makes a non-blocking connect fail with
+  // EAGAIN); only a refused connect means nobody is serving on it.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (probe < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+  const sockaddr_un addr = UnixAddress(path);
+  const int rc = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int connect_errno = errno;
+  ::close(probe);
+  if (rc == 0 || connect_errno == EAGAIN || connect_errno == EINPROGRESS) {
+    return AlreadyExistsError("cannot listen on " + path + ": another process is serving on " +
+                              path + "; stop it or choose another path");
+  }
+  if (connect_errno != ECONNREFUSED) {
+    return UnavailableError("cannot listen on " + path +
+                            ": cannot tell whether the socket there is in use (connect: " +
+                            std::strerror(connect_errno) + ")");
+  }
+  *stale = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckUnixSocketPath(const std::string& path) {
+  bool stale = false;
+  return InspectSocketPath(path, &stale);
+}
+
+StatusOr<int> ListenUnix(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return InvalidArgumentError("socket path '" + path + "' is too long");
+  }
+  const sockaddr_un addr = UnixAddress(path);
+  // Two listeners starting on one path at once: without a lock, one could find the other's
+  // socket bound but not yet listening, take it for stale and remove it. The check, the
+  // removal and the bind happen under a lock on the socket's directory (closing the
+  // descriptor releases it).
+  const int dir_fd = ::open(DirectoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    while (::flock(dir_fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  auto listen_locked = [&]() -> StatusOr<int> {
+    bool stale = false;
+    GYRE_RETURN_IF_ERROR(InspectSocketPath(path, &stale));
+    if (stale && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return UnavailableError("cannot listen on " + path +
+                              ": cannot remove the stale socket there: " + std::strerror(errno));
+    }
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
+    mode_t old = ::umask(0077);
+    int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    ::umask(old);
+    if (rc != 0 || ::listen(fd, 16) != 0) {
+      std::string e = std::strerror(errno);
+      ::close(fd);
+      return UnavailableError("cannot listen on " + path + ": " + e);
+    }
+    ::chmod(path.c_str(), 0600);
+    return fd;
+  };
+  StatusOr<int> fd = listen_locked();
+  if (dir_fd >= 0) ::close(dir_fd);
   return fd;
 }
 

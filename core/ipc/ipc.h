@@ -88,8 +88,14 @@ bool SpinWaitPays(int world_size);
 
 // Connects to the Unix socket at `path`, retrying while it does not exist yet.
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline);
-// Creates a listening Unix socket at `path` with owner-only permissions (0600).
+// Creates a listening Unix socket at `path` with owner-only permissions (0600). Only a stale
+// socket at `path` (one that refuses connections) is replaced: AlreadyExists when another
+// process is serving on it or when something other than a socket is there, which is left
+// untouched.
 StatusOr<int> ListenUnix(const std::string& path);
+// What ListenUnix would refuse at `path`, checked without changing anything (a stale socket
+// is OK): lets a daemon fail before it joins its job rather than after.
+Status CheckUnixSocketPath(const std::string& path);
 
 // A TCP listener on host:port (port 0: the kernel picks); returns the fd and fills
 // `bound` with "host:port".
