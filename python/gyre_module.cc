@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,10 +52,17 @@ struct Buf {
 };
 Buf RawOf(const View& v) { return Buf{v.data(), v.dtype, v.count}; }
 
+constexpr const char* kElementTypes =
+    "gyre takes float32, float64, float16, int8, uint8, int32, uint32, int64, uint64 and bool, "
+    "in native byte order";
+
 DataType DtypeOf(const py::buffer_info& info) {
   std::string f = info.format;
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
-  if (f.size() != 1) throw py::value_error("gyre: unsupported buffer format '" + info.format + "'");
+  if (f.size() != 1) {
+    throw py::value_error("gyre: unsupported buffer format '" + info.format + "' (" +
+                          kElementTypes + ")");
+  }
   const char c = f[0];
   const auto size = info.itemsize;
   if (c == 'f' && size == 4) return DataType::kFloat32;
@@ -71,7 +80,7 @@ DataType DtypeOf(const py::buffer_info& info) {
     if (size == 8) return DataType::kUint64;
   }
   throw py::value_error("gyre: unsupported element type '" + info.format + "' of " +
-                        std::to_string(size) + " bytes");
+                        std::to_string(size) + " bytes (" + kElementTypes + ")");
 }
 
 View ViewOf(const py::handle& obj, bool writable, const char* name) {
@@ -94,7 +103,10 @@ View ViewOf(const py::handle& obj, bool writable, const char* name) {
   return v;
 }
 
+constexpr const char* kOpNames = "sum, prod, min, max, avg, band, bor, bxor";
+
 ReduceOp OpOf(const py::object& op) {
+  if (py::isinstance<ReduceOp>(op)) return op.cast<ReduceOp>();
   if (py::isinstance<py::str>(op)) {
     const std::string name = op.cast<std::string>();
     static const std::pair<const char*, ReduceOp> kNames[] = {
@@ -104,10 +116,23 @@ ReduceOp OpOf(const py::object& op) {
     for (const auto& [n, v] : kNames) {
       if (name == n) return v;
     }
-    throw py::value_error("gyre: unknown reduce op '" + name +
-                          "' (sum, prod, min, max, avg, band, bor, bxor)");
+    throw py::value_error("gyre: unknown reduce op '" + name + "' (" + kOpNames + ")");
   }
-  return op.cast<ReduceOp>();
+  const std::string message = "gyre: op must be a name (" + std::string(kOpNames) +
+                              ") or a gyre.ReduceOp, not " + std::string(py::repr(op));
+  if (py::isinstance<py::int_>(op)) throw py::value_error(message);
+  throw py::type_error(message);
+}
+
+// A timeout in seconds from Python. NaN and negative numbers are ValueError naming the
+// value; a huge or infinite one means no limit, that is gyre's longest, kMaxCallTimeout.
+Duration TimeoutOf(double seconds, const char* name) {
+  if (std::isnan(seconds) || seconds < 0) {
+    throw py::value_error(std::string("gyre: ") + name +
+                          " must be a number of seconds >= 0 (inf: no limit), not " +
+                          std::string(py::repr(py::float_(seconds))));
+  }
+  return std::min(Seconds(seconds), kMaxCallTimeout);
 }
 
 // numpy's bool is one byte holding 0 or 1: it is reduced as logic (or, and), not as numbers,
@@ -143,7 +168,7 @@ struct CallArgs {
     Options o;
     o.algorithm = algorithm;
     if (deterministic) o.deterministic = *deterministic ? 1 : 0;
-    if (timeout) o.timeout = Seconds(*timeout);
+    if (timeout) o.timeout = TimeoutOf(*timeout, "timeout");
     return o;
   }
 };
@@ -157,9 +182,9 @@ struct Held {
 };
 
 // Waits with the GIL released, in slices, so that a pending signal raises in Python.
-// Returns false when `timeout` (seconds) passed first.
-bool WaitInterruptibly(PendingCall& pending, std::optional<double> timeout) {
-  const Deadline limit = timeout ? DeadlineAfter(Seconds(*timeout)) : Deadline::Infinite();
+// Returns false when `timeout` passed first.
+bool WaitInterruptibly(PendingCall& pending, std::optional<Duration> timeout) {
+  const Deadline limit = timeout ? DeadlineAfter(*timeout) : Deadline::Infinite();
   for (;;) {
     {
       py::gil_scoped_release release;
@@ -177,11 +202,13 @@ class PyWork {
   PyWork(std::shared_ptr<Held> held, py::object comm) : held_(std::move(held)), comm_(comm) {}
   ~PyWork();
   bool Done() const { return held_->pending->Done(); }
-  py::object Wait(std::optional<double> timeout) {
+  py::object Wait(std::optional<double> seconds) {
+    std::optional<Duration> timeout;
+    if (seconds) timeout = TimeoutOf(*seconds, "timeout");
     if (!WaitInterruptibly(*held_->pending, timeout)) {
-      PyErr_SetString(PyExc_TimeoutError, ("gyre " + held_->what + " still running after " +
-                                           FormatTime(Seconds(*timeout)))
-                                              .c_str());
+      PyErr_SetString(
+          PyExc_TimeoutError,
+          ("gyre " + held_->what + " still running after " + FormatTime(*timeout)).c_str());
       throw py::error_already_set();
     }
     Status s = held_->pending->status();
@@ -558,7 +585,8 @@ PYBIND11_MODULE(_gyre, m) {
       .def("done", &PyWork::Done)
       .def("wait", &PyWork::Wait, py::arg("timeout") = py::none(),
            "Waits (Ctrl-C interrupts); returns the call's output, raises GyreError on "
-           "failure and TimeoutError when `timeout` seconds pass first.");
+           "failure and TimeoutError when `timeout` seconds pass first (inf: no limit; NaN or "
+           "negative: ValueError).");
 
 #define GYRE_OPTS                                                        \
   py::kw_only(), py::arg("async_op") = false, py::arg("algorithm") = "", \
@@ -583,8 +611,8 @@ PYBIND11_MODULE(_gyre, m) {
             spec.world_size = world_size;
             spec.store_url = store;
             spec.job_id = job_id;
-            spec.timeout = Seconds(timeout);
-            spec.rendezvous_timeout = Seconds(rendezvous_timeout);
+            spec.timeout = TimeoutOf(timeout, "timeout");
+            spec.rendezvous_timeout = TimeoutOf(rendezvous_timeout, "rendezvous_timeout");
             spec.deterministic = deterministic;
             spec.secret_file = secret_file;
             StatusOr<std::unique_ptr<Comm>> c = Status();
@@ -613,10 +641,11 @@ PYBIND11_MODULE(_gyre, m) {
       .def_static(
           "connect_daemon",
           [](const std::string& path, double timeout) {
+            const Duration limit = TimeoutOf(timeout, "timeout");
             StatusOr<std::unique_ptr<Comm>> c = Status();
             {
               py::gil_scoped_release release;
-              c = JoinDaemon(path, Seconds(timeout));
+              c = JoinDaemon(path, limit);
             }
             return Made(std::move(c), "connect");
           },

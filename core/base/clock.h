@@ -65,8 +65,17 @@ std::string FormatDuration(Duration d);
 // "1.5 MiB", "12.0 KiB", "7 B": for error messages.
 std::string FormatBytes(int64_t bytes);
 
+// `s` seconds, saturating: beyond Duration's range (about 292 years; 1e300, infinity) it is
+// Duration::max() or min(), which a timeout takes as its longest (Options::timeout caps
+// it at kMaxCallTimeout; Deadline::After makes it infinite). NaN is no duration and gives
+// zero: code that takes a number from a user refuses NaN first, naming it.
 inline Duration Seconds(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+  if (s != s) return Duration::zero();
+  const double ns = s * 1e9;
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63: the first double beyond int64
+  if (ns >= kLimit) return Duration::max();
+  if (ns <= -kLimit) return Duration::min();
+  return Duration(static_cast<Duration::rep>(ns));
 }
 inline Duration Millis(int64_t ms) { return std::chrono::milliseconds(ms); }
 
