@@ -255,9 +255,11 @@ int main(int argc, char** argv) {
     std::ostringstream report;
     daemon::WorkloadOptions wo;
     wo.timing_runs = FLAGS_timing_runs;
-    const bool ok = FLAGS_run == "main"    ? daemon::RunMainJob(comm, report, wo)
-                    : FLAGS_run == "bench" ? daemon::RunBench(comm, report, FLAGS_bench_max_bytes)
-                                           : daemon::RunSelftest(comm, report);
+    daemon::FirstFailure failure;
+    const bool ok = FLAGS_run == "main" ? daemon::RunMainJob(comm, report, wo, &failure)
+                    : FLAGS_run == "bench"
+                        ? daemon::RunBench(comm, report, FLAGS_bench_max_bytes, &failure)
+                        : daemon::RunSelftest(comm, report, &failure);
     if (comm.rank() == 0) {
       if (!FLAGS_report_file.empty()) {
         std::ofstream f(FLAGS_report_file);
@@ -270,7 +272,17 @@ int main(int argc, char** argv) {
         std::cout << report.str() << std::flush;
       }
     }
-    return ok ? 0 : 1;
+    if (!ok) {
+      // Every failing rank says why, not only rank 0 in its report.
+      const std::string why =
+          failure.empty() ? "every call here succeeded and its results were right; a check failed "
+                            "on another rank (rank 0's report has the table)"
+                          : "first failure on this rank: " + failure.text();
+      LOG(ERROR) << prefix << "--run " << FLAGS_run << " failed: " << why;
+      std::cerr << prefix << "gyred: --run " << FLAGS_run << " failed: " << why << std::endl;
+      return 1;
+    }
+    return 0;
   }
   return Fail(prefix, InvalidArgumentError("--run '" + FLAGS_run +
                                            "' is not one of serve, selftest, main, bench"));

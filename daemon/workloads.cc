@@ -25,16 +25,26 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-// Each rank contributes `mine` (n int64 values); rank 0 gets everyone's, rank-major.
+// Each rank contributes `mine` (n int64 values); rank 0 gets everyone's, rank-major. `what`
+// names the results for the failure note.
 std::vector<int64_t> GatherToZero(Communicator& comm, const std::vector<int64_t>& mine,
-                                  Status* status) {
+                                  const std::string& what, Status* status, FirstFailure* failure) {
   std::vector<int64_t> all(comm.rank() == 0 ? mine.size() * comm.size() : 0);
   CallOptions o;
   o.algorithm = Algorithm::kLinear;
   Status s = comm.Gather(mine.data(), all.empty() ? nullptr : all.data(),
                          static_cast<int64_t>(mine.size()), DataType::kInt64, 0, o);
+  failure->Note("gather of " + what + " to rank 0", s);
   if (!s.ok() && status->ok()) *status = s;
   return all;
+}
+
+// "allreduce ring, int32, count 4003, root 3" (", deterministic" when asked).
+std::string Describe(const CollectiveSpec& spec, bool deterministic) {
+  return std::string(algo::CollectiveName(spec.collective)) + " " +
+         algo::AlgorithmName(spec.algorithm) + ", " + DataTypeName(spec.dtype) + ", count " +
+         std::to_string(spec.count) + ", root " + std::to_string(spec.root) +
+         (deterministic ? ", deterministic" : "");
 }
 
 struct CheckRow {
@@ -64,7 +74,8 @@ int64_t CheckOne(Communicator& comm, const CollectiveSpec& spec, bool determinis
   return FirstDifferentElement(spec, out, want);
 }
 
-bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal) {
+bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal,
+                       FirstFailure* failure) {
   const int p = comm.size();
   struct Item {
     CollectiveSpec spec;
@@ -102,6 +113,11 @@ bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal) {
     std::string err;
     results.push_back(CheckOne(comm, it.spec, it.deterministic, &err));
     if (!err.empty() && first_error.empty()) first_error = err;
+    if (results.back() == -2) failure->Note(Describe(it.spec, it.deterministic), err);
+    if (results.back() >= 0) {
+      failure->Note("check of " + Describe(it.spec, it.deterministic),
+                    "wrong result at element " + std::to_string(results.back()));
+    }
     if (results.back() == -2) {
       // A failed call leaves the ranks out of step; stop here.
       *fatal = true;
@@ -110,8 +126,11 @@ bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal) {
   }
   results.resize(items.size(), -3);  // -3: not run
   Status gs;
-  std::vector<int64_t> all = GatherToZero(comm, results, &gs);
+  std::vector<int64_t> all = GatherToZero(comm, results, "the verification results", &gs, failure);
   if (!gs.ok()) {
+    // The gather usually fails because of an earlier failure: name that one first.
+    if (!failure->empty())
+      report << "verification: first failure on this rank: " << failure->text() << "\n";
     report << "verification: cannot collect results: " << gs.ToString() << "\n";
     return false;
   }
@@ -148,7 +167,7 @@ bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal) {
   return ok;
 }
 
-bool CountersTable(Communicator& comm, std::ostream& report) {
+bool CountersTable(Communicator& comm, std::ostream& report, FirstFailure* failure) {
   const int p = comm.size();
   const int64_t n = int64_t{1} << 18;  // elements; p | n for p a power of two
   const int64_t count = n - n % p;     // divisible by p so the formulas are exact
@@ -164,10 +183,12 @@ bool CountersTable(Communicator& comm, std::ostream& report) {
                                       ReduceOp::kSum, direct)
                      : s;
   const OpCounters dc = comm.last().counters;
+  failure->Note("allreduce ring, float32, count " + std::to_string(count) + " (counters)", s);
+  failure->Note("allreduce direct, float32, count " + std::to_string(count) + " (counters)", s2);
   std::vector<int64_t> mine = {rc.msgs_sent(), rc.msgs_recv(),      rc.bytes_sent() / 4,
                                dc.msgs_sent(), dc.bytes_sent() / 4, s.ok() && s2.ok()};
   Status gs;
-  std::vector<int64_t> all = GatherToZero(comm, mine, &gs);
+  std::vector<int64_t> all = GatherToZero(comm, mine, "the counters", &gs, failure);
   if (!gs.ok()) return false;
   if (comm.rank() != 0) return true;
   bool ok = true;
@@ -188,6 +209,10 @@ bool CountersTable(Communicator& comm, std::ostream& report) {
     const bool row_ok =
         v[5] == 1 && v[0] + v[1] == msgs_theory && v[2] == elems_theory && v[4] == direct_theory;
     ok = ok && row_ok;
+    if (!row_ok) {
+      failure->Note("counters check",
+                    "rank " + std::to_string(r) + "'s counters differ from the theory");
+    }
     report << std::left << std::setw(6) << r << std::setw(18) << v[0] + v[1] << std::setw(14)
            << msgs_theory << std::setw(18) << v[2] << std::setw(14) << elems_theory << std::setw(20)
            << v[4] << std::setw(14) << direct_theory << (row_ok ? "ok" : "MISMATCH") << "\n";
@@ -196,7 +221,7 @@ bool CountersTable(Communicator& comm, std::ostream& report) {
   return ok;
 }
 
-bool AssociativityCase(Communicator& comm, std::ostream& report) {
+bool AssociativityCase(Communicator& comm, std::ostream& report, FirstFailure* failure) {
   const int p = comm.size();
   if (p < 4) {
     if (comm.rank() == 0) {
@@ -219,8 +244,15 @@ bool AssociativityCase(Communicator& comm, std::ostream& report) {
   if (s.ok()) s = comm.Allreduce(&mine, &det_ring, 1, DataType::kFloat64, ReduceOp::kSum, o);
   o.algorithm = Algorithm::kTree;
   if (s.ok()) s = comm.Allreduce(&mine, &det_tree, 1, DataType::kFloat64, ReduceOp::kSum, o);
+  failure->Note("allreduce float64, count 1 (float associativity case)", s);
   if (comm.rank() != 0) return s.ok();
   const bool ok = s.ok() && ring != tree && det_ring == det_tree;
+  if (s.ok() && !ok) {
+    failure->Note("float associativity check",
+                  "ring " + Fmt("%.17g", ring) + ", tree " + Fmt("%.17g", tree) +
+                      ", deterministic ring " + Fmt("%.17g", det_ring) + ", deterministic tree " +
+                      Fmt("%.17g", det_tree));
+  }
   report << "3. Float associativity: ranks 0-3 hold [1e16, 1, -1e16, 3] (float64; exact sum 4"
          << (p > 4 ? ", other ranks 0" : "") << ")\n\n"
          << "   ring                 " << Fmt("%.17g", ring)
@@ -236,7 +268,7 @@ bool AssociativityCase(Communicator& comm, std::ostream& report) {
   return ok;
 }
 
-bool Timings(Communicator& comm, std::ostream& report, int runs) {
+bool Timings(Communicator& comm, std::ostream& report, int runs, FirstFailure* failure) {
   const int64_t sizes[3] = {1 << 10, 1 << 20, 16 << 20};
   const Algorithm algos[2] = {Algorithm::kRing, Algorithm::kTree};
   std::vector<double> times;  // [size][algo][run], this rank's
@@ -267,6 +299,7 @@ bool Timings(Communicator& comm, std::ostream& report, int runs) {
     s = comm.Allreduce(times.data(), worst.data(), static_cast<int64_t>(times.size()),
                        DataType::kFloat64, ReduceOp::kMax);
   }
+  failure->Note("allreduce of the timings (ring and tree, 1 KiB to 16 MiB)", s);
   if (comm.rank() != 0) return s.ok();
   report << "4. Timings: allreduce float32 sum, " << runs
          << " runs per cell after 2 warm-ups; each run's time is the max over ranks\n\n";
@@ -299,10 +332,11 @@ bool Timings(Communicator& comm, std::ostream& report, int runs) {
 }
 
 // Everyone learns whether every rank passed.
-bool AgreeAll(Communicator& comm, bool mine) {
+bool AgreeAll(Communicator& comm, bool mine, FirstFailure* failure) {
   int32_t v = mine ? 1 : 0, all = 0;
   CallOptions o;
   Status s = comm.Allreduce(&v, &all, 1, DataType::kInt32, ReduceOp::kMin, o);
+  failure->Note("allreduce of every rank's pass or fail", s);
   return s.ok() && all == 1;
 }
 
@@ -327,7 +361,11 @@ class CommCollectives final : public bench::Collectives {
 
 }  // namespace
 
-bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
+void FirstFailure::Note(const std::string& what, const std::string& why) {
+  if (text_.empty()) text_ = what + ": " + why;
+}
+
+bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes, FirstFailure* failure) {
   CommCollectives coll(comm);
   const int p = comm.size();
   if (comm.rank() == 0) report << bench::TableHeader("gyred --run bench: allreduce, auto");
@@ -349,12 +387,18 @@ bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
                             ? bench::TunedWarmups(bench::DefaultWarmups(bytes), shape.count * 4)
                             : bench::DefaultWarmups(bytes);
     auto cell = bench::TimeCell(coll, op, check, nullptr, warmups, 0, 0.25);
+    const std::string what = "allreduce auto, float32, count " + std::to_string(shape.count);
     if (!cell.ok()) {
+      failure->Note(what, cell.status());
       report << "bench: " << cell.status().ToString() << "\n";
       return false;
     }
+    if (wrong > 0) failure->Note("check of " + what, std::to_string(wrong) + " wrong elements");
     auto all_wrong = bench::SumWrongOverRanks(coll, wrong);
-    if (!all_wrong.ok()) return false;
+    if (!all_wrong.ok()) {
+      failure->Note("sum of the wrong elements over ranks", all_wrong.status());
+      return false;
+    }
     total_wrong += *all_wrong;
     bench::Result r;
     r.impl = "gyre-daemon";
@@ -370,27 +414,28 @@ bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes) {
   return total_wrong == 0;
 }
 
-bool RunSelftest(Communicator& comm, std::ostream& report) {
+bool RunSelftest(Communicator& comm, std::ostream& report, FirstFailure* failure) {
   bool fatal = false;
-  bool ok = VerificationTable(comm, report, &fatal);
+  bool ok = VerificationTable(comm, report, &fatal, failure);
   if (fatal) return false;
-  ok = AgreeAll(comm, ok);
+  ok = AgreeAll(comm, ok, failure);
   if (comm.rank() == 0) report << (ok ? "selftest: all checks passed\n" : "selftest: FAILED\n");
   return ok;
 }
 
-bool RunMainJob(Communicator& comm, std::ostream& report, const WorkloadOptions& options) {
+bool RunMainJob(Communicator& comm, std::ostream& report, const WorkloadOptions& options,
+                FirstFailure* failure) {
   if (comm.rank() == 0) {
     report << "gyre main job: " << comm.size() << " ranks, each its own gyred process, "
            << "TCP on loopback\n\n";
   }
   bool fatal = false;
-  bool ok = VerificationTable(comm, report, &fatal);
+  bool ok = VerificationTable(comm, report, &fatal, failure);
   if (fatal) return false;
-  ok = CountersTable(comm, report) && ok;
-  ok = AssociativityCase(comm, report) && ok;
-  ok = Timings(comm, report, std::max(5, options.timing_runs)) && ok;
-  ok = AgreeAll(comm, ok);
+  ok = CountersTable(comm, report, failure) && ok;
+  ok = AssociativityCase(comm, report, failure) && ok;
+  ok = Timings(comm, report, std::max(5, options.timing_runs), failure) && ok;
+  ok = AgreeAll(comm, ok, failure);
   if (comm.rank() == 0) {
     report << (ok ? "main job: all checks passed\n" : "main job: FAILED (see above)\n");
   }
