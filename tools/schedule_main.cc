@@ -3,8 +3,12 @@
 //   gyre-schedule --op allreduce --algo ring -p 4 --count 12
 #include <gflags/gflags.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <string>
 
 #include "core/algo/builders.h"
 #include "core/algo/cost.h"
@@ -27,15 +31,51 @@ DEFINE_int32(rank, -1, "print only this rank's steps (-1 = all)");
 DEFINE_double(alpha_us, 10, "cost model: latency per message, microseconds");
 DEFINE_double(gbps, 5, "cost model: bandwidth, GB/s");
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("print, verify and cost one collective's schedule");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+namespace {
+
+// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// Flushes stdout: output that did not reach it (a full disk, /dev/full) is an error.
+int CheckStdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr, "gyre-schedule: cannot write to stdout%s%s\n", errno != 0 ? ": " : "",
+               errno != 0 ? std::strerror(errno) : "");
+  return code != 0 ? code : 2;
+}
+
+int Run(int argc, char** argv) {
   using namespace gyre;
   using namespace gyre::algo;
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "gyre-schedule: %s\n", s.ToString().c_str());
     return 2;
   };
+  if (argc > 1) {
+    return fail(InvalidArgumentError(std::string("unexpected argument '") + argv[1] +
+                                     "': gyre-schedule takes flags only"));
+  }
+  // The cost model's inputs: a time that is not a finite number turns every estimate into
+  // inf, nan or a negative time.
+  if (!(std::isfinite(FLAGS_alpha_us) && FLAGS_alpha_us >= 0 && FLAGS_alpha_us <= 1e9)) {
+    return fail(InvalidArgumentError("--alpha_us " + Number(FLAGS_alpha_us) +
+                                     ": want a latency from 0 to 1e9 microseconds"));
+  }
+  if (!(std::isfinite(FLAGS_gbps) && FLAGS_gbps > 0 && FLAGS_gbps <= 1e6)) {
+    return fail(InvalidArgumentError("--gbps " + Number(FLAGS_gbps) +
+                                     ": want a bandwidth above 0 and at most 1e6 GB/s"));
+  }
+  if (FLAGS_rank < -1 || (FLAGS_p >= 1 && FLAGS_rank >= FLAGS_p)) {
+    return fail(InvalidArgumentError(
+        "--rank " + std::to_string(FLAGS_rank) + " is not a rank of -p " + std::to_string(FLAGS_p) +
+        ": want 0 to " + std::to_string(FLAGS_p - 1) + ", or -1 for every rank"));
+  }
   auto collective = ParseCollective(FLAGS_op);
   if (!collective.ok()) return fail(collective.status());
   auto dtype = ParseDataType(FLAGS_dtype);
@@ -64,7 +104,6 @@ int main(int argc, char** argv) {
   auto schedule = BuildSchedule(spec);
   if (!schedule.ok()) return fail(schedule.status());
   if (FLAGS_rank >= 0) {
-    if (FLAGS_rank >= FLAGS_p) return fail(InvalidArgumentError("--rank out of range"));
     std::cout << schedule->spec.ToString() << "\n"
               << FormatRankSchedule(schedule->ranks[FLAGS_rank]);
   } else {
@@ -94,4 +133,12 @@ int main(int argc, char** argv) {
                 FormulaIsExact(schedule->spec) ? "" : " (inexact for this count/segment)");
   }
   return v.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("print, verify and cost one collective's schedule");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return CheckStdout(Run(argc, argv));
 }

@@ -5,9 +5,13 @@
 //   gyre-sim --measure_calibration calib.json && gyre-sim --calibrate calib.json
 #include <gflags/gflags.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <string>
 
 #include "core/algo/collective.h"
 #include "core/algo/select.h"
@@ -24,7 +28,7 @@ DEFINE_string(measure_calibration, "",
 
 DEFINE_string(op, "allreduce", "collective");
 DEFINE_string(algo, "auto", "algorithm name, or auto");
-DEFINE_int32(ranks, 16, "world size");
+DEFINE_int32(ranks, 16, "world size (1 to 4096)");
 DEFINE_string(bytes, "64M", "size of `count` elements (K, M, G = KiB, MiB, GiB)");
 DEFINE_int64(count, -1, "element count (overrides --bytes)");
 DEFINE_string(dtype, "float32", "element type");
@@ -70,8 +74,17 @@ int Fail(const Status& s) {
   return 2;
 }
 
+// The largest world size: the 4096-rank runs docs/simulator.md describes. The ranks alone
+// do not bound the cost, the algorithm's steps do: at 4096 ranks a recursive-doubling
+// --phantom run takes 1.5 s and 0.9 GB, the default allreduce half a minute and 1 GB, and a
+// --phantom auto one over 10 GB; at 100000 ranks any run would exhaust the machine.
+constexpr int kMaxRanks = 4096;
+// Sizes stay within what gyre's schedules accept (ranks x count x element size, 2^60 bytes).
+constexpr int64_t kMaxBytes = int64_t{1} << 60;
+
 StatusOr<int64_t> ParseSize(const std::string& text) {
   char* end = nullptr;
+  errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   std::string unit(end);
   double mult = 1;
@@ -86,15 +99,82 @@ StatusOr<int64_t> ParseSize(const std::string& text) {
   } else {
     return gyre::InvalidArgumentError("cannot parse size '" + text + "' (e.g. 4096, 64K, 64M)");
   }
-  if (end == text.c_str() || v < 0) {
+  if (end == text.c_str() || !std::isfinite(v) || v < 0) {
     return gyre::InvalidArgumentError("cannot parse size '" + text + "'");
+  }
+  if (v * mult > static_cast<double>(kMaxBytes)) {
+    return gyre::InvalidArgumentError("size '" + text +
+                                      "' is too large: sizes stay within 2^60 bytes");
   }
   return static_cast<int64_t>(v * mult);
 }
 
+// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// A rate or time flag: `unset` (the flag's default) keeps the preset; otherwise a finite
+// value in [min, max], above min when `above`.
+Status CheckNumber(const char* flag, double value, double unset, double min, bool above, double max,
+                   const char* rule) {
+  if (value == unset) return Status::Ok();
+  if (std::isfinite(value) && (above ? value > min : value >= min) && value <= max) {
+    return Status::Ok();
+  }
+  return gyre::InvalidArgumentError(std::string("--") + flag + " " + Number(value) + ": " + rule);
+}
+
+Status CheckNumericFlags() {
+  if (FLAGS_ranks < 1 || FLAGS_ranks > kMaxRanks) {
+    return gyre::InvalidArgumentError("--ranks " + std::to_string(FLAGS_ranks) +
+                                      ": the world size must be from 1 to " +
+                                      std::to_string(kMaxRanks));
+  }
+  if (FLAGS_count < -1) {
+    return gyre::InvalidArgumentError("--count " + std::to_string(FLAGS_count) +
+                                      ": want 0 or more elements (or -1: use --bytes)");
+  }
+  const char* kBandwidth = "want a bandwidth above 0 and at most 1e6 GB/s (or -1: the preset's)";
+  const char* kLatency = "want a latency from 0 to 1e9 us (or -1: the preset's)";
+  for (Status s : {
+           CheckNumber("bandwidth_GBps", FLAGS_bandwidth_GBps, -1, 0, true, 1e6, kBandwidth),
+           CheckNumber("intra_bandwidth_GBps", FLAGS_intra_bandwidth_GBps, -1, 0, true, 1e6,
+                       kBandwidth),
+           CheckNumber("inter_bandwidth_GBps", FLAGS_inter_bandwidth_GBps, -1, 0, true, 1e6,
+                       kBandwidth),
+           CheckNumber("latency_us", FLAGS_latency_us, -1, 0, false, 1e9, kLatency),
+           CheckNumber("intra_latency_us", FLAGS_intra_latency_us, -1, 0, false, 1e9, kLatency),
+           CheckNumber("inter_latency_us", FLAGS_inter_latency_us, -1, 0, false, 1e9, kLatency),
+           CheckNumber("reduce_GBps", FLAGS_reduce_GBps, 0, 0, true, 1e6,
+                       "want a rate above 0 and at most 1e6 GB/s (or 0: free)"),
+       }) {
+    if (!s.ok()) return s;
+  }
+  if (FLAGS_byte_scale < 0) {
+    return gyre::InvalidArgumentError("--byte_scale " + std::to_string(FLAGS_byte_scale) +
+                                      ": want 1 or more (or 0: from --check_elems)");
+  }
+  if (FLAGS_check_elems < 1) {
+    return gyre::InvalidArgumentError("--check_elems " + std::to_string(FLAGS_check_elems) +
+                                      ": want at least 1");
+  }
+  if (FLAGS_spines < 0) {
+    return gyre::InvalidArgumentError("--spines " + std::to_string(FLAGS_spines) +
+                                      ": want 1 or more (or 0: devices per leaf)");
+  }
+  if (FLAGS_verify_max_ranks < 0) {
+    return gyre::InvalidArgumentError("--verify_max_ranks " +
+                                      std::to_string(FLAGS_verify_max_ranks) + ": want 0 or more");
+  }
+  return Status::Ok();
+}
+
 StatusOr<gyre::sim::LinkParams> Link(const std::string& preset, double gbps, double us) {
   GYRE_ASSIGN_OR_RETURN(gyre::sim::LinkParams p, gyre::sim::LinkPreset(preset));
-  if (gbps >= 0) p.bandwidth_bps = static_cast<int64_t>(gbps * 1e9);
+  if (gbps > 0) p.bandwidth_bps = static_cast<int64_t>(gbps * 1e9);
   if (us >= 0) p.latency_ns = static_cast<int64_t>(us * 1000 + 0.5);
   return p;
 }
@@ -115,6 +195,7 @@ void ChooseScale(int64_t count, int p, int64_t max_elems, int64_t* real, int64_t
 int RunOne() {
   using namespace gyre;
   using namespace gyre::algo;
+  if (Status s = CheckNumericFlags(); !s.ok()) return Fail(s);
   auto collective = ParseCollective(FLAGS_op);
   if (!collective.ok()) return Fail(collective.status());
   auto dtype = ParseDataType(FLAGS_dtype);
@@ -131,10 +212,22 @@ int RunOne() {
   spec.grid_rows = FLAGS_grid_rows;
   spec.local_size = FLAGS_local_size;
   int64_t count = FLAGS_count;
+  std::string size_flag = "--count " + std::to_string(FLAGS_count);
   if (count < 0) {
     auto bytes = ParseSize(FLAGS_bytes);
-    if (!bytes.ok()) return Fail(bytes.status());
+    if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes " + FLAGS_bytes));
     count = *bytes / static_cast<int64_t>(DataTypeSize(spec.dtype));
+    size_flag = "--bytes " + FLAGS_bytes;
+  }
+  // What is timed is count x byte scale elements on each of the ranks (the scale is only
+  // explicit in --phantom runs; otherwise it divides count): it must stay countable.
+  const int64_t timed_scale = FLAGS_phantom && FLAGS_byte_scale > 0 ? FLAGS_byte_scale : 1;
+  const int64_t elem_bytes = static_cast<int64_t>(DataTypeSize(spec.dtype));
+  if (count > kMaxBytes / elem_bytes / FLAGS_ranks / timed_scale) {
+    return Fail(InvalidArgumentError(size_flag + " is too large: " + std::to_string(FLAGS_ranks) +
+                                     " ranks x count x " + std::to_string(elem_bytes) + " B" +
+                                     (timed_scale > 1 ? " x --byte_scale" : "") +
+                                     " must stay within 2^60 bytes"));
   }
   if (FLAGS_algo != "auto") {
     auto a = ParseAlgorithm(FLAGS_algo);
@@ -188,12 +281,22 @@ int RunOne() {
   return result->ok ? 0 : 1;
 }
 
-}  // namespace
+// Flushes stdout: output that did not reach it (a full disk, /dev/full) is an error.
+int CheckStdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::fprintf(stderr, "gyre-sim: cannot write to stdout%s%s\n", errno != 0 ? ": " : "",
+               errno != 0 ? std::strerror(errno) : "");
+  return code != 0 ? code : 2;
+}
 
-int main(int argc, char** argv) {
-  gflags::SetUsageMessage("run gyre's schedules on a modelled network (docs/simulator.md)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+int Run(int argc, char** argv) {
   using namespace gyre;
+  if (argc > 1) {
+    return Fail(InvalidArgumentError(std::string("unexpected argument '") + argv[1] +
+                                     "': gyre-sim takes flags only"));
+  }
   if (!FLAGS_measure_calibration.empty()) {
     auto c = sim::MeasureCalibration();
     if (!c.ok()) return Fail(c.status());
@@ -218,4 +321,12 @@ int main(int argc, char** argv) {
     return Fail(InvalidArgumentError("unknown study '" + FLAGS_study + "' (known: topology)"));
   }
   return RunOne();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("run gyre's schedules on a modelled network (docs/simulator.md)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return CheckStdout(Run(argc, argv));
 }

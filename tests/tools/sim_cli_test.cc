@@ -1,0 +1,81 @@
+// gyre-sim and gyre-schedule given bad input: every numeric flag is checked by name, the
+// world size is capped, sizes that overflow are refused, stray arguments are refused, and
+// output that cannot be written is an error.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test_util.h"
+
+namespace gyre::testing {
+namespace {
+
+TEST(GyreSimCli, ZeroRanksIsAnErrorNotACrash) {
+  // The default --bytes 64M takes the byte-scale path, which divided by the world size.
+  ExpectRefused({Bin("gyre-sim"), "--ranks", "0"}, {"--ranks 0", "from 1 to 4096"});
+  ExpectRefused({Bin("gyre-sim"), "--topology", "ring", "--ranks", "0"}, {"--ranks 0"});
+}
+
+TEST(GyreSimCli, RanksBeyondTheCapAreRefusedAtOnce) {
+  CommandResult r = RunTool({Bin("gyre-sim"), "--ranks", "100000", "--phantom"}, 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--ranks 100000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("4096"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(GyreSimCli, LinkAndRateFlagsOutsideTheirMeaningAreRefused) {
+  const std::string sim = Bin("gyre-sim");
+  ExpectRefused({sim, "--bandwidth_GBps", "0"}, {"--bandwidth_GBps 0", "above 0"});
+  ExpectRefused({sim, "--bandwidth_GBps", "-5"}, {"--bandwidth_GBps -5"});
+  ExpectRefused({sim, "--bandwidth_GBps", "nan"}, {"--bandwidth_GBps nan"});
+  ExpectRefused({sim, "--latency_us", "-3"}, {"--latency_us -3"});
+  ExpectRefused({sim, "--reduce_GBps", "-1"}, {"--reduce_GBps -1"});
+  ExpectRefused({sim, "--byte_scale", "-2"}, {"--byte_scale -2"});
+  ExpectRefused({sim, "--topology", "fat_tree:2x2", "--ranks", "4", "--spines", "-1"},
+                {"--spines -1"});
+  ExpectRefused({sim, "--count", "-5"}, {"--count -5"});
+}
+
+TEST(GyreSimCli, SizesThatOverflowAreRefusedNamingTheFlag) {
+  const std::string sim = Bin("gyre-sim");
+  ExpectRefused({sim, "--ranks", "4", "--count", "9223372036854775807"},
+                {"--count 9223372036854775807 is too large"});
+  ExpectRefused({sim, "--ranks", "4", "--count", "2305843009213693952", "--op", "allgather"},
+                {"--count 2305843009213693952 is too large"});
+  ExpectRefused({sim, "--ranks", "4", "--bytes", "999999999999999G"},
+                {"--bytes 999999999999999G", "too large"});
+}
+
+TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
+  const std::string schedule = Bin("gyre-schedule");
+  ExpectRefused({schedule, "--gbps", "0"}, {"--gbps 0", "above 0"});
+  ExpectRefused({schedule, "--gbps", "-5"}, {"--gbps -5"});
+  ExpectRefused({schedule, "--gbps", "nan"}, {"--gbps nan"});
+  ExpectRefused({schedule, "--alpha_us", "-1"}, {"--alpha_us -1"});
+  ExpectRefused({schedule, "--rank", "7"}, {"--rank 7", "0 to 3"});
+  ExpectRefused({schedule, "--rank", "-2"}, {"--rank -2"});
+  CommandResult one = RunTool({schedule, "--rank", "3"});
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+}
+
+TEST(GyreSimCli, StrayPositionalArgumentsAreRefused) {
+  ExpectRefused({Bin("gyre-sim"), "extra"}, {"unexpected argument 'extra'"});
+  ExpectRefused({Bin("gyre-schedule"), "extra", "positional"}, {"unexpected argument 'extra'"});
+}
+
+TEST(GyreSimCli, OutputThatCannotBeWrittenIsAnError) {
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {Bin("gyre-schedule")},
+           {Bin("gyre-sim"), "--ranks", "4", "--bytes", "1K"},
+       }) {
+    CommandResult r = RunToFullDisk(argv);
+    EXPECT_FALSE(r.timed_out) << argv[0];
+    EXPECT_NE(r.exit_code, 0) << argv[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << argv[0] << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace gyre::testing
