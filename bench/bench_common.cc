@@ -20,6 +20,8 @@ namespace {
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = kKiB * 1024;
 constexpr int64_t kGiB = kMiB * 1024;
+// The largest size accepted, as the largest call gyre's schedules accept.
+constexpr int64_t kMaxSizeBytes = int64_t{1} << 60;
 
 // Calls f(T{}) with the C++ type of `dtype`; false for the 16-bit float types, which have
 // no native type and go through LoadAsDouble / StoreFromDouble.
@@ -152,7 +154,7 @@ StatusOr<int64_t> ParseSize(const std::string& text) {
   if (digits == 0 || digits > 15) {
     return InvalidArgumentError("size '" + text + "': want a number with an optional K, M or G");
   }
-  const int64_t number = std::stoll(text.substr(0, digits));
+  const int64_t number = std::stoll(text.substr(0, digits));  // 15 digits: no overflow
   std::string unit = text.substr(digits);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   int64_t scale = 0;
@@ -167,6 +169,9 @@ StatusOr<int64_t> ParseSize(const std::string& text) {
   } else {
     return InvalidArgumentError("size '" + text + "': unknown unit '" + unit +
                                 "' (want K, M or G, powers of 1024)");
+  }
+  if (number > kMaxSizeBytes / scale) {
+    return InvalidArgumentError("size '" + text + "' is too large: sizes stay within 2^60 bytes");
   }
   return number * scale;
 }
@@ -188,7 +193,10 @@ std::string FormatSize(int64_t bytes) {
 std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes, int64_t factor) {
   std::vector<int64_t> sizes;
   if (factor <= 1 || min_bytes <= 0) return {std::max<int64_t>(min_bytes, 0)};
-  for (int64_t s = min_bytes; s <= max_bytes; s *= factor) sizes.push_back(s);
+  for (int64_t s = min_bytes; s <= max_bytes; s *= factor) {
+    sizes.push_back(s);
+    if (s > max_bytes / factor) break;  // the next size is past max (and might overflow)
+  }
   return sizes;
 }
 
@@ -199,18 +207,32 @@ StatusOr<std::vector<int64_t>> SizesFromFlags(const std::string& list, const std
     size_t start = 0;
     while (start <= list.size()) {
       const size_t comma = std::min(list.find(',', start), list.size());
-      GYRE_ASSIGN_OR_RETURN(int64_t bytes, ParseSize(list.substr(start, comma - start)));
-      sizes.push_back(bytes);
+      StatusOr<int64_t> bytes = ParseSize(list.substr(start, comma - start));
+      if (!bytes.ok()) return bytes.status().WithContext("--sizes " + list);
+      sizes.push_back(*bytes);
       start = comma + 1;
     }
     return sizes;
   }
-  GYRE_ASSIGN_OR_RETURN(int64_t min_bytes, ParseSize(min));
-  GYRE_ASSIGN_OR_RETURN(int64_t max_bytes, ParseSize(max));
-  if (max_bytes < min_bytes) {
+  StatusOr<int64_t> min_bytes = ParseSize(min);
+  if (!min_bytes.ok()) return min_bytes.status().WithContext("-b " + min);
+  StatusOr<int64_t> max_bytes = ParseSize(max);
+  if (!max_bytes.ok()) return max_bytes.status().WithContext("-e " + max);
+  if (*max_bytes < *min_bytes) {
     return InvalidArgumentError("-e " + max + " is below -b " + min);
   }
-  return SizeSeries(min_bytes, max_bytes, factor);
+  // A series that cannot grow would measure -b alone and drop the rest without a word.
+  if (*max_bytes > *min_bytes && factor < 2) {
+    return InvalidArgumentError("-f " + std::to_string(factor) +
+                                ": the factor between sizes must be at least 2 when -e " + max +
+                                " is above -b " + min);
+  }
+  if (*max_bytes > *min_bytes && *min_bytes < 1) {
+    return InvalidArgumentError("-b " + min +
+                                ": a series from 0 never grows; -b must be at least 1 when -e " +
+                                max + " is above it");
+  }
+  return SizeSeries(*min_bytes, *max_bytes, factor);
 }
 
 Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size) {
@@ -519,6 +541,7 @@ StatusOr<std::unique_ptr<Reporter>> Reporter::Open(bool printer, const std::stri
   r->printer_ = printer;
   r->table_ = format == "table";
   if (printer && !jsonl_path.empty()) {
+    r->jsonl_path_ = jsonl_path;
     r->jsonl_ = std::fopen(jsonl_path.c_str(), "a");
     if (r->jsonl_ == nullptr) {
       return InvalidArgumentError("cannot open --jsonl " + jsonl_path + ": " +
@@ -532,27 +555,50 @@ Reporter::~Reporter() {
   if (jsonl_ != nullptr) std::fclose(jsonl_);
 }
 
+void Reporter::Wrote(bool ok, const std::string& where) {
+  if (ok || !write_error_.ok()) return;
+  write_error_ =
+      ResourceExhaustedError("cannot write the results to " + where + ": " + std::strerror(errno));
+}
+
 void Reporter::Header(const std::string& title) {
   if (!printer_ || !table_) return;
-  std::fputs(TableHeader(title).c_str(), stdout);
-  std::fflush(stdout);
+  const bool ok = std::fputs(TableHeader(title).c_str(), stdout) >= 0;
+  Wrote(ok && std::fflush(stdout) == 0, "stdout");
 }
 
 void Reporter::Emit(const Result& r) {
   if (!printer_) return;
   const std::string line = ToJsonLine(r) + "\n";
   if (jsonl_ != nullptr) {
-    std::fputs(line.c_str(), jsonl_);
-    std::fflush(jsonl_);
+    const bool ok = std::fputs(line.c_str(), jsonl_) >= 0;
+    Wrote(ok && std::fflush(jsonl_) == 0, "--jsonl " + jsonl_path_);
   }
-  std::fputs(table_ ? TableRow(r).c_str() : line.c_str(), stdout);
-  std::fflush(stdout);
+  const bool ok = std::fputs(table_ ? TableRow(r).c_str() : line.c_str(), stdout) >= 0;
+  Wrote(ok && std::fflush(stdout) == 0, "stdout");
 }
 
 void Reporter::Footer(int64_t total_wrong) {
   if (!printer_ || !table_) return;
-  std::printf("# wrong elements in total: %" PRId64 "\n", total_wrong);
-  std::fflush(stdout);
+  const bool ok = std::printf("# wrong elements in total: %" PRId64 "\n", total_wrong) >= 0;
+  Wrote(ok && std::fflush(stdout) == 0, "stdout");
+}
+
+Status Reporter::Close() {
+  if (jsonl_ != nullptr) {
+    const bool ok = std::fclose(jsonl_) == 0;
+    jsonl_ = nullptr;
+    Wrote(ok, "--jsonl " + jsonl_path_);
+  }
+  return write_error_;
+}
+
+Status CheckStdoutWritten() {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && !std::ferror(stdout)) return Status::Ok();
+  return ResourceExhaustedError(std::string("cannot write to stdout") +
+                                (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
 }
 
 StatusOr<int> PinToRankCpu(int rank) {

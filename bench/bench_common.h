@@ -29,9 +29,11 @@ StatusOr<int64_t> ParseSize(const std::string& text);
 // "4 B", "64 KiB", "16 MiB"; sizes that are not a whole unit stay in the smaller one.
 std::string FormatSize(int64_t bytes);
 // min, min*f, min*f^2, ... up to max (nccl-tests' -b/-e/-f); f <= 1 gives {min}.
+// ParseSize refuses sizes above 2^60 bytes, so no size overflows.
 std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes, int64_t factor);
 // The sizes of a run: the comma-separated `list` ("4,64K,1M") if not empty, else the
-// series from `min`, `max`, `factor`.
+// series from `min`, `max`, `factor`. Errors name the flag (--sizes, -b, -e, -f); a series
+// with max above min needs factor >= 2 and min >= 1.
 StatusOr<std::vector<int64_t>> SizesFromFlags(const std::string& list, const std::string& min,
                                               const std::string& max, int64_t factor);
 
@@ -136,13 +138,23 @@ class Reporter {
   void Header(const std::string& title);
   void Emit(const Result& r);
   void Footer(int64_t total_wrong);
+  // Flushes and closes the JSONL file: the first write that failed (on stdout or the file),
+  // named, or OK. Results that did not reach their file are an error, not a quiet loss.
+  Status Close();
 
  private:
   Reporter() = default;
+  void Wrote(bool ok, const std::string& where);
   bool printer_ = false;
   bool table_ = true;
   std::FILE* jsonl_ = nullptr;
+  std::string jsonl_path_;
+  Status write_error_;
 };
+
+// Flushes stdout: an error naming it when something written there was lost (a full disk,
+// /dev/full, a closed pipe), so that a program does not exit 0 without its output.
+Status CheckStdoutWritten();
 
 // Pins the calling thread (and so every thread it starts later) to the (rank mod n)-th CPU
 // of the current affinity mask. Returns the CPU chosen.

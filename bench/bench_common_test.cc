@@ -30,6 +30,33 @@ TEST(BenchCommonTest, SizeSeriesAndLists) {
   EXPECT_FALSE(SizesFromFlags("4,,8", "", "", 0).ok());
 }
 
+TEST(BenchCommonTest, SizesThatOverflowAreRefused) {
+  EXPECT_EQ(*ParseSize("1073741824G"), int64_t{1} << 60);  // the largest accepted
+  EXPECT_FALSE(ParseSize("1073741825G").ok());
+  EXPECT_FALSE(ParseSize("17179869184G").ok());  // 2^64: wrapped to 0 before
+  EXPECT_FALSE(ParseSize("999999999999999G").ok());
+  StatusOr<std::vector<int64_t>> e = SizesFromFlags("", "3", "999999999999999G", 2);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("-e 999999999999999G"), std::string::npos) << e.status();
+  StatusOr<std::vector<int64_t>> list = SizesFromFlags("4,8589934596G", "", "", 0);
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("--sizes"), std::string::npos) << list.status();
+  // A series up to the largest size stops without overflowing.
+  EXPECT_EQ(SizeSeries(int64_t{1} << 59, int64_t{1} << 60, 4),
+            (std::vector<int64_t>{int64_t{1} << 59}));
+}
+
+TEST(BenchCommonTest, SeriesThatCannotGrowIsRefused) {
+  for (int64_t f : {1, 0, -2}) {
+    StatusOr<std::vector<int64_t>> s = SizesFromFlags("", "4", "64", f);
+    ASSERT_FALSE(s.ok()) << f;
+    EXPECT_NE(s.status().message().find("-f " + std::to_string(f)), std::string::npos)
+        << s.status();
+  }
+  EXPECT_FALSE(SizesFromFlags("", "0", "64", 4).ok());
+  EXPECT_EQ(*SizesFromFlags("", "8", "8", 1), (std::vector<int64_t>{8}));
+}
+
 TEST(BenchCommonTest, ShapesFollowNcclConventions) {
   Shape s = ShapeFor(Op::kAllreduce, 1024, 4, 4);
   EXPECT_EQ(s.count, 256);

@@ -34,9 +34,11 @@
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
-DEFINE_int32(f, 4, "multiplication factor between sizes");
+DEFINE_int32(f, 4, "multiplication factor between sizes (at least 2 when -e is above -b)");
 DEFINE_string(sizes, "", "comma-separated sizes (4,64K,1M), instead of -b/-e/-f");
-DEFINE_int32(n, 0, "timed iterations per cell; 0 = chosen so a cell takes about --cell_seconds");
+DEFINE_int32(n, 0,
+             "timed iterations per cell, up to 1000000; 0 = chosen so a cell takes about "
+             "--cell_seconds");
 DEFINE_int32(w, -1,
              "warm-up iterations; -1 = 5 up to 1 MiB, 2 above, and for auto under online tuning "
              "(GYRE_TUNE=1, gyrerun --tune) enough to cover the tuner's trial calls where it "
@@ -84,9 +86,10 @@ DEFINE_bool(alloc_buffers, true,
 DEFINE_bool(iteration_times, false,
             "after each cell, rank 0 prints every timed iteration's time (the slowest rank's), "
             "in microseconds, in order: for finding outliers and modes");
-DEFINE_int32(estimate, 0,
-             "print, for this many ranks on one host and without starting a job, the cost "
-             "model's estimate of every algorithm at every size as JSON lines, and exit");
+DEFINE_int32(
+    estimate, 0,
+    "print, for this many ranks (up to 256) on one host and without starting a job, the cost "
+    "model's estimate of every algorithm at every size as JSON lines, and exit");
 DEFINE_bool(report_memory, false,
             "every rank prints its peak RSS over each cell beside its resident memory before it "
             "(and its gyred's, through the daemon)");
@@ -264,6 +267,15 @@ struct MemoryWindow {
   }
 };
 
+// Each timed iteration keeps its time (8 bytes) until the cell ends, on every rank, and
+// the times are combined over ranks in one call: a million is 8 MB and, at 10 us an
+// iteration, 10 s a cell. (The automatic choice stays within 1000.)
+constexpr int kMaxIterations = 1000000;
+// --estimate builds every algorithm's schedule at every size, and its cost grows about 4x
+// per doubling of the ranks: over the default 13 sizes, 256 ranks take about 8 s of CPU and
+// 115 MB, 512 ranks over 30 s and 430 MB, 1024 ranks minutes and over 1.5 GB.
+constexpr int kMaxEstimateRanks = 256;
+
 int Fail(const Status& s, int rank) {
   std::fprintf(stderr, "gyre-bench rank %d: %s\n", rank, s.ToString().c_str());
   return 1;
@@ -284,7 +296,12 @@ StatusOr<algo::MachineModel> CalibratedModel() {
 // behind at a size.
 int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int64_t>& sizes) {
   const int p = FLAGS_estimate;
-  if (p < 1) return Fail(InvalidArgumentError("--estimate needs a world size of at least 1"), -1);
+  if (p < 1 || p > kMaxEstimateRanks) {
+    return Fail(InvalidArgumentError("--estimate " + std::to_string(p) +
+                                     ": the world size must be from 1 to " +
+                                     std::to_string(kMaxEstimateRanks)),
+                -1);
+  }
   auto model_or = CalibratedModel();
   if (!model_or.ok()) return Fail(model_or.status().WithContext("--calibration"), -1);
   const algo::MachineModel& model = *model_or;
@@ -307,12 +324,43 @@ int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int6
           e.seconds * 1e6, static_cast<unsigned long long>(algo::ScheduleShape(*schedule)));
     }
   }
-  return 0;
+  Status written = CheckStdoutWritten();
+  return written.ok() ? 0 : Fail(written, -1);
 }
 
-int Main() {
+// The numeric flags whose every value must mean what it says: a count that is not taken
+// as asked is an error, not a different run.
+Status CheckCountFlags() {
+  if (FLAGS_n < 0 || FLAGS_n > kMaxIterations) {
+    return InvalidArgumentError("-n " + std::to_string(FLAGS_n) +
+                                ": timed iterations must be 0 (chosen by --cell_seconds) or 1 to " +
+                                std::to_string(kMaxIterations));
+  }
+  if (FLAGS_w < -1 || FLAGS_w > kMaxIterations) {
+    return InvalidArgumentError("-w " + std::to_string(FLAGS_w) +
+                                ": warm-up iterations must be -1 (default) or 0 to " +
+                                std::to_string(kMaxIterations));
+  }
+  if (FLAGS_c != 0 && FLAGS_c != 1) {
+    return InvalidArgumentError("-c " + std::to_string(FLAGS_c) + ": want 1 (check) or 0");
+  }
+  if (FLAGS_timing_barrier != "auto" && FLAGS_timing_barrier != "dissemination" &&
+      FLAGS_timing_barrier != "binomial") {
+    return InvalidArgumentError("--timing_barrier '" + FLAGS_timing_barrier +
+                                "': want auto, dissemination or binomial");
+  }
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
   const int env_rank = std::getenv("GYRE_RANK") ? std::atoi(std::getenv("GYRE_RANK")) : -1;
   auto fail = [&](const Status& s) { return Fail(s, env_rank); };
+  if (argc > 1) {
+    return fail(
+        InvalidArgumentError(std::string("unexpected argument '") + argv[1] +
+                             "': gyre-bench takes flags only (sizes are -b, -e or --sizes)"));
+  }
+  if (Status s = CheckCountFlags(); !s.ok()) return fail(s);
   auto op_or = ParseOp(FLAGS_op);
   if (!op_or.ok()) return fail(op_or.status());
   const Op op = *op_or;
@@ -336,7 +384,8 @@ int Main() {
     for (algo::Algorithm a : algo::AlgorithmsFor(CollectiveOf(op))) {
       std::printf("%s\n", algo::AlgorithmName(a));
     }
-    return 0;
+    Status written = CheckStdoutWritten();
+    return written.ok() ? 0 : fail(written);
   }
   auto algos_or = AlgorithmList(op, FLAGS_algo);
   if (!algos_or.ok()) return fail(algos_or.status());
@@ -543,6 +592,9 @@ int Main() {
     }
   }
   reporter.Footer(total_wrong);
+  Status written = reporter.Close();
+  if (written.ok()) written = CheckStdoutWritten();
+  if (!written.ok()) return Fail(written, rank);
   return total_wrong == 0 ? 0 : 2;
 }
 
@@ -554,5 +606,5 @@ int main(int argc, char** argv) {
       "gyrerun -n P [--mode embedded] -- gyre-bench [-b 4] [-e 64M] [-f 4] [--op allreduce] "
       "[--algo auto|all|NAME] [--jsonl FILE]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  return gyre::bench::Main();
+  return gyre::bench::Main(argc, argv);
 }

@@ -1,0 +1,92 @@
+// gyre-bench given bad input: bounded iteration counts and --estimate world size, a size
+// series that must grow, sizes that overflow, the timing barrier and stray arguments are
+// refused by name, and results that cannot be written fail the run.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test_util.h"
+
+namespace gyre::testing {
+namespace {
+
+TEST(GyreBenchCli, IterationCountsAreBounded) {
+  const std::string bench = Bin("gyre-bench");
+  // Refused before any job is needed: 8 bytes per iteration were reserved up front.
+  ExpectRefused({bench, "-n", "1000000000"}, {"-n 1000000000", "1000000"});
+  ExpectRefused({bench, "-n", "-1"}, {"-n -1"});
+  ExpectRefused({bench, "-w", "-2"}, {"-w -2"});
+  ExpectRefused({bench, "-c", "2"}, {"-c 2"});
+}
+
+TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
+  const std::string bench = Bin("gyre-bench");
+  for (const char* f : {"1", "0", "-2"}) {
+    ExpectRefused({bench, "--estimate", "2", "-b", "4", "-e", "64", "-f", f},
+                  {std::string("-f ") + f, "at least 2"});
+  }
+  ExpectRefused({bench, "--estimate", "2", "-b", "0", "-e", "64"}, {"-b 0"});
+  // One size needs no factor.
+  CommandResult one = RunTool({bench, "--estimate", "2", "-b", "64", "-e", "64", "-f", "1"});
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("\"bytes\": 64"), std::string::npos) << one.out;
+}
+
+TEST(GyreBenchCli, SizesThatOverflowAreRefusedNamingTheFlag) {
+  const std::string bench = Bin("gyre-bench");
+  ExpectRefused({bench, "--estimate", "2", "--sizes", "17179869184G"},
+                {"--sizes 17179869184G", "too large"});
+  ExpectRefused({bench, "--estimate", "2", "--sizes", "4,8589934596G"},
+                {"--sizes 4,8589934596G", "too large"});
+  ExpectRefused({bench, "--estimate", "2", "-b", "3", "-e", "999999999999999G"},
+                {"-e 999999999999999G", "too large"});
+}
+
+TEST(GyreBenchCli, EstimateWorldSizeIsCapped) {
+  CommandResult r = RunTool({Bin("gyre-bench"), "--estimate", "100000"}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--estimate 100000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("from 1 to 256"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+}
+
+TEST(GyreBenchCli, TimingBarrierIsCheckedUpFront) {
+  ExpectRefused({Bin("gyre-bench"), "--timing_barrier", "bogus"},
+                {"--timing_barrier 'bogus'", "auto, dissemination or binomial"});
+}
+
+TEST(GyreBenchCli, StrayPositionalArgumentsAreRefused) {
+  ExpectRefused({Bin("gyre-bench"), "--estimate", "2", "64K"}, {"unexpected argument '64K'"});
+}
+
+TEST(GyreBenchCli, EstimateOnAFullStdoutFails) {
+  CommandResult r = RunToFullDisk({Bin("gyre-bench"), "--estimate", "2", "--sizes", "4"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
+}
+
+TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
+  CommandResult r =
+      RunCommand({Bin("gyrerun"), "-n", "2", "--mode", "embedded", "--", Bin("gyre-bench"),
+                  "--jsonl", "/dev/full", "-b", "4", "-e", "16", "-n", "2", "-w", "1"},
+                 {}, 90);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("--jsonl /dev/full"), std::string::npos) << r.err;
+}
+
+TEST(GyreBenchCli, TableOnAFullStdoutFailsTheRun) {
+  // gyre-bench's own stdout on /dev/full (gyrerun relays a rank's output through a pipe).
+  CommandResult r = RunCommand({Bin("gyrerun"), "-n", "2", "--mode", "embedded", "--", "/bin/sh",
+                                "-c", "exec \"$0\" \"$@\" >/dev/full", Bin("gyre-bench"), "-b", "4",
+                                "-e", "16", "-n", "2", "-w", "1"},
+                               {}, 90);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cannot write the results to stdout"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gyre::testing
