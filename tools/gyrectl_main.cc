@@ -6,10 +6,14 @@
 //                  (Chrome trace-event JSON: a track per rank, a slice per operation; open it
 //                   in Perfetto or chrome://tracing)
 #include <gflags/gflags.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -26,7 +30,7 @@
 DEFINE_string(store, "", "the job's store URL (gyrerun prints it at start)");
 DEFINE_string(job_id, "", "the job id (gyrerun prints it at start)");
 DEFINE_bool(json, false, "print JSON instead of a table");
-DEFINE_double(timeout, 1.0, "seconds to wait for each rank's answer");
+DEFINE_double(timeout, 1.0, "seconds to wait for each rank's answer (0.001 to 3600)");
 DEFINE_string(out, "", "dump: write flight-rank<R>.json files here instead of stdout");
 DEFINE_string(secret_file, "",
               "the job's secret, to open a TCP store that requires it "
@@ -39,19 +43,71 @@ int Fail(const std::string& msg) {
   return 2;
 }
 
+// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// A wait per rank: long enough for a loaded host, short enough that a frozen rank does not
+// hold the inquiry; outside this range the deadline arithmetic expires at once.
+constexpr double kMinTimeoutSeconds = 0.001;
+constexpr double kMaxTimeoutSeconds = 3600;
+
+// Flushes stdout: a report that did not reach it (a full disk, /dev/full) is an error.
+int CheckStdout(int code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  std::cerr << "gyrectl: cannot write to stdout" << (errno != 0 ? ": " : "")
+            << (errno != 0 ? std::strerror(errno) : "") << "\n";
+  return code != 0 ? code : 2;
+}
+
+int Run(int argc, char** argv);
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("gyrectl status|dump --store URL --job_id J [--json]");
+  gflags::SetUsageMessage("gyrectl status|dump|timeline --store URL --job_id J [--json]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return CheckStdout(Run(argc, argv));
+}
+
+namespace {
+
+int Run(int argc, char** argv) {
   using namespace gyre;
-  if (argc < 2) return Fail("give a command: status or dump");
+  if (argc < 2) return Fail("give a command: status, dump or timeline");
   const std::string cmd = argv[1];
   if (cmd != "status" && cmd != "dump" && cmd != "timeline") {
     return Fail("unknown command '" + cmd + "' (status, dump, timeline)");
   }
+  if (argc > 2) {
+    return Fail(std::string("unexpected argument '") + argv[2] + "' after the command " + cmd);
+  }
+  if (!(std::isfinite(FLAGS_timeout) && FLAGS_timeout >= kMinTimeoutSeconds &&
+        FLAGS_timeout <= kMaxTimeoutSeconds)) {
+    return Fail("--timeout " + Number(FLAGS_timeout) + " must be from 0.001 to 3600 seconds");
+  }
   if (cmd == "timeline" && FLAGS_out.empty()) return Fail("timeline needs --out FILE");
   if (FLAGS_store.empty() || FLAGS_job_id.empty()) return Fail("--store and --job_id are needed");
+  // An inspection only reads: a mistyped file store is named, not created (with its lock).
+  const std::string kFileScheme = "file://";
+  if (FLAGS_store.rfind(kFileScheme, 0) == 0) {
+    const std::string dir = FLAGS_store.substr(kFileScheme.size());
+    struct stat st;
+    if (!dir.empty() && dir[0] == '/') {
+      const bool found = ::stat(dir.c_str(), &st) == 0;
+      if (!found || !S_ISDIR(st.st_mode)) {
+        return Fail("--store " + FLAGS_store + ": " + dir + " " +
+                    (!found ? std::string("cannot be read: ") + std::strerror(errno)
+                            : std::string("is not a folder")) +
+                    " (a job's store is the folder gyrerun prints at start)");
+      }
+    }
+  }
   SetOpDescFormatter(&FormatOpDesc);
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(10));
   auth::Credentials credentials;
@@ -218,3 +274,5 @@ int main(int argc, char** argv) {
   if (FLAGS_json) std::cout << "]}\n";
   return 0;
 }
+
+}  // namespace
