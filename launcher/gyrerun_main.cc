@@ -841,10 +841,19 @@ int main(int argc, char** argv) {
     }
     PrintLostHosts(supervisor.results(), remote_hosts);
   }
+  int exit_code = code;
   if (program.empty()) {
     std::ifstream report(report_file);
-    if (report) std::cout << report.rdbuf() << std::flush;
+    // (An empty report writes nothing, which `<<` of a buffer counts as a failure.)
+    if (report && report.peek() != std::ifstream::traits_type::eof()) {
+      std::cout << report.rdbuf() << std::flush;
+      // The report is the job's result: one that did not reach stdout fails the run.
+      if (!std::cout) {
+        std::cerr << "gyrerun: cannot write the job's report to stdout\n";
+        if (exit_code == 0) exit_code = 1;
+      }
+    }
   }
   if (store_server) store_server->Stop();
-  return code;  // `cleanup` removes the secret, and the folder if gyrerun made it
+  return exit_code;  // `cleanup` removes the secret, and the folder if gyrerun made it
 }
