@@ -56,6 +56,8 @@ TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
   ExpectRefused({schedule, "--alpha_us", "-1"}, {"--alpha_us -1"});
   ExpectRefused({schedule, "--rank", "7"}, {"--rank 7", "0 to 3"});
   ExpectRefused({schedule, "--rank", "-2"}, {"--rank -2"});
+  ExpectRefused({schedule, "-p", "0"}, {"-p 0", "from 1 to 2048"});
+  ExpectRefused({schedule, "-p", "100000"}, {"-p 100000", "from 1 to 2048"});
   CommandResult one = RunTool({schedule, "--rank", "3"});
   EXPECT_EQ(one.exit_code, 0) << one.err;
 }
