@@ -235,6 +235,15 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   }
   spec = *resolved;
   const OpDesc desc = MakeOpDesc(spec);
+  // A message left over from an earlier call that this rank made differently from its
+  // sender: that call returned here before the message came (a broadcast root with another
+  // root, say), so its result may be wrong; this call says so rather than passing silently.
+  if (std::optional<std::string> diverged = EarlierDivergence(seq)) {
+    if (trial >= 0) tuner_.Record(spec, trial, Duration::zero(), false);
+    return RefuseLocked(seq, spec,
+                        InvalidArgumentError(OpName(desc, seq) + " on rank " +
+                                             std::to_string(rank()) + ": not run: " + *diverged));
+  }
   const int64_t in_count = algo::InputCount(spec, rank());
   const int64_t out_count = algo::OutputCount(spec, rank());
   if ((in_count > 0 && in == nullptr) || (out_count > 0 && out == nullptr)) {
@@ -273,6 +282,15 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   last_.elapsed = transport_->clock().Now() - start;
   last_.status = st;
   if (trial >= 0) tuner_.Record(spec, trial, last_.elapsed, st.ok());
+  // Such a message may also come while a later call runs: the call it came in says so.
+  if (st.ok()) {
+    if (std::optional<std::string> diverged = EarlierDivergence(seq + 1)) {
+      st = InvalidArgumentError(OpName(desc, seq) + " on rank " + std::to_string(rank()) +
+                                ": completed, but " + *diverged);
+      last_.status = st;
+      monitor_.End(seq, st);  // failed here: the verdict of a rank asking finds the divergence
+    }
+  }
   if (!st.ok() && failure_handler_) {
     st = failure_handler_(last_);
     last_.status = st;
@@ -317,11 +335,32 @@ Status Communicator::Refuse(CollectiveSpec spec, const Status& why) {
                                       std::to_string(seq) + " on rank " + std::to_string(rank())));
 }
 
+std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
+  if (auto late = monitor_.TakeLateDivergence()) {
+    return "the ranks' calls diverged at seq=" + std::to_string(late->first) +
+           ", which completed on this rank before another rank found it: " +
+           late->second.message() + " (this rank's result of seq=" + std::to_string(late->first) +
+           " may be wrong)";
+  }
+  std::optional<StaleMessage> stale = transport_->TakeStale(before);
+  if (!stale) return std::nullopt;
+  const std::optional<OpDesc> mine = monitor_.CallAt(stale->seq);
+  if (mine && *mine == stale->desc) return std::nullopt;  // the same call: left by a failure
+  const std::string at = "seq=" + std::to_string(stale->seq);
+  return "the ranks' calls diverged at " + at + ": " + transport_->DescribePeer(stale->peer) +
+         " sent a message of " + DescribeOpDesc(stale->desc) + " there, where this rank called " +
+         (mine ? DescribeOpDesc(*mine) : std::string("something else")) +
+         "; this rank's result of " + at +
+         " may be wrong (every rank must make the same calls in the same order)";
+}
+
 Status Communicator::RefuseLocked(uint64_t seq, const CollectiveSpec& spec, const Status& why) {
   last_ = OpResult{seq, spec, {}, {}, why};
   const OpDesc desc = MakeOpDesc(spec);
   monitor_.Refused(seq, desc, OpName(desc, seq), why);
   recorder_.Record("op_end", seq, why.ToString());
+  // What the others send in this call is dropped (and not taken later for a divergence).
+  transport_->CancelOperation(seq, why);
   return why;
 }
 

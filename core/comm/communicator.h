@@ -196,6 +196,9 @@ class Communicator {
 
  private:
   StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
+  // A message held for a call before `before` that this rank made differently from its
+  // sender (Transport::TakeStale), described; nullopt when there is none. Under mu_.
+  std::optional<std::string> EarlierDivergence(uint64_t before);
   // Records call `seq` as refused with `why` (already naming it); returns `why`. Under mu_.
   Status RefuseLocked(uint64_t seq, const algo::CollectiveSpec& spec, const Status& why);
   // Whether online tuning applies to a call asked as `asked` and resolved as `resolved`.

@@ -1,6 +1,7 @@
 #include "core/exec/monitor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/exec/executor.h"
 
@@ -92,6 +93,19 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   }
 }
 
+std::optional<std::pair<uint64_t, Status>> OpMonitor::TakeLateDivergence() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(late_divergence_, std::nullopt);
+}
+
+std::optional<OpDesc> OpMonitor::CallAt(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const CallRecord& r : recent_) {
+    if (r.seq == seq && seq != 0) return r.desc;
+  }
+  return std::nullopt;
+}
+
 void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& name,
                         const Status& why) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -130,6 +144,9 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
   if (seq != 0 && !snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
     verdict_seq_ = seq;
     verdict_ = reason;
+  } else if (seq != 0 && seq != snap_.failed_seq && reason.code() == StatusCode::kInvalidArgument &&
+             !late_divergence_) {
+    late_divergence_.emplace(seq, reason);  // completed here: the next call reports it
   }
   return false;
 }

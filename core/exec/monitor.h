@@ -72,8 +72,14 @@ class OpMonitor {
   // here, or in the moment between its own failure and its end; or, failing that, one kept
   // for a later operation this rank has not started.
   std::optional<Status> VerdictReceived(uint64_t seq) const;
+  // A mismatch (InvalidArgument) another rank found in a call this rank had already
+  // completed without seeing it (the root of a broadcast whose root differs elsewhere): the
+  // first such call and that rank's verdict, once; this rank's next call reports it.
+  std::optional<std::pair<uint64_t, Status>> TakeLateDivergence();
 
   OpSnapshot Snapshot() const;
+  // The fingerprint of call `seq`, if it is among the last kRecentCalls calls.
+  std::optional<OpDesc> CallAt(uint64_t seq) const;
   // The part of a snapshot a watcher polls often: no strings, no copies.
   struct Progress {
     bool in_op = false;
@@ -124,6 +130,7 @@ class OpMonitor {
   std::array<Freeze, 4> freezes_{};  // the latest ones, a ring
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
+  std::optional<std::pair<uint64_t, Status>> late_divergence_;
   uint64_t aborted_seq_ = 0;
   uint64_t verdict_seq_ = 0;
   Status verdict_;       // of verdict_seq_

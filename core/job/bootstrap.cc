@@ -248,7 +248,12 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     }
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;
-    TellTheOthers(*dir, self, in, failed.seq, v.text, StatusCode::kAborted, query_timeout);
+    // Mismatched calls are InvalidArgument wherever they are told: a rank that completed the
+    // call without seeing the mismatch (a broadcast root) then reports it on its next call.
+    const bool mismatch =
+        v.root_class == RankClass::kDiverged || v.root_class == RankClass::kRefused;
+    TellTheOthers(*dir, self, in, failed.seq, v.text,
+                  mismatch ? StatusCode::kInvalidArgument : StatusCode::kAborted, query_timeout);
     return explained(v.text);
   };
 }

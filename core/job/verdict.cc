@@ -331,7 +331,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       os << divergence;
       break;
     case RankClass::kRefused:
-      os << "its seq=" << S << " was refused there for its arguments, so it sent nothing in it";
+      os << "its seq=" << S << " was refused there before it ran, so it sent nothing in it";
       if (st.failed_seq() == S && !st.last_error().empty()) os << ": " << st.last_error();
       break;
     case RankClass::kSlow:

@@ -22,7 +22,7 @@ enum class RankClass {
   kStalled,
   kNotEntered,
   kDiverged,
-  kRefused,  // it refused this call for its arguments: it sent nothing in it and never will
+  kRefused,  // it refused this call before running it: it sent nothing in it and never will
   kSlow,
   kWaiting,
   kDone,

@@ -46,6 +46,7 @@ class FaultyTransport final : public Transport {
   uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
   std::string DescribePeer(int peer) const override { return inner_->DescribePeer(peer); }
   void ExpectSend(size_t bytes) override { inner_->ExpectSend(bytes); }
+  std::optional<StaleMessage> TakeStale(uint64_t seq) override { return inner_->TakeStale(seq); }
   void Shutdown() override;
 
   int64_t messages_seen() const;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/base/clock.h"
@@ -58,6 +59,16 @@ struct MessageHeader {
 
 using DoneCallback = std::function<void(Status)>;
 
+// A message held for an operation this rank has already finished, which none of its
+// receives took: ranks making the same call receive all that is sent to them in it, so the
+// sender made another call there.
+struct StaleMessage {
+  int peer = -1;
+  uint64_t seq = 0;
+  uint64_t tag = 0;
+  OpDesc desc;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -90,6 +101,14 @@ class Transport {
 
   // Closes every connection. Pending operations fail; peers see this rank as gone.
   virtual void Shutdown() = 0;
+
+  // Drops every message held for a collective before `seq` that no cancelled operation
+  // explains, and returns the first of them (lowest seq), if any. Called before operation
+  // `seq` starts; the default holds none.
+  virtual std::optional<StaleMessage> TakeStale(uint64_t seq) {
+    (void)seq;
+    return std::nullopt;
+  }
 };
 
 }  // namespace gyre

@@ -28,10 +28,12 @@ DEFINE_int32(die_after, 20, "... after this many loop iterations");
 DEFINE_int32(stop_rank, -1, "this rank SIGSTOPs itself after --die_after loop iterations");
 DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
 DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at");
-DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op");
+DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op | broadcast_root");
 DEFINE_int32(refuse_rank, -1,
              "this rank passes a null input at --fault_at, a call it refuses; every rank goes on "
              "after that call's error and ends with a checked int32 allreduce");
+DEFINE_bool(keep_going, false,
+            "go on after a loop call fails (its error is printed); exit 1 at the end if any did");
 DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
 DEFINE_bool(outlive, false,
@@ -335,12 +337,18 @@ int main(int argc, char** argv) {
           s = comm.Allreduce(g.data(), g.data(), n, DataType::kInt32, ReduceOp::kSum);
         } else if (k == "reduce_op") {
           s = comm.Allreduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kMax);
+        } else if (k == "broadcast_root") {  // everyone else calls broadcast(root=0)
+          s = comm.Broadcast(g.data(), g.data(), n, DataType::kFloat32, 1);
         } else {  // root: everyone else calls reduce(root=0) for this kind
           s = comm.Reduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kSum, 1);
         }
       } else if (r == FLAGS_refuse_rank && iter == FLAGS_fault_at) {
         s = comm.Allreduce(nullptr, g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
                            ReduceOp::kAvg);
+      } else if (FLAGS_mismatch_kind == "broadcast_root" && FLAGS_mismatch_rank >= 0 &&
+                 iter == FLAGS_fault_at) {
+        s = comm.Broadcast(g.data(), g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
+                           0);
       } else if (FLAGS_mismatch_kind == "root" && FLAGS_mismatch_rank >= 0 &&
                  iter == FLAGS_fault_at) {
         s = comm.Reduce(g.data(), g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
@@ -352,6 +360,10 @@ int main(int argc, char** argv) {
       if (!s.ok()) {
         std::fprintf(stderr, "rank %d: allreduce %d failed: %s\n", r, iter, s.ToString().c_str());
         if (FLAGS_refuse_rank >= 0 && iter == FLAGS_fault_at) continue;
+        if (FLAGS_keep_going) {
+          ++failures;
+          continue;
+        }
         return 1;
       }
     }

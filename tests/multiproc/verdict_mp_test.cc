@@ -228,6 +228,35 @@ TEST_P(MismatchTest, BothRanksAndBothCallsAreNamedOnEveryRank) {
 INSTANTIATE_TEST_SUITE_P(Verdict, MismatchTest,
                          ::testing::Values("op", "count", "dtype", "root", "reduce_op"));
 
+// A broadcast whose root differs on one rank: a root returns as soon as it has sent, so
+// the others' messages reach it after its call (or while its next one runs). It holds them
+// as messages of a call it made differently, and that call or the next fails, naming both
+// calls; no rank goes on as if nothing happened (every rank keeps calling, so none learns
+// it from another rank's exit).
+class DivergedRootTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DivergedRootTest, EveryRankHearsOfABroadcastWithAnotherRoot) {
+  const int p = 3;
+  const double T = 30;
+  LoopRun r = RunLoop(
+      p, T, {"--mismatch_rank=1", "--fault_at=5", "--mismatch_kind=broadcast_root", "--keep_going"},
+      nullptr, GetParam(), /*loop=*/-20);
+  EXPECT_NE(r.result.exit_code, 0);
+  std::set<int> told;
+  for (const auto& f : r.failures) {
+    told.insert(f.rank);
+    EXPECT_TRUE(std::regex_search(f.text, std::regex("diverged"))) << f.text;
+    EXPECT_TRUE(std::regex_search(f.text, std::regex(R"(broadcast\(count=65536, float32, root=1)")))
+        << f.text;
+    EXPECT_TRUE(std::regex_search(f.text, std::regex(R"(broadcast\(count=65536, float32, root=0)")))
+        << f.text;
+  }
+  EXPECT_EQ(told.size(), static_cast<size_t>(p)) << Dump(r);
+  EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, DivergedRootTest, ::testing::Values("daemon", "embedded"));
+
 // A call one rank refuses for its arguments (a null input) takes its place in the sequence
 // in both modes: the others' same call fails well inside the progress timeout naming that
 // rank and why, and the next call, checked bit for bit, pairs with the others' next call.

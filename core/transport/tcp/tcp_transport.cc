@@ -186,6 +186,7 @@ class TcpTransport::Impl {
             DoneCallback done);
   void Recv(int peer, const MessageHeader& header, void* data, size_t bytes, DoneCallback done);
   void CancelOperation(uint64_t seq, const Status& reason);
+  std::optional<StaleMessage> TakeStale(uint64_t seq);
   uint64_t BytesReceivedFrom(int peer) const;
   std::string DescribePeer(int peer) const;
   void Shutdown();
@@ -755,6 +756,27 @@ void TcpTransport::Impl::CancelOperation(uint64_t seq, const Status& reason) {
   std::unique_lock<std::mutex> lock(mu_);
   CancelOnIo(seq, reason);
   UnlockAndDeliver(lock);
+}
+
+std::optional<StaleMessage> TcpTransport::Impl::TakeStale(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<StaleMessage> first;
+  if (unexpected_bytes_ == 0) return first;
+  for (size_t q = 0; q < recv_peers_.size(); ++q) {
+    RecvPeer& p = recv_peers_[q];
+    // Point-to-point messages have sequence numbers above every collective's.
+    const auto end = p.unexpected.lower_bound(MessageKey{seq, 0});
+    for (auto it = p.unexpected.begin(); it != end;) {
+      const uint64_t s = it->first.first;
+      if (FindCancel(s) == nullptr && (!first || s < first->seq)) {
+        first = StaleMessage{static_cast<int>(q), s, it->first.second, it->second.desc};
+      }
+      unexpected_bytes_ -= it->second.charge;
+      early_pool_.Give(std::move(it->second.payload));
+      it = p.unexpected.erase(it);
+    }
+  }
+  return first;
 }
 
 void TcpTransport::Impl::Shutdown() {
@@ -2251,6 +2273,7 @@ void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
   impl_->CancelOperation(seq, reason);
 }
 uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
+std::optional<StaleMessage> TcpTransport::TakeStale(uint64_t seq) { return impl_->TakeStale(seq); }
 bool TcpTransport::AcquireDriver(size_t max_message_bytes) {
   return impl_->AcquireDriver(max_message_bytes);
 }
