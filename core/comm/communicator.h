@@ -33,12 +33,17 @@
 
 namespace gyre {
 
+inline constexpr int64_t kMaxSegmentsPerCall = 1024;
+
 struct CommOptions {
   // Progress timeout T: how long to wait for the next byte from a peer (RELIABILITY.md).
   Duration timeout = Seconds(30);
   // Canonical reduction order for every reducing call unless the call says otherwise.
   bool deterministic = false;
-  // Pipelining segment for the algorithms that cut chunks; 0 = one message per chunk.
+  // Pipelining segment for the algorithms that cut chunks; 0 = one message per chunk. A call
+  // is cut into at most kMaxSegmentsPerCall segments: smaller ones are widened to
+  // count / kMaxSegmentsPerCall elements (a 1-byte segment made a 16 KiB call build a
+  // schedule of millions of steps and hang for minutes).
   int64_t segment_bytes = 0;
   // Verify each schedule (all ranks, symbolically) the first time it is built, in worlds of
   // up to verify_max_ranks ranks. Each rank builds and checks the whole world's schedule,

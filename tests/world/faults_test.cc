@@ -318,5 +318,38 @@ TEST(FaultsTest, ACountTooLargeToAddressIsRefusedNamingTheLimit) {
   }
 }
 
+// A segment far smaller than the call is widened so the call has at most
+// kMaxSegmentsPerCall segments: one-byte segments used to make a 16 KiB call build a schedule
+// of millions of steps and hang; the sums stay exact.
+TEST(FaultsTest, TinySegmentsAreWidenedToABoundedNumberPerCall) {
+  CommOptions options;
+  options.segment_bytes = 1;
+  auto world = MakeWorld(LoopbackFactory(), 2, options);
+  ASSERT_TRUE(world.ok());
+  const int64_t n = 16384;
+  auto resolved = (*world)[0]->Resolve(
+      algo::MakeSpec(algo::Collective::kAllreduce, n, DataType::kInt32, ReduceOp::kSum, 0), {});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->segment_elems, n / kMaxSegmentsPerCall);
+  auto small = (*world)[0]->Resolve(
+      algo::MakeSpec(algo::Collective::kAllreduce, 100, DataType::kInt32, ReduceOp::kSum, 0), {});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->segment_elems, 1) << "a call under the cap keeps its segments";
+  const auto start = Clock::now();
+  auto st = RunOnRanks(2, [&](int r) -> Status {
+    std::vector<int32_t> v(n, r + 1);
+    CallOptions call;
+    call.algorithm = algo::Algorithm::kRing;
+    GYRE_RETURN_IF_ERROR(
+        (*world)[r]->Allreduce(v.data(), v.data(), n, DataType::kInt32, ReduceOp::kSum, call));
+    for (int32_t x : v) {
+      if (x != 3) return InternalError("sum " + std::to_string(x));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(st[r].ok()) << st[r];
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
+}
+
 }  // namespace
 }  // namespace gyre::testing
