@@ -351,7 +351,11 @@ Status ClientServer::Authenticate(int fd) {
   auth::Refusal refusal = auth::Refusal::kMalformed;
   Status s = auth::AcceptOnFd(fd, auth::Channel::kClient, credentials_, &replay_guard_,
                               Deadline::After(*SteadyClock::Get(), handshake_timeout_), &refusal);
-  --unauthenticated_;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    handshaking_.erase(std::remove(handshaking_.begin(), handshaking_.end(), fd),
+                       handshaking_.end());
+  }
   if (!s.ok()) {
     refusals_.Count(refusal);
     LOG(WARNING) << prefix_ << "refused a client connection: " << s.message() << " ["
@@ -406,15 +410,25 @@ void ClientServer::Serve(bool until_first_client_leaves) {
     }
     std::lock_guard<std::mutex> lock(threads_mu_);
     ReapFinishedThreads();
-    if (unauthenticated_ >= kMaxUnauthenticated || live_fds_.size() >= kMaxConnections) {
+    if (live_fds_.size() >= kMaxConnections) {
       refusals_.Count(auth::Refusal::kOverCap);
       LOG(WARNING) << prefix_ << "refused a client connection: already " << live_fds_.size()
-                   << " connections, " << unauthenticated_.load() << " of them in the handshake ["
+                   << " connections, " << handshaking_.size() << " of them in the handshake ["
                    << auth::RefusalName(auth::Refusal::kOverCap) << "]";
       ::close(fd);
       continue;
     }
-    ++unauthenticated_;
+    // At the handshake cap the connection that has waited longest is cut off, not the
+    // newcomer: idle connections held open cannot lock the rank's program out.
+    if (handshaking_.size() >= static_cast<size_t>(kMaxUnauthenticated)) {
+      refusals_.Count(auth::Refusal::kOverCap);
+      LOG(WARNING) << prefix_ << "cut off the client connection longest in the handshake: "
+                   << handshaking_.size() << " connections in the handshake (the cap), one more "
+                   << "came [" << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+      ::shutdown(handshaking_.front(), SHUT_RDWR);  // its thread reads EOF, drops it, closes
+      handshaking_.pop_front();
+    }
+    handshaking_.push_back(fd);
     live_fds_.push_back(fd);
     threads_.emplace_back([this, fd] { HandleConnection(fd); });
   }

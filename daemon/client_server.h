@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -85,7 +86,9 @@ class ClientServer {
   Duration handshake_timeout_ = Seconds(5);
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
-  std::atomic<int> unauthenticated_{0};
+  // Connections still in the handshake, oldest first (guarded by threads_mu_): each is open
+  // until its thread, having left this list, closes it.
+  std::deque<int> handshaking_;
 };
 
 }  // namespace gyre::daemon
