@@ -165,16 +165,30 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
   // should that fail, slot by slot, so the slots it can read are still known.
   std::vector<int> missing, unknown;
   Status unread;
+  // A rank that claimed its slot with another world size failed on that at once (it found
+  // the world size this job fixed): it is named, not counted as arrived.
+  std::string conflicting;
   const std::vector<StatusOr<std::optional<std::string>>> values =
       TryGetEach(store, keys, deadline);
   for (size_t rank = 0; rank < keys.size(); ++rank) {
     const StatusOr<std::optional<std::string>>& value = values[rank];
+    PeerRecord record;
     if (!value.ok()) {
       unknown.push_back(static_cast<int>(rank));
       if (unread.ok()) unread = value.status();
     } else if (!value->has_value()) {
       missing.push_back(static_cast<int>(rank));
+    } else if (Decode(**value, &record) && record.world_size > 0 &&
+               record.world_size != static_cast<int>(keys.size())) {
+      conflicting += std::string(conflicting.empty() ? "" : ", ") + DescribePeer(record) +
+                     " has world size " + std::to_string(record.world_size);
     }
+  }
+  if (!conflicting.empty()) {
+    std::string text = where + ": the ranks disagree on the world size: this job's is " +
+                       std::to_string(keys.size()) + ", but " + conflicting;
+    if (!missing.empty()) text += "; missing " + timer.AfterText() + ": " + FormatRankList(missing);
+    return InvalidArgumentError(text + " (store " + store->Describe() + ")");
   }
   if (missing.empty() && unknown.empty()) return Status::Ok();
   const size_t arrived = keys.size() - missing.size() - unknown.size();

@@ -413,6 +413,25 @@ TEST(RendezvousTest, WorldSizeMismatchNamesBothValuesAndRanks) {
   EXPECT_THAT(first.status().message(), HasSubstr("has world size 3"));
 }
 
+// The rank that fixed the world size first waits for a rank that will never come (the other
+// believed in a smaller world and failed on it at once): at its deadline it names the rank
+// that disagreed, not just the missing one.
+TEST(RendezvousTest, TheRankThatFixedTheWorldSizeNamesTheRankThatDisagreed) {
+  HashStore store;
+  Result first = Result(InternalError("not run"));
+  std::thread rank1([&] { first = Rendezvous(&store, "J", Peer(1, 3), In(Millis(1500))); });
+  ASSERT_TRUE(store.Wait({"gyre/rdzv/J/world_size"}, In(Seconds(5))).ok());
+  Result second = Rendezvous(&store, "J", Peer(0, 2), In(Seconds(5)));
+  rank1.join();
+  ASSERT_EQ(second.status().code(), StatusCode::kInvalidArgument) << second.status();
+  ASSERT_EQ(first.status().code(), StatusCode::kInvalidArgument) << first.status();
+  EXPECT_THAT(first.status().message(), HasSubstr("the ranks disagree on the world size"));
+  EXPECT_THAT(first.status().message(), HasSubstr("this job's is 3"));
+  EXPECT_THAT(first.status().message(), HasSubstr("rank 0 (host host0, pid 100) has world size 2"));
+  EXPECT_THAT(first.status().message(), HasSubstr("missing after"));
+  EXPECT_THAT(first.status().message(), HasSubstr("rank 2"));
+}
+
 TEST(RendezvousTest, StaleFolderFromAnEarlierJobDoesNotConfuseANewOne) {
   testing::TempDir tmp;
   auto store = FileStore::Open(tmp.path());
