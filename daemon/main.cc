@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -74,6 +76,7 @@ DEFINE_string(metrics_host, "127.0.0.1", "address the metrics endpoint binds");
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};  // the signal that set g_stop, for the exit code 128 + it
 std::atomic<bool> g_dump{false};
 
 void OnUsr1(int) { g_dump = true; }
@@ -101,7 +104,8 @@ void ServeMetrics(int listen_fd, gyre::Communicator* comm) {
 std::atomic<gyre::daemon::ClientServer*> g_server{nullptr};
 
 // Only atomic stores: a lock taken here could be the one the interrupted thread holds.
-void OnSignal(int) {
+void OnSignal(int signal_number) {
+  g_stop_signal = signal_number;
   g_stop = true;
   if (gyre::daemon::ClientServer* server = g_server.load()) server->RequestStop();
 }
@@ -110,6 +114,75 @@ int Fail(const std::string& prefix, const gyre::Status& s) {
   LOG(ERROR) << prefix << s.ToString();
   std::cerr << prefix << "gyred: " << s.ToString() << std::endl;
   return 1;
+}
+
+// "SIGTERM" for the stop signals this daemon handles.
+std::string SignalName(int signal_number) {
+  switch (signal_number) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal " + std::to_string(signal_number);
+  }
+}
+
+// A flag's value as the user wrote it ("0", "-1", "nan", "1e+300").
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// The flags whose mistakes would otherwise surface only after this rank joined the job: a
+// rank that fails then leaves its slot claimed in the store, so the next run of the same job
+// id fails too, and a bad timeout fails every call at once (Seconds() turns NaN into zero).
+gyre::Status CheckFlags() {
+  using gyre::InvalidArgumentError;
+  if (FLAGS_run != "serve" && FLAGS_run != "selftest" && FLAGS_run != "main" &&
+      FLAGS_run != "bench") {
+    return InvalidArgumentError("--run '" + FLAGS_run +
+                                "' is not one of serve, selftest, main, bench");
+  }
+  // Durations are held in nanoseconds (about 292 years); NaN fails every comparison. The
+  // ranges are gyrerun's, which passes these flags on.
+  struct SecondsFlag {
+    const char* name;
+    double value, min, max;
+    const char* range;
+  };
+  for (const SecondsFlag& f : {
+           SecondsFlag{"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+           SecondsFlag{"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9,
+                       "from 0.001 to 1e9 seconds"},
+           SecondsFlag{"--linger_after_failure", FLAGS_linger_after_failure, 0, 1e6,
+                       "from 0 to 1e6 seconds"},
+       }) {
+    if (!(std::isfinite(f.value) && f.value >= f.min && f.value <= f.max)) {
+      return InvalidArgumentError(std::string(f.name) + " " + Number(f.value) + " must be " +
+                                  f.range);
+    }
+  }
+  if (FLAGS_segment_bytes < 0) {
+    return InvalidArgumentError("--segment_bytes " + std::to_string(FLAGS_segment_bytes) +
+                                " must be 0 (no segments) or more");
+  }
+  if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
+    return InvalidArgumentError("--metrics_port " + std::to_string(FLAGS_metrics_port) +
+                                " is not in 0..65535 (or -1: off)");
+  }
+  // The communicator appends to the trace file and drops the trace quietly if it cannot:
+  // a trace the user asked for is checked here, where the failure can still be said.
+  if (!FLAGS_trace_jsonl.empty()) {
+    std::FILE* trace = std::fopen(FLAGS_trace_jsonl.c_str(), "a");
+    if (trace == nullptr) {
+      return InvalidArgumentError("--trace_jsonl " + FLAGS_trace_jsonl +
+                                  " cannot be opened for appending: " + std::strerror(errno));
+    }
+    std::fclose(trace);
+  }
+  return gyre::Status::Ok();
 }
 
 }  // namespace
@@ -136,6 +209,7 @@ int main(int argc, char** argv) {
   auto id = job::ResolveIdentity(o, job::ProcessEnvironment());
   if (!id.ok()) return Fail("", id.status());
   const std::string prefix = "[rank " + std::to_string(id->rank) + "] ";
+  if (Status flags = CheckFlags(); !flags.ok()) return Fail(prefix, flags);
   // A flight recorder that cannot be written would be found out only when it is needed most,
   // after a failure: check the folder now.
   if (!FLAGS_flight_dir.empty() && ::access(FLAGS_flight_dir.c_str(), W_OK | X_OK) != 0) {
@@ -249,41 +323,55 @@ int main(int argc, char** argv) {
     // exit without waiting for a client thread that may be inside a collective.
     comm.transport()->Shutdown();
     std::fflush(nullptr);
-    ::_exit(g_stop ? 128 + SIGTERM : 0);
+    ::_exit(g_stop ? 128 + (g_stop_signal != 0 ? g_stop_signal.load() : SIGTERM) : 0);
   }
-  if (FLAGS_run == "selftest" || FLAGS_run == "main" || FLAGS_run == "bench") {
-    std::ostringstream report;
-    daemon::WorkloadOptions wo;
-    wo.timing_runs = FLAGS_timing_runs;
-    daemon::FirstFailure failure;
-    const bool ok = FLAGS_run == "main" ? daemon::RunMainJob(comm, report, wo, &failure)
-                    : FLAGS_run == "bench"
-                        ? daemon::RunBench(comm, report, FLAGS_bench_max_bytes, &failure)
-                        : daemon::RunSelftest(comm, report, &failure);
-    if (comm.rank() == 0) {
-      if (!FLAGS_report_file.empty()) {
-        std::ofstream f(FLAGS_report_file);
-        f << report.str();
-        if (!f) {
-          return Fail(prefix,
-                      ResourceExhaustedError("cannot write the report to " + FLAGS_report_file));
-        }
-      } else {
-        std::cout << report.str() << std::flush;
+  // CheckFlags allowed only serve and these.
+  std::ostringstream report;
+  daemon::WorkloadOptions wo;
+  wo.timing_runs = FLAGS_timing_runs;
+  wo.stop = &g_stop;
+  daemon::FirstFailure failure;
+  const bool ok = FLAGS_run == "main" ? daemon::RunMainJob(comm, report, wo, &failure)
+                  : FLAGS_run == "bench"
+                      ? daemon::RunBench(comm, report, FLAGS_bench_max_bytes, wo, &failure)
+                      : daemon::RunSelftest(comm, report, wo, &failure);
+  // A workload that finished before the signal counts as finished.
+  const int stop_signal = !ok && g_stop ? g_stop_signal.load() : 0;
+  if (stop_signal != 0 && comm.rank() == 0) {
+    report << "--run " << FLAGS_run << ": stopped by " << SignalName(stop_signal)
+           << " before it finished\n";
+  }
+  if (comm.rank() == 0) {
+    if (!FLAGS_report_file.empty()) {
+      std::ofstream f(FLAGS_report_file);
+      f << report.str();
+      if (!f) {
+        return Fail(prefix,
+                    ResourceExhaustedError("cannot write the report to " + FLAGS_report_file));
       }
+    } else {
+      std::cout << report.str() << std::flush;
     }
-    if (!ok) {
-      // Every failing rank says why, not only rank 0 in its report.
-      const std::string why =
-          failure.empty() ? "every call here succeeded and its results were right; a check failed "
-                            "on another rank (rank 0's report has the table)"
-                          : "first failure on this rank: " + failure.text();
-      LOG(ERROR) << prefix << "--run " << FLAGS_run << " failed: " << why;
-      std::cerr << prefix << "gyred: --run " << FLAGS_run << " failed: " << why << std::endl;
-      return 1;
-    }
-    return 0;
   }
-  return Fail(prefix, InvalidArgumentError("--run '" + FLAGS_run +
-                                           "' is not one of serve, selftest, main, bench"));
+  if (stop_signal != 0) {
+    LOG(INFO) << prefix << "--run " << FLAGS_run << " stopped by " << SignalName(stop_signal);
+    std::cerr << prefix << "gyred: --run " << FLAGS_run << " stopped by " << SignalName(stop_signal)
+              << std::endl;
+    // As in serve mode: the other ranks see this one leave at once, and no call in flight on
+    // another thread is waited for.
+    comm.transport()->Shutdown();
+    std::fflush(nullptr);
+    ::_exit(128 + stop_signal);
+  }
+  if (!ok) {
+    // Every failing rank says why, not only rank 0 in its report.
+    const std::string why =
+        failure.empty() ? "every call here succeeded and its results were right; a check failed "
+                          "on another rank (rank 0's report has the table)"
+                        : "first failure on this rank: " + failure.text();
+    LOG(ERROR) << prefix << "--run " << FLAGS_run << " failed: " << why;
+    std::cerr << prefix << "gyred: --run " << FLAGS_run << " failed: " << why << std::endl;
+    return 1;
+  }
+  return 0;
 }

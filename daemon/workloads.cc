@@ -19,6 +19,10 @@ using algo::Algorithm;
 using algo::Collective;
 using algo::CollectiveSpec;
 
+bool Stopped(const WorkloadOptions& options) {
+  return options.stop != nullptr && options.stop->load();
+}
+
 std::string Fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), f, v);
@@ -74,8 +78,8 @@ int64_t CheckOne(Communicator& comm, const CollectiveSpec& spec, bool determinis
   return FirstDifferentElement(spec, out, want);
 }
 
-bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal,
-                       FirstFailure* failure) {
+bool VerificationTable(Communicator& comm, std::ostream& report, const WorkloadOptions& options,
+                       bool* fatal, FirstFailure* failure) {
   const int p = comm.size();
   struct Item {
     CollectiveSpec spec;
@@ -110,6 +114,15 @@ bool VerificationTable(Communicator& comm, std::ostream& report, bool* fatal,
   std::vector<int64_t> results;
   std::string first_error;
   for (const Item& it : items) {
+    if (Stopped(options)) {
+      // The other ranks may be gone already: no gather of the results.
+      if (comm.rank() == 0) {
+        report << "1. Verification: stopped by a signal after " << results.size() << " of "
+               << items.size() << " checks\n\n";
+      }
+      *fatal = true;
+      return false;
+    }
     std::string err;
     results.push_back(CheckOne(comm, it.spec, it.deterministic, &err));
     if (!err.empty() && first_error.empty()) first_error = err;
@@ -268,7 +281,8 @@ bool AssociativityCase(Communicator& comm, std::ostream& report, FirstFailure* f
   return ok;
 }
 
-bool Timings(Communicator& comm, std::ostream& report, int runs, FirstFailure* failure) {
+bool Timings(Communicator& comm, std::ostream& report, int runs, const WorkloadOptions& options,
+             FirstFailure* failure) {
   const int64_t sizes[3] = {1 << 10, 1 << 20, 16 << 20};
   const Algorithm algos[2] = {Algorithm::kRing, Algorithm::kTree};
   std::vector<double> times;  // [size][algo][run], this rank's
@@ -280,9 +294,18 @@ bool Timings(Communicator& comm, std::ostream& report, int runs, FirstFailure* f
       CallOptions o;
       o.algorithm = a;
       for (int w = 0; w < 2 && s.ok(); ++w) {  // warm-up
+        if (Stopped(options)) break;
         s = comm.Allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, o);
       }
       for (int i = 0; i < runs; ++i) {
+        if (Stopped(options)) {
+          // The other ranks may be gone already: no gathering of the times taken so far.
+          if (comm.rank() == 0) {
+            report << "4. Timings: stopped by a signal after " << times.size() << " of "
+                   << 3 * 2 * static_cast<int64_t>(runs) << " timed runs\n\n";
+          }
+          return false;
+        }
         if (s.ok()) s = comm.Barrier();
         auto t0 = std::chrono::steady_clock::now();
         if (s.ok()) {
@@ -365,12 +388,17 @@ void FirstFailure::Note(const std::string& what, const std::string& why) {
   if (text_.empty()) text_ = what + ": " + why;
 }
 
-bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes, FirstFailure* failure) {
+bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes,
+              const WorkloadOptions& options, FirstFailure* failure) {
   CommCollectives coll(comm);
   const int p = comm.size();
   if (comm.rank() == 0) report << bench::TableHeader("gyred --run bench: allreduce, auto");
   int64_t total_wrong = 0;
   for (int64_t bytes : bench::SizeSeries(4, max_bytes, 4)) {
+    if (Stopped(options)) {
+      if (comm.rank() == 0) report << "bench: stopped by a signal before " << bytes << " B\n";
+      return false;
+    }
     const bench::Shape shape = bench::ShapeFor(bench::Op::kAllreduce, bytes, p, 4);
     std::vector<float> in(shape.in_elems), out(shape.out_elems);
     bench::FillInput(DataType::kFloat32, ReduceOp::kSum, comm.rank(), in.data(), shape.in_elems);
@@ -414,10 +442,11 @@ bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes, First
   return total_wrong == 0;
 }
 
-bool RunSelftest(Communicator& comm, std::ostream& report, FirstFailure* failure) {
+bool RunSelftest(Communicator& comm, std::ostream& report, const WorkloadOptions& options,
+                 FirstFailure* failure) {
   bool fatal = false;
-  bool ok = VerificationTable(comm, report, &fatal, failure);
-  if (fatal) return false;
+  bool ok = VerificationTable(comm, report, options, &fatal, failure);
+  if (fatal || Stopped(options)) return false;
   ok = AgreeAll(comm, ok, failure);
   if (comm.rank() == 0) report << (ok ? "selftest: all checks passed\n" : "selftest: FAILED\n");
   return ok;
@@ -430,11 +459,14 @@ bool RunMainJob(Communicator& comm, std::ostream& report, const WorkloadOptions&
            << "TCP on loopback\n\n";
   }
   bool fatal = false;
-  bool ok = VerificationTable(comm, report, &fatal, failure);
-  if (fatal) return false;
+  bool ok = VerificationTable(comm, report, options, &fatal, failure);
+  if (fatal || Stopped(options)) return false;
   ok = CountersTable(comm, report, failure) && ok;
+  if (Stopped(options)) return false;
   ok = AssociativityCase(comm, report, failure) && ok;
-  ok = Timings(comm, report, std::max(5, options.timing_runs), failure) && ok;
+  if (Stopped(options)) return false;
+  ok = Timings(comm, report, std::max(5, options.timing_runs), options, failure) && ok;
+  if (Stopped(options)) return false;
   ok = AgreeAll(comm, ok, failure);
   if (comm.rank() == 0) {
     report << (ok ? "main job: all checks passed\n" : "main job: FAILED (see above)\n");

@@ -7,6 +7,7 @@
 // on it, for it to print: a rank other than 0 writes no report.
 #pragma once
 
+#include <atomic>
 #include <ostream>
 #include <string>
 
@@ -16,6 +17,10 @@ namespace gyre::daemon {
 
 struct WorkloadOptions {
   int timing_runs = 7;  // per timed cell; at least 5
+  // Set (by a signal handler) to stop: the workload makes no further call, returns false, and
+  // rank 0's report keeps the sections it finished and says where it stopped. A call already
+  // in flight is not interrupted. Null: run to the end. Must outlive the workload.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // The first call or check that failed on this rank, and why. Later failures are usually its
@@ -35,10 +40,12 @@ class FirstFailure {
   std::string text_;
 };
 
-bool RunSelftest(Communicator& comm, std::ostream& report, FirstFailure* failure);
+bool RunSelftest(Communicator& comm, std::ostream& report, const WorkloadOptions& options,
+                 FirstFailure* failure);
 // Allreduce float32 sum from 4 B to `max_bytes` by powers of 4 with automatic algorithm
 // choice, timed by BENCH.md's method (bench/bench_common.h); rank 0 writes the table.
-bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes, FirstFailure* failure);
+bool RunBench(Communicator& comm, std::ostream& report, int64_t max_bytes,
+              const WorkloadOptions& options, FirstFailure* failure);
 bool RunMainJob(Communicator& comm, std::ostream& report, const WorkloadOptions& options,
                 FirstFailure* failure);
 

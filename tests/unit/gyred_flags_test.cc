@@ -1,0 +1,223 @@
+// gyred checks its own flags before it joins its job: a bad duration, --run, --metrics_port or
+// --trace_jsonl is named and the rank exits 1 without claiming its slot in the store, so the
+// next run of the same job id still works. And a built-in workload (--run main | bench) stops
+// promptly on SIGTERM or SIGINT with exit 128 + the signal, keeping the report so far.
+// Runs the real build/bin/gyred as a one-rank job on a FileStore folder.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/base/clock.h"
+
+namespace gyre {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// build/bin/gyred: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin.
+std::string GyredBinary() {
+  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyred";
+  char self[4096] = {};
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string exe(self, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/')) + "/../bin/gyred";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Starts gyred with `flags`, its stdout and stderr both going to `log`.
+pid_t StartGyred(const std::vector<std::string>& flags, const std::string& log) {
+  std::vector<std::string> args = {GyredBinary()};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit code; 1000 + the signal when a signal ended it; -1 when it had to be killed after
+// `timeout`.
+int WaitExit(pid_t pid, Duration timeout) {
+  const TimePoint until = SteadyClock::Get()->Now() + timeout;
+  while (true) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    }
+    if (SteadyClock::Get()->Now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::usleep(5000);
+  }
+}
+
+class GyredFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::access(GyredBinary().c_str(), X_OK), 0) << GyredBinary() << ": build gyred";
+    std::string base = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+    std::string templ = base + "/gyred_flags_XXXXXX";
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << std::strerror(errno);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::string command = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0);
+  }
+  // A one-rank job on this test's store folder, with `extra` flags last (they win).
+  std::vector<std::string> OneRank(const std::string& job_id, const std::string& run,
+                                   const std::vector<std::string>& extra) const {
+    std::vector<std::string> flags = {"--rank=0",
+                                      "--world_size=1",
+                                      "--store=file://" + dir_ + "/store",
+                                      "--job_id=" + job_id,
+                                      "--run=" + run,
+                                      "--timeout=10",
+                                      "--rendezvous_timeout=10"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return flags;
+  }
+  std::string dir_;
+};
+
+struct BadFlag {
+  std::string flag, value, shown;  // `shown`: how the message prints the value
+};
+
+TEST_F(GyredFlagsTest, BadFlagIsNamedBeforeJoiningAndLeavesTheJobIdUsable) {
+  const std::vector<BadFlag> cases = {
+      {"--timeout", "0", "0"},
+      {"--timeout", "-1", "-1"},
+      {"--timeout", "nan", "nan"},
+      {"--timeout", "inf", "inf"},
+      {"--timeout", "1e300", "1e+300"},
+      {"--rendezvous_timeout", "0", "0"},
+      {"--rendezvous_timeout", "-1", "-1"},
+      {"--rendezvous_timeout", "nan", "nan"},
+      {"--linger_after_failure", "-1", "-1"},
+      {"--segment_bytes", "-1", "-1"},
+      {"--metrics_port", "70000", "70000"},
+      {"--metrics_port", "-2", "-2"},
+      {"--run", "bogus", "'bogus'"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const BadFlag& c = cases[i];
+    SCOPED_TRACE(c.flag + "=" + c.value);
+    const std::string job = "bad" + std::to_string(i);
+    const std::string log = dir_ + "/" + job + ".log";
+    const int code =
+        WaitExit(StartGyred(OneRank(job, "selftest", {c.flag + "=" + c.value}), log), Seconds(30));
+    const std::string text = ReadAll(log);
+    EXPECT_EQ(code, 1) << text;
+    EXPECT_THAT(text, HasSubstr("[rank 0] gyred: InvalidArgument: " + c.flag + " " + c.shown));
+    EXPECT_THAT(text, Not(HasSubstr("joined as pid"))) << "it joined the job before refusing";
+    // The refused rank left no claim behind: the same job id runs.
+    const std::string again = dir_ + "/" + job + ".again.log";
+    EXPECT_EQ(WaitExit(StartGyred(OneRank(job, "selftest", {}), again), Seconds(60)), 0)
+        << ReadAll(again);
+  }
+}
+
+TEST_F(GyredFlagsTest, TraceFileThatCannotBeOpenedIsNamed) {
+  ASSERT_EQ(::mkdir((dir_ + "/folder").c_str(), 0700), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir_ + "/missing/trace.jsonl", "No such file or directory"},
+      {dir_ + "/folder", "Is a directory"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [path, error] = cases[i];
+    SCOPED_TRACE(path);
+    const std::string log = dir_ + "/trace" + std::to_string(i) + ".log";
+    const int code = WaitExit(
+        StartGyred(OneRank("trace" + std::to_string(i), "selftest", {"--trace_jsonl=" + path}),
+                   log),
+        Seconds(30));
+    const std::string text = ReadAll(log);
+    EXPECT_EQ(code, 1) << text;
+    EXPECT_THAT(text, HasSubstr("[rank 0] gyred: InvalidArgument: --trace_jsonl " + path));
+    EXPECT_THAT(text, HasSubstr(error));
+    EXPECT_THAT(text, Not(HasSubstr("joined as pid")));
+  }
+}
+
+struct StopCase {
+  std::string run;
+  std::vector<std::string> flags;
+  int signal_number;
+  std::string signal_name;
+  std::string report_start;  // a line the report had before the signal
+};
+
+void PrintTo(const StopCase& c, std::ostream* os) { *os << c.run << " " << c.signal_name; }
+
+class GyredStopTest : public GyredFlagsTest, public ::testing::WithParamInterface<StopCase> {};
+
+TEST_P(GyredStopTest, WorkloadStopsOnTheSignalAndKeepsItsReport) {
+  const StopCase& c = GetParam();
+  const std::string log = dir_ + "/stop.log";
+  const pid_t pid = StartGyred(OneRank("stop", c.run, c.flags), log);
+  // Signal it once it runs the workload (before that the default action would end it).
+  const TimePoint joined_by = SteadyClock::Get()->Now() + Seconds(30);
+  while (ReadAll(log).find("joined as pid") == std::string::npos &&
+         SteadyClock::Get()->Now() < joined_by) {
+    ::usleep(10000);
+  }
+  ASSERT_THAT(ReadAll(log), HasSubstr("joined as pid"));
+  // The handler is installed right after that line; the bench runs for about 0.5 s more.
+  ::usleep(50000);
+  ASSERT_EQ(::kill(pid, c.signal_number), 0);
+  const TimePoint signalled = SteadyClock::Get()->Now();
+  const int code = WaitExit(pid, Seconds(10));
+  const double took = std::chrono::duration<double>(SteadyClock::Get()->Now() - signalled).count();
+  const std::string text = ReadAll(log);
+  EXPECT_EQ(code, 128 + c.signal_number) << text;
+  EXPECT_LT(took, 5.0) << text;
+  EXPECT_THAT(text, HasSubstr(c.report_start));
+  EXPECT_THAT(
+      text, HasSubstr("--run " + c.run + ": stopped by " + c.signal_name + " before it finished"));
+  EXPECT_THAT(text, HasSubstr("[rank 0] gyred: --run " + c.run + " stopped by " + c.signal_name));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Workloads, GyredStopTest,
+    ::testing::Values(
+        // So many timed runs that it would go on for hours.
+        StopCase{"main", {"--timing_runs=100000000"}, SIGTERM, "SIGTERM", "gyre main job: "},
+        StopCase{"main", {"--timing_runs=100000000"}, SIGINT, "SIGINT", "gyre main job: "},
+        // Half a second of cells here: it would finish with 0 instead.
+        StopCase{"bench", {}, SIGTERM, "SIGTERM", "gyred --run bench"}),
+    [](const ::testing::TestParamInfo<StopCase>& info) {
+      return info.param.run + "_" + info.param.signal_name;
+    });
+
+}  // namespace
+}  // namespace gyre
