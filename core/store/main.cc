@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "core/auth/secret.h"
 #include "core/base/fd_limit.h"
@@ -29,6 +30,15 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // gyre-store takes flags only. A stray word would otherwise be dropped, and `gyre-store 29500`
+  // would serve on a kernel-picked port that nobody is told to use.
+  if (argc > 1) {
+    const std::string stray = argv[1];
+    const bool number = stray.find_first_not_of("0123456789") == std::string::npos;
+    std::fprintf(stderr, "gyre-store: unexpected argument '%s': it takes only flags%s\n",
+                 stray.c_str(), number ? (" (a port is --port " + stray + ")").c_str() : "");
+    return 2;
+  }
 
   // Block the stop signals before any thread exists, so only sigwait below receives them.
   sigset_t stop_signals;
