@@ -128,13 +128,6 @@ std::string SignalName(int signal_number) {
   }
 }
 
-// A flag's value as the user wrote it ("0", "-1", "nan", "1e+300").
-std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
 // The flags whose mistakes would otherwise surface only after this rank joined the job: a
 // rank that fails then leaves its slot claimed in the store, so the next run of the same job
 // id fails too, and a bad timeout fails every call at once (Seconds() turns NaN into zero).
@@ -145,25 +138,13 @@ gyre::Status CheckFlags() {
     return InvalidArgumentError("--run '" + FLAGS_run +
                                 "' is not one of serve, selftest, main, bench");
   }
-  // Durations are held in nanoseconds (about 292 years); NaN fails every comparison. The
-  // ranges are gyrerun's, which passes these flags on.
-  struct SecondsFlag {
-    const char* name;
-    double value, min, max;
-    const char* range;
-  };
-  for (const SecondsFlag& f : {
-           SecondsFlag{"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
-           SecondsFlag{"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9,
-                       "from 0.001 to 1e9 seconds"},
-           SecondsFlag{"--linger_after_failure", FLAGS_linger_after_failure, 0, 1e6,
-                       "from 0 to 1e6 seconds"},
-       }) {
-    if (!(std::isfinite(f.value) && f.value >= f.min && f.value <= f.max)) {
-      return InvalidArgumentError(std::string(f.name) + " " + Number(f.value) + " must be " +
-                                  f.range);
-    }
-  }
+  // The ranges are gyrerun's, which passes these flags on.
+  const std::string bad = gyre::FirstBadSecondsFlag({
+      {"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+      {"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+      {"--linger_after_failure", FLAGS_linger_after_failure, 0, 1e6, "from 0 to 1e6 seconds"},
+  });
+  if (!bad.empty()) return InvalidArgumentError(bad);
   if (FLAGS_segment_bytes < 0) {
     return InvalidArgumentError("--segment_bytes " + std::to_string(FLAGS_segment_bytes) +
                                 " must be 0 (no segments) or more");

@@ -490,27 +490,14 @@ int main(int argc, char** argv) {
   if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
     return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
-  // Durations are held in nanoseconds (about 292 years); NaN fails every comparison.
-  struct SecondsFlag {
-    const char* name;
-    double value, min, max;
-    const char* range;
-  };
-  for (const SecondsFlag& f : {
-           SecondsFlag{"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
-           SecondsFlag{"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9,
-                       "from 0.001 to 1e9 seconds"},
-           SecondsFlag{"--grace_period", FLAGS_grace_period, 0, 1e6, "from 0 to 1e6 seconds"},
-           SecondsFlag{"--job_timeout", FLAGS_job_timeout, 0, 1e9,
-                       "0 (never) or up to 1e9 seconds"},
-           SecondsFlag{"--hang_timeout", FLAGS_hang_timeout, 0, 1e9,
-                       "0 (off) or up to 1e9 seconds"},
-       }) {
-    if (!(f.value >= f.min && f.value <= f.max)) {
-      return Usage(std::string(f.name) + " must be " + f.range + ", not " +
-                   std::to_string(f.value));
-    }
-  }
+  const std::string bad = gyre::FirstBadSecondsFlag({
+      {"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+      {"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
+      {"--grace_period", FLAGS_grace_period, 0, 1e6, "from 0 to 1e6 seconds"},
+      {"--job_timeout", FLAGS_job_timeout, 0, 1e9, "0 (never) or up to 1e9 seconds"},
+      {"--hang_timeout", FLAGS_hang_timeout, 0, 1e9, "0 (off) or up to 1e9 seconds"},
+  });
+  if (!bad.empty()) return Usage(bad);
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 
@@ -78,5 +79,16 @@ inline Duration Seconds(double s) {
   return Duration(static_cast<Duration::rep>(ns));
 }
 inline Duration Millis(int64_t ms) { return std::chrono::milliseconds(ms); }
+
+// A command-line duration in seconds and the range it must lie in (`range` says it in
+// words: "from 0.001 to 1e9 seconds").
+struct SecondsFlag {
+  const char* name;
+  double value, min, max;
+  const char* range;
+};
+// The first flag that is NaN, infinite or out of its range, as "<name> <value> must be
+// <range>" (the value as written: "nan", "-1", "1e+300"); empty when all are good.
+std::string FirstBadSecondsFlag(std::initializer_list<SecondsFlag> flags);
 
 }  // namespace gyre

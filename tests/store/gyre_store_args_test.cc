@@ -17,21 +17,15 @@
 #include <thread>
 #include <vector>
 
+#include "tests/built_binary.h"
+
 namespace gyre {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// build/bin/gyre-store: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin.
-std::string GyreStoreBinary() {
-  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyre-store";
-  char self[4096] = {};
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  std::string exe(self, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/')) + "/../bin/gyre-store";
-}
+std::string GyreStoreBinary() { return testing::BuiltBinary("gyre-store"); }
 
 struct Outcome {
   int code;  // exit code; -1 when it was still running after 10 s (and was killed)
@@ -43,38 +37,9 @@ Outcome RunGyreStore(const std::vector<std::string>& args) {
   char log[] = "/tmp/gyre_store_args_XXXXXX";
   const int log_fd = ::mkstemp(log);
   if (log_fd < 0) return {-2, std::string("mkstemp: ") + std::strerror(errno)};
-  std::vector<std::string> all = {GyreStoreBinary()};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0) ::_exit(125);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
   ::close(log_fd);
-  Outcome out{-1, ""};
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  int status = 0;
-  while (true) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      out.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-      break;
-    }
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  out.output = text.str();
+  const pid_t pid = testing::StartLogged(GyreStoreBinary(), args, log);
+  Outcome out{testing::WaitExit(pid, Seconds(10)), testing::ReadAll(log)};
   ::unlink(log);
   return out;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/base/clock.h"
+#include "tests/built_binary.h"
 
 namespace gyre {
 namespace {
@@ -27,72 +28,22 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// build/bin/gyred: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin.
-std::string GyredBinary() {
-  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyred";
-  char self[4096] = {};
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  std::string exe(self, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/')) + "/../bin/gyred";
-}
+using testing::ReadAll;
+using testing::WaitExit;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Starts gyred with `flags`, its stdout and stderr both going to `log`.
+std::string GyredBinary() { return testing::BuiltBinary("gyred"); }
 pid_t StartGyred(const std::vector<std::string>& flags, const std::string& log) {
-  std::vector<std::string> args = {GyredBinary()};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// The exit code; 1000 + the signal when a signal ended it; -1 when it had to be killed after
-// `timeout`.
-int WaitExit(pid_t pid, Duration timeout) {
-  const TimePoint until = SteadyClock::Get()->Now() + timeout;
-  while (true) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-    }
-    if (SteadyClock::Get()->Now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    ::usleep(5000);
-  }
+  return testing::StartLogged(GyredBinary(), flags, log);
 }
 
 class GyredFlagsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::access(GyredBinary().c_str(), X_OK), 0) << GyredBinary() << ": build gyred";
-    std::string base = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
-    std::string templ = base + "/gyred_flags_XXXXXX";
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << std::strerror(errno);
-    dir_ = templ;
+    dir_ = testing::MakeTempDir("gyred_flags");
+    ASSERT_FALSE(dir_.empty()) << std::strerror(errno);
   }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
+  void TearDown() override { EXPECT_TRUE(testing::RemoveTree(dir_)); }
   // A one-rank job on this test's store folder, with `extra` flags last (they win).
   std::vector<std::string> OneRank(const std::string& job_id, const std::string& run,
                                    const std::vector<std::string>& extra) const {

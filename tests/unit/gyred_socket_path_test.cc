@@ -18,28 +18,16 @@
 
 #include "core/base/clock.h"
 #include "core/ipc/ipc.h"
+#include "tests/built_binary.h"
 
 namespace gyre {
 namespace {
 
 using ::testing::HasSubstr;
 
-// build/bin/gyred: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin.
-std::string GyredBinary() {
-  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyred";
-  char self[4096] = {};
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  std::string exe(self, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/')) + "/../bin/gyred";
-}
+using testing::ReadAll;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string GyredBinary() { return testing::BuiltBinary("gyred"); }
 
 struct Exit {
   int code = -1;  // -1: killed after the timeout
@@ -49,40 +37,15 @@ struct Exit {
 // Runs gyred as rank 0 of a one-rank job serving on `socket_path`; stderr goes to `log`.
 Exit RunGyred(const std::string& dir, const std::string& socket_path, const std::string& log,
               Duration timeout) {
-  std::vector<std::string> args = {GyredBinary(),
-                                   "--rank=0",
-                                   "--world_size=1",
-                                   "--store=file://" + dir + "/store",
-                                   "--job_id=socketpath",
-                                   "--run=serve",
-                                   "--rendezvous_timeout=10",
-                                   "--socket=" + socket_path};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
   const TimePoint start = SteadyClock::Get()->Now();
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (err < 0 || ::dup2(err, STDERR_FILENO) < 0 || ::dup2(err, STDOUT_FILENO) < 0) ::_exit(125);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  const pid_t pid = testing::StartLogged(
+      GyredBinary(),
+      {"--rank=0", "--world_size=1", "--store=file://" + dir + "/store", "--job_id=socketpath",
+       "--run=serve", "--rendezvous_timeout=10", "--socket=" + socket_path},
+      log);
   Exit exit;
-  while (true) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      break;
-    }
-    if (SteadyClock::Get()->Now() - start > timeout) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    ::usleep(5000);
-  }
+  const int code = testing::WaitExit(pid, timeout);
+  exit.code = code >= 1000 ? -1 : code;
   exit.took = SteadyClock::Get()->Now() - start;
   return exit;
 }
@@ -91,15 +54,10 @@ class GyredSocketPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::access(GyredBinary().c_str(), X_OK), 0) << GyredBinary() << ": build gyred";
-    std::string base = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
-    std::string templ = base + "/gyred_socket_XXXXXX";
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << std::strerror(errno);
-    dir_ = templ;
+    dir_ = testing::MakeTempDir("gyred_socket");
+    ASSERT_FALSE(dir_.empty()) << std::strerror(errno);
   }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
+  void TearDown() override { EXPECT_TRUE(testing::RemoveTree(dir_)); }
   std::string dir_;
 };
 

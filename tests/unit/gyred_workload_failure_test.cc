@@ -16,27 +16,19 @@
 #include <vector>
 
 #include "core/base/clock.h"
+#include "tests/built_binary.h"
 
 namespace gyre {
 namespace {
 
 using ::testing::HasSubstr;
 
-// build/bin/gyred: GYRE_BIN_DIR is set by CTest; run by hand, the binary sits in ../bin.
-std::string GyredBinary() {
-  if (const char* env = std::getenv("GYRE_BIN_DIR")) return std::string(env) + "/gyred";
-  char self[4096] = {};
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "";
-  std::string exe(self, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/')) + "/../bin/gyred";
-}
+using testing::ReadAll;
+using testing::WaitExit;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+std::string GyredBinary() { return testing::BuiltBinary("gyred"); }
+pid_t StartGyred(const std::vector<std::string>& flags, const std::string& log) {
+  return testing::StartLogged(GyredBinary(), flags, log);
 }
 
 void WriteSecret(const std::string& path, char digit) {
@@ -44,53 +36,14 @@ void WriteSecret(const std::string& path, char digit) {
   ::chmod(path.c_str(), 0600);
 }
 
-pid_t StartGyred(const std::vector<std::string>& flags, const std::string& log) {
-  std::vector<std::string> args = {GyredBinary()};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// The exit code, or -1 when it was killed or had to be killed after `timeout`.
-int WaitExit(pid_t pid, Duration timeout) {
-  const TimePoint until = SteadyClock::Get()->Now() + timeout;
-  while (true) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    if (SteadyClock::Get()->Now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    ::usleep(5000);
-  }
-}
-
 class GyredWorkloadFailureTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     ASSERT_EQ(::access(GyredBinary().c_str(), X_OK), 0) << GyredBinary() << ": build gyred";
-    std::string base = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
-    std::string templ = base + "/gyred_workload_XXXXXX";
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << std::strerror(errno);
-    dir_ = templ;
+    dir_ = testing::MakeTempDir("gyred_workload");
+    ASSERT_FALSE(dir_.empty()) << std::strerror(errno);
   }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
+  void TearDown() override { EXPECT_TRUE(testing::RemoveTree(dir_)); }
   std::string dir_;
 };
 
