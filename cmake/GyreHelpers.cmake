@@ -23,6 +23,11 @@ function(gyre_test)
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   # Several labels must reach the property as one list, not as extra property names.
   string(REPLACE ";" "\\;" labels "${G_LABELS}")
+  # tests/CMakeLists.txt makes one target per label (gyre-tests-unit, ...) that builds only
+  # the binaries of that label's tests, so a stage running one label builds no more.
+  foreach(label ${G_LABELS})
+    set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
+  endforeach()
   gtest_discover_tests(${G_NAME}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 30
