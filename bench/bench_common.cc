@@ -593,14 +593,6 @@ Status Reporter::Close() {
   return write_error_;
 }
 
-Status CheckStdoutWritten() {
-  errno = 0;
-  const bool flushed = std::fflush(stdout) == 0;
-  if (flushed && !std::ferror(stdout)) return Status::Ok();
-  return ResourceExhaustedError(std::string("cannot write to stdout") +
-                                (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
-}
-
 StatusOr<int> PinToRankCpu(int rank) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

@@ -152,10 +152,6 @@ class Reporter {
   Status write_error_;
 };
 
-// Flushes stdout: an error naming it when something written there was lost (a full disk,
-// /dev/full, a closed pipe), so that a program does not exit 0 without its output.
-Status CheckStdoutWritten();
-
 // Pins the calling thread (and so every thread it starts later) to the (rank mod n)-th CPU
 // of the current affinity mask. Returns the CPU chosen.
 StatusOr<int> PinToRankCpu(int rank);

@@ -30,6 +30,7 @@
 #include "core/algo/builders.h"
 #include "core/algo/collective.h"
 #include "core/algo/schedule.h"
+#include "core/base/stdout_check.h"
 #include "core/job/identity.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
@@ -324,7 +325,7 @@ int PrintEstimates(Op op, DataType dtype, ReduceOp redop, const std::vector<int6
           e.seconds * 1e6, static_cast<unsigned long long>(algo::ScheduleShape(*schedule)));
     }
   }
-  Status written = CheckStdoutWritten();
+  Status written = FlushStdout();
   return written.ok() ? 0 : Fail(written, -1);
 }
 
@@ -384,7 +385,7 @@ int Main(int argc, char** argv) {
     for (algo::Algorithm a : algo::AlgorithmsFor(CollectiveOf(op))) {
       std::printf("%s\n", algo::AlgorithmName(a));
     }
-    Status written = CheckStdoutWritten();
+    Status written = FlushStdout();
     return written.ok() ? 0 : fail(written);
   }
   auto algos_or = AlgorithmList(op, FLAGS_algo);
@@ -593,7 +594,7 @@ int Main(int argc, char** argv) {
   }
   reporter.Footer(total_wrong);
   Status written = reporter.Close();
-  if (written.ok()) written = CheckStdoutWritten();
+  if (written.ok()) written = FlushStdout();
   if (!written.ok()) return Fail(written, rank);
   return total_wrong == 0 ? 0 : 2;
 }

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "core/auth/secret.h"
+#include "core/base/stdout_check.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
 #include "core/job/bootstrap.h"
@@ -55,16 +56,6 @@ std::string Number(double v) {
 constexpr double kMinTimeoutSeconds = 0.001;
 constexpr double kMaxTimeoutSeconds = 3600;
 
-// Flushes stdout: a report that did not reach it (a full disk, /dev/full) is an error.
-int CheckStdout(int code) {
-  errno = 0;
-  std::cout.flush();
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
-  std::cerr << "gyrectl: cannot write to stdout" << (errno != 0 ? ": " : "")
-            << (errno != 0 ? std::strerror(errno) : "") << "\n";
-  return code != 0 ? code : 2;
-}
-
 int Run(int argc, char** argv);
 
 }  // namespace
@@ -72,7 +63,7 @@ int Run(int argc, char** argv);
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("gyrectl status|dump|timeline --store URL --job_id J [--json]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  return CheckStdout(Run(argc, argv));
+  return gyre::ExitCodeAfterFlushingStdout("gyrectl", Run(argc, argv));
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "core/algo/formulas.h"
 #include "core/algo/select.h"
 #include "core/algo/verifier.h"
+#include "core/base/stdout_check.h"
 
 DEFINE_string(op, "allreduce",
               "collective: allreduce broadcast reduce allgather reduce_scatter "
@@ -44,16 +45,6 @@ std::string Number(double v) {
 // cost grows faster than the ranks (the default allreduce: 2048 ranks take 2 s and 270 MB,
 // 4096 ranks 7 s and 1 GB, 100000 ranks passed 4.7 GB in 20 s).
 constexpr int kMaxRanks = 2048;
-
-// Flushes stdout: output that did not reach it (a full disk, /dev/full) is an error.
-int CheckStdout(int code) {
-  errno = 0;
-  std::cout.flush();
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
-  std::fprintf(stderr, "gyre-schedule: cannot write to stdout%s%s\n", errno != 0 ? ": " : "",
-               errno != 0 ? std::strerror(errno) : "");
-  return code != 0 ? code : 2;
-}
 
 int Run(int argc, char** argv) {
   using namespace gyre;
@@ -150,5 +141,5 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("print, verify and cost one collective's schedule");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  return CheckStdout(Run(argc, argv));
+  return gyre::ExitCodeAfterFlushingStdout("gyre-schedule", Run(argc, argv));
 }

@@ -15,6 +15,7 @@
 
 #include "core/algo/collective.h"
 #include "core/algo/select.h"
+#include "core/base/stdout_check.h"
 #include "core/sim/mapping.h"
 #include "core/sim/simulator.h"
 #include "core/sim/study.h"
@@ -281,16 +282,6 @@ int RunOne() {
   return result->ok ? 0 : 1;
 }
 
-// Flushes stdout: output that did not reach it (a full disk, /dev/full) is an error.
-int CheckStdout(int code) {
-  errno = 0;
-  std::cout.flush();
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
-  std::fprintf(stderr, "gyre-sim: cannot write to stdout%s%s\n", errno != 0 ? ": " : "",
-               errno != 0 ? std::strerror(errno) : "");
-  return code != 0 ? code : 2;
-}
-
 int Run(int argc, char** argv) {
   using namespace gyre;
   if (argc > 1) {
@@ -328,5 +319,5 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("run gyre's schedules on a modelled network (docs/simulator.md)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  return CheckStdout(Run(argc, argv));
+  return gyre::ExitCodeAfterFlushingStdout("gyre-sim", Run(argc, argv));
 }

@@ -1,6 +1,8 @@
 // base: Status, deadlines, dtypes and the reduction kernels.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "core/base/dtype.h"
 #include "core/base/fd_limit.h"
 #include "core/base/status.h"
+#include "core/base/stdout_check.h"
 
 namespace gyre {
 namespace {
@@ -185,6 +188,36 @@ TEST(ReduceKernelTest, AverageDividesFloatsAndRejectsIntegers) {
   EXPECT_EQ(v[2], 3);
   int32_t w[1] = {4};
   EXPECT_EQ(ScaleForAverage(DataType::kInt32, w, 1, 2).code(), StatusCode::kInvalidArgument);
+}
+
+// In a child whose stdout is /dev/full: what was printed is lost, so the check fails, names
+// stdout and the reason, and turns a tool's exit code 0 into 2 (a failing code is kept).
+TEST(StdoutCheckTest, OutputThatNeverReachedStdoutIsAnError) {
+  for (int code : {0, 3}) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int full = ::open("/dev/full", O_WRONLY);
+      if (full < 0 || ::dup2(full, STDOUT_FILENO) < 0) _exit(10);
+      ::close(STDERR_FILENO);  // keep the test's log clean
+      std::printf("a report\n");
+      Status s = FlushStdout();
+      if (s.ok() || s.code() != StatusCode::kResourceExhausted) _exit(11);
+      if (s.message().find("cannot write to stdout: No space left on device") ==
+          std::string::npos) {
+        _exit(12);
+      }
+      std::printf("more\n");
+      _exit(ExitCodeAfterFlushingStdout("tool", code));
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), code == 0 ? 2 : code);
+  }
+  // Here stdout works: the code passes through.
+  EXPECT_TRUE(FlushStdout().ok());
+  EXPECT_EQ(ExitCodeAfterFlushingStdout("tool", 0), 0);
 }
 
 }  // namespace
