@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre::testing {
 namespace {

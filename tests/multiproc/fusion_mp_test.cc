@@ -5,7 +5,7 @@
 
 #include <regex>
 
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre::testing {
 namespace {

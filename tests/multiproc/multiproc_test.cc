@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre::testing {
 namespace {

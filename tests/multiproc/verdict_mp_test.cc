@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre::testing {
 namespace {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/built_binary.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre {
 namespace {

@@ -12,7 +12,7 @@ namespace gyre::testing {
 namespace {
 
 TEST(GyreBenchCli, IterationCountsAreBounded) {
-  const std::string bench = Bin("gyre-bench");
+  const std::string bench = BuiltBinary("gyre-bench");
   // Refused before any job is needed: 8 bytes per iteration were reserved up front.
   ExpectRefused({bench, "-n", "1000000000"}, {"-n 1000000000", "1000000"});
   ExpectRefused({bench, "-n", "-1"}, {"-n -1"});
@@ -21,7 +21,7 @@ TEST(GyreBenchCli, IterationCountsAreBounded) {
 }
 
 TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
-  const std::string bench = Bin("gyre-bench");
+  const std::string bench = BuiltBinary("gyre-bench");
   for (const char* f : {"1", "0", "-2"}) {
     ExpectRefused({bench, "--estimate", "2", "-b", "4", "-e", "64", "-f", f},
                   {std::string("-f ") + f, "at least 2"});
@@ -34,7 +34,7 @@ TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
 }
 
 TEST(GyreBenchCli, SizesThatOverflowAreRefusedNamingTheFlag) {
-  const std::string bench = Bin("gyre-bench");
+  const std::string bench = BuiltBinary("gyre-bench");
   ExpectRefused({bench, "--estimate", "2", "--sizes", "17179869184G"},
                 {"--sizes 17179869184G", "too large"});
   ExpectRefused({bench, "--estimate", "2", "--sizes", "4,8589934596G"},
@@ -44,7 +44,7 @@ TEST(GyreBenchCli, SizesThatOverflowAreRefusedNamingTheFlag) {
 }
 
 TEST(GyreBenchCli, EstimateWorldSizeIsCapped) {
-  CommandResult r = RunTool({Bin("gyre-bench"), "--estimate", "100000"}, 30);
+  CommandResult r = RunTool({BuiltBinary("gyre-bench"), "--estimate", "100000"}, 30);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--estimate 100000"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("from 1 to 256"), std::string::npos) << r.err;
@@ -52,26 +52,27 @@ TEST(GyreBenchCli, EstimateWorldSizeIsCapped) {
 }
 
 TEST(GyreBenchCli, TimingBarrierIsCheckedUpFront) {
-  ExpectRefused({Bin("gyre-bench"), "--timing_barrier", "bogus"},
+  ExpectRefused({BuiltBinary("gyre-bench"), "--timing_barrier", "bogus"},
                 {"--timing_barrier 'bogus'", "auto, dissemination or binomial"});
 }
 
 TEST(GyreBenchCli, StrayPositionalArgumentsAreRefused) {
-  ExpectRefused({Bin("gyre-bench"), "--estimate", "2", "64K"}, {"unexpected argument '64K'"});
+  ExpectRefused({BuiltBinary("gyre-bench"), "--estimate", "2", "64K"},
+                {"unexpected argument '64K'"});
 }
 
 TEST(GyreBenchCli, EstimateOnAFullStdoutFails) {
-  CommandResult r = RunToFullDisk({Bin("gyre-bench"), "--estimate", "2", "--sizes", "4"});
+  CommandResult r = RunToFullDisk({BuiltBinary("gyre-bench"), "--estimate", "2", "--sizes", "4"});
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
 }
 
 TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
-  CommandResult r =
-      RunCommand({Bin("gyrerun"), "-n", "2", "--mode", "embedded", "--", Bin("gyre-bench"),
-                  "--jsonl", "/dev/full", "-b", "4", "-e", "16", "-n", "2", "-w", "1"},
-                 {}, 90);
+  CommandResult r = RunCommand(
+      {BuiltBinary("gyrerun"), "-n", "2", "--mode", "embedded", "--", BuiltBinary("gyre-bench"),
+       "--jsonl", "/dev/full", "-b", "4", "-e", "16", "-n", "2", "-w", "1"},
+      {}, 90);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("--jsonl /dev/full"), std::string::npos) << r.err;
@@ -79,10 +80,11 @@ TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
 
 TEST(GyreBenchCli, TableOnAFullStdoutFailsTheRun) {
   // gyre-bench's own stdout on /dev/full (gyrerun relays a rank's output through a pipe).
-  CommandResult r = RunCommand({Bin("gyrerun"), "-n", "2", "--mode", "embedded", "--", "/bin/sh",
-                                "-c", "exec \"$0\" \"$@\" >/dev/full", Bin("gyre-bench"), "-b", "4",
-                                "-e", "16", "-n", "2", "-w", "1"},
-                               {}, 90);
+  CommandResult r =
+      RunCommand({BuiltBinary("gyrerun"), "-n", "2", "--mode", "embedded", "--", "/bin/sh", "-c",
+                  "exec \"$0\" \"$@\" >/dev/full", BuiltBinary("gyre-bench"), "-b", "4", "-e", "16",
+                  "-n", "2", "-w", "1"},
+                 {}, 90);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cannot write the results to stdout"), std::string::npos) << r.err;

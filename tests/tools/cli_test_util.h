@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre::testing {
 

@@ -14,8 +14,9 @@ namespace {
 TEST(GyrectlCli, TimeoutOutsideItsRangeIsRefused) {
   const std::string store = "file://" + EmptyTempDir("gyrectl-timeout");
   for (const char* t : {"0", "-1", "nan", "1e+300", "inf"}) {
-    ExpectRefused({Bin("gyrectl"), "status", "--store", store, "--job_id", "j", "--timeout", t},
-                  {std::string("--timeout ") + t, "from 0.001 to 3600 seconds"});
+    ExpectRefused(
+        {BuiltBinary("gyrectl"), "status", "--store", store, "--job_id", "j", "--timeout", t},
+        {std::string("--timeout ") + t, "from 0.001 to 3600 seconds"});
   }
 }
 
@@ -23,8 +24,8 @@ TEST(GyrectlCli, MissingStoreFolderIsNamedAndNotCreated) {
   const std::string base = EmptyTempDir("gyrectl-missing");
   const std::string dir = base + "/a/b/c";
   for (const char* cmd : {"status", "dump", "timeline"}) {
-    ExpectRefused({Bin("gyrectl"), cmd, "--store", "file://" + dir, "--job_id", "x", "--out",
-                   base + "/out.json"},
+    ExpectRefused({BuiltBinary("gyrectl"), cmd, "--store", "file://" + dir, "--job_id", "x",
+                   "--out", base + "/out.json"},
                   {dir, "No such file or directory"});
     struct stat st;
     EXPECT_NE(::stat((base + "/a").c_str(), &st), 0) << cmd << " created " << base << "/a";
@@ -32,8 +33,9 @@ TEST(GyrectlCli, MissingStoreFolderIsNamedAndNotCreated) {
 }
 
 TEST(GyrectlCli, StrayPositionalArgumentsAreRefused) {
-  ExpectRefused({Bin("gyrectl"), "status", "extra", "--store", "file:///tmp", "--job_id", "j"},
-                {"unexpected argument 'extra'"});
+  ExpectRefused(
+      {BuiltBinary("gyrectl"), "status", "extra", "--store", "file:///tmp", "--job_id", "j"},
+      {"unexpected argument 'extra'"});
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace gyre::testing {
 namespace {
 
 TEST(GyrerunCli, ReportOnAFullStdoutFailsTheRun) {
-  CommandResult r = RunToFullDisk({Bin("gyrerun"), "-n", "2", "--run", "selftest"}, 100);
+  CommandResult r = RunToFullDisk({BuiltBinary("gyrerun"), "-n", "2", "--run", "selftest"}, 100);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cannot write the job's report to stdout"), std::string::npos) << r.err;

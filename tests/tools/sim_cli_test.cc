@@ -13,12 +13,12 @@ namespace {
 
 TEST(GyreSimCli, ZeroRanksIsAnErrorNotACrash) {
   // The default --bytes 64M takes the byte-scale path, which divided by the world size.
-  ExpectRefused({Bin("gyre-sim"), "--ranks", "0"}, {"--ranks 0", "from 1 to 4096"});
-  ExpectRefused({Bin("gyre-sim"), "--topology", "ring", "--ranks", "0"}, {"--ranks 0"});
+  ExpectRefused({BuiltBinary("gyre-sim"), "--ranks", "0"}, {"--ranks 0", "from 1 to 4096"});
+  ExpectRefused({BuiltBinary("gyre-sim"), "--topology", "ring", "--ranks", "0"}, {"--ranks 0"});
 }
 
 TEST(GyreSimCli, RanksBeyondTheCapAreRefusedAtOnce) {
-  CommandResult r = RunTool({Bin("gyre-sim"), "--ranks", "100000", "--phantom"}, 30);
+  CommandResult r = RunTool({BuiltBinary("gyre-sim"), "--ranks", "100000", "--phantom"}, 30);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--ranks 100000"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("4096"), std::string::npos) << r.err;
@@ -26,7 +26,7 @@ TEST(GyreSimCli, RanksBeyondTheCapAreRefusedAtOnce) {
 }
 
 TEST(GyreSimCli, LinkAndRateFlagsOutsideTheirMeaningAreRefused) {
-  const std::string sim = Bin("gyre-sim");
+  const std::string sim = BuiltBinary("gyre-sim");
   ExpectRefused({sim, "--bandwidth_GBps", "0"}, {"--bandwidth_GBps 0", "above 0"});
   ExpectRefused({sim, "--bandwidth_GBps", "-5"}, {"--bandwidth_GBps -5"});
   ExpectRefused({sim, "--bandwidth_GBps", "nan"}, {"--bandwidth_GBps nan"});
@@ -39,7 +39,7 @@ TEST(GyreSimCli, LinkAndRateFlagsOutsideTheirMeaningAreRefused) {
 }
 
 TEST(GyreSimCli, SizesThatOverflowAreRefusedNamingTheFlag) {
-  const std::string sim = Bin("gyre-sim");
+  const std::string sim = BuiltBinary("gyre-sim");
   ExpectRefused({sim, "--ranks", "4", "--count", "9223372036854775807"},
                 {"--count 9223372036854775807 is too large"});
   ExpectRefused({sim, "--ranks", "4", "--count", "2305843009213693952", "--op", "allgather"},
@@ -49,7 +49,7 @@ TEST(GyreSimCli, SizesThatOverflowAreRefusedNamingTheFlag) {
 }
 
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
-  const std::string schedule = Bin("gyre-schedule");
+  const std::string schedule = BuiltBinary("gyre-schedule");
   ExpectRefused({schedule, "--gbps", "0"}, {"--gbps 0", "above 0"});
   ExpectRefused({schedule, "--gbps", "-5"}, {"--gbps -5"});
   ExpectRefused({schedule, "--gbps", "nan"}, {"--gbps nan"});
@@ -63,14 +63,15 @@ TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
 }
 
 TEST(GyreSimCli, StrayPositionalArgumentsAreRefused) {
-  ExpectRefused({Bin("gyre-sim"), "extra"}, {"unexpected argument 'extra'"});
-  ExpectRefused({Bin("gyre-schedule"), "extra", "positional"}, {"unexpected argument 'extra'"});
+  ExpectRefused({BuiltBinary("gyre-sim"), "extra"}, {"unexpected argument 'extra'"});
+  ExpectRefused({BuiltBinary("gyre-schedule"), "extra", "positional"},
+                {"unexpected argument 'extra'"});
 }
 
 TEST(GyreSimCli, OutputThatCannotBeWrittenIsAnError) {
   for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
-           {Bin("gyre-schedule")},
-           {Bin("gyre-sim"), "--ranks", "4", "--bytes", "1K"},
+           {BuiltBinary("gyre-schedule")},
+           {BuiltBinary("gyre-sim"), "--ranks", "4", "--bytes", "1K"},
        }) {
     CommandResult r = RunToFullDisk(argv);
     EXPECT_FALSE(r.timed_out) << argv[0];

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/base/clock.h"
-#include "tests/built_binary.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre {
 namespace {

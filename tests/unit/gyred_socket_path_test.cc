@@ -18,7 +18,7 @@
 
 #include "core/base/clock.h"
 #include "core/ipc/ipc.h"
-#include "tests/built_binary.h"
+#include "tests/support/subprocess.h"
 
 namespace gyre {
 namespace {
@@ -44,8 +44,7 @@ Exit RunGyred(const std::string& dir, const std::string& socket_path, const std:
        "--run=serve", "--rendezvous_timeout=10", "--socket=" + socket_path},
       log);
   Exit exit;
-  const int code = testing::WaitExit(pid, timeout);
-  exit.code = code >= 1000 ? -1 : code;
+  exit.code = testing::WaitExit(pid, timeout);
   exit.took = SteadyClock::Get()->Now() - start;
   return exit;
 }

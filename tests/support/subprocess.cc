@@ -1,4 +1,4 @@
-#include "tests/multiproc/subprocess.h"
+#include "tests/support/subprocess.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,15 +9,24 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace gyre::testing {
 
 std::string BinDir() {
-  const char* d = std::getenv("GYRE_BIN_DIR");
-  return d ? d : "build/bin";
+  if (const char* env = std::getenv("GYRE_BIN_DIR")) return env;
+  char self[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "build/bin";
+  const std::string exe(self, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/')) + "/../bin";
 }
+
+std::string BuiltBinary(const std::string& name) { return BinDir() + "/" + name; }
 
 bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
@@ -26,6 +35,59 @@ std::string EmptyTempDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string templ = std::string(base != nullptr ? base : "/tmp") + "/" + prefix + "_XXXXXX";
+  return ::mkdtemp(templ.data()) != nullptr ? templ : "";
+}
+
+bool RemoveTree(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  return !error;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+pid_t StartLogged(const std::string& binary, const std::vector<std::string>& args,
+                  const std::string& log) {
+  std::vector<std::string> all = {binary};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int WaitExit(pid_t pid, Duration timeout) {
+  const TimePoint until = SteadyClock::Get()->Now() + timeout;
+  while (true) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (SteadyClock::Get()->Now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::usleep(5000);
+  }
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv,
