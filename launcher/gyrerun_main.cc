@@ -841,6 +841,13 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // The ranks' relayed output is the job's output too: lines lost on the way (a full disk)
+  // fail a job that would otherwise succeed, naming what was lost.
+  const std::string lost = supervisor.LostOutput();
+  if (!lost.empty()) {
+    std::cerr << "gyrerun: " << lost << "\n";
+    if (exit_code == 0) exit_code = 1;
+  }
   if (store_server) store_server->Stop();
   return exit_code;  // `cleanup` removes the secret, and the folder if gyrerun made it
 }

@@ -693,12 +693,37 @@ void Supervisor::EmitLine(Child* child, Stream* stream, const std::string& line)
   std::string text;
   text.reserve(child->prefix.size() + line.size() + 1);
   text.append(child->prefix).append(line).push_back('\n');
+  errno = 0;
   os->write(text.data(), static_cast<std::streamsize>(text.size()));
   os->flush();
+  if (!*os) {
+    // Counted and reported at the end (LostOutput); the stream is cleared so that later
+    // lines are tried again (the disk may free up), and the job is not held up for it.
+    Lost& lost = stream->is_stderr ? lost_err_ : lost_out_;
+    if (lost.lines++ == 0) {
+      lost.first_from = child->spec.name;
+      lost.first_errno = errno;
+    }
+    os->clear();
+  }
   if (stream->is_stderr && options_.tail_lines > 0) {
     child->tail.push_back(line);
     while (child->tail.size() > options_.tail_lines) child->tail.pop_front();
   }
+}
+
+std::string Supervisor::LostOutput() const {
+  std::string text;
+  for (const auto& [lost, what] : {std::pair<const Lost&, const char*>{lost_out_, "stdout"},
+                                   std::pair<const Lost&, const char*>{lost_err_, "stderr"}}) {
+    if (lost.lines == 0) continue;
+    if (!text.empty()) text += "; ";
+    text += std::to_string(lost.lines) + (lost.lines == 1 ? " line" : " lines") +
+            " of the ranks' " + what + " (the first from " + lost.first_from +
+            ") could not be written";
+    if (lost.first_errno != 0) text += std::string(": ") + std::strerror(lost.first_errno);
+  }
+  return text;
 }
 
 void Supervisor::ReadStream(Child* child, Stream* stream) {

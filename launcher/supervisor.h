@@ -209,6 +209,11 @@ class Supervisor {
   pid_t process_group() const { return pgid_; }
   // The text printed after a failed job; empty while running or when the job succeeded.
   std::string FailureSummary() const { return summary_; }
+  // Empty when every relayed line was written; otherwise what was lost, as "N lines of the
+  // ranks' stdout (the first from rank 2) could not be written: <reason>" (a full disk,
+  // /dev/full, a closed pipe). The job goes on either way; the caller decides (gyrerun fails
+  // a job that would otherwise exit 0). Final once Wait() returned.
+  std::string LostOutput() const;
 
  private:
   class SignalRelay;
@@ -293,6 +298,13 @@ class Supervisor {
   Deadline signal_preferred_until_ = Deadline::Infinite();
   std::vector<std::string> notes_;  // extra summary lines, e.g. processes that would not die
   std::string summary_;
+  // Relayed lines that did not reach options_.out / options_.err, and the first loss.
+  struct Lost {
+    int64_t lines = 0;
+    std::string first_from;
+    int first_errno = 0;
+  };
+  Lost lost_out_, lost_err_;
 };
 
 }  // namespace gyre::launcher
