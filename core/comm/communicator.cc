@@ -1,7 +1,11 @@
 #include "core/comm/communicator.h"
 
+#include <glog/logging.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/algo/builders.h"
 #include "core/algo/verifier.h"
@@ -79,7 +83,31 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions opt
 }
 
 Communicator::~Communicator() {
-  if (trace_ != nullptr) std::fclose(trace_);
+  if (trace_ == nullptr) return;
+  errno = 0;
+  if (std::fclose(trace_) != 0 && trace_lost_ == 0) ++trace_lost_;
+  if (trace_lost_ > 0) {
+    LOG(WARNING) << "rank " << rank() << ": --trace_jsonl " << options_.trace_jsonl << ": "
+                 << trace_lost_ << " of " << trace_records_
+                 << " records could not be written; the trace is incomplete";
+  }
+}
+
+void Communicator::WriteTraceLine(const std::string& line) {
+  // The trace is a record of the calls, not part of them: a write that fails (a full disk)
+  // is reported, first at once and then as a count when the communicator closes, and the
+  // calls go on.
+  ++trace_records_;
+  errno = 0;
+  const bool written = std::fputs(line.c_str(), trace_) >= 0 && std::fflush(trace_) == 0;
+  if (written) return;
+  if (trace_lost_++ == 0) {
+    LOG(WARNING) << "rank " << rank() << ": --trace_jsonl " << options_.trace_jsonl
+                 << ": cannot write a record"
+                 << (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string())
+                 << "; the records lost are counted when the job ends";
+  }
+  std::clearerr(trace_);
 }
 
 StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOptions& opts) const {
@@ -323,8 +351,7 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
       first = false;
     }
     line += "]}\n";
-    std::fputs(line.c_str(), trace_);
-    std::fflush(trace_);
+    WriteTraceLine(line);
   }
   return st;
 }

@@ -206,6 +206,8 @@ class Communicator {
   std::optional<std::string> EarlierDivergence(uint64_t before);
   // Records call `seq` as refused with `why` (already naming it); returns `why`. Under mu_.
   Status RefuseLocked(uint64_t seq, const algo::CollectiveSpec& spec, const Status& why);
+  // Appends one record to trace_; a write that fails is logged and counted, never fatal.
+  void WriteTraceLine(const std::string& line);
   // Whether online tuning applies to a call asked as `asked` and resolved as `resolved`.
   bool Tunes(const algo::CollectiveSpec& asked, const CallOptions& opts,
              const algo::CollectiveSpec& resolved) const;
@@ -227,6 +229,8 @@ class Communicator {
   Metrics metrics_;
   FailureHandler failure_handler_;
   std::FILE* trace_ = nullptr;
+  int64_t trace_records_ = 0;  // lines written to trace_, and those lost
+  int64_t trace_lost_ = 0;
   std::mutex mu_;
   uint64_t next_seq_ = 1;
   Executor executor_;

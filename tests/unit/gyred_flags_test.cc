@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -118,6 +119,22 @@ TEST_F(GyredFlagsTest, TraceFileThatCannotBeOpenedIsNamed) {
     EXPECT_THAT(text, HasSubstr(error));
     EXPECT_THAT(text, Not(HasSubstr("joined as pid")));
   }
+}
+
+// A trace that opens but cannot be written (a full disk): the calls go on and succeed, and
+// the log says so at the first lost record and counts them at the end.
+TEST_F(GyredFlagsTest, TraceOnAFullDiskIsReportedAndTheCallsGoOn) {
+  const std::string log = dir_ + "/full.log";
+  const int code = WaitExit(
+      StartGyred(OneRank("tracefull", "selftest", {"--trace_jsonl=/dev/full"}), log), Seconds(60));
+  const std::string text = ReadAll(log);
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_THAT(text, HasSubstr("selftest: all checks passed"));
+  EXPECT_THAT(text, HasSubstr("rank 0: --trace_jsonl /dev/full: cannot write a record: No space "
+                              "left on device"));
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex(R"(--trace_jsonl /dev/full: (\d+) of \1 records could not be written)")))
+      << text;
 }
 
 struct StopCase {
