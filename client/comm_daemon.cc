@@ -32,6 +32,10 @@ constexpr int kProtocolVersion = 1;
 
 Status FromProto(const proto::StatusProto& s) {
   if (s.code() == 0) return Status::Ok();
+  if (!IsKnownStatusCode(s.code())) {
+    return InternalError("gyred answered with unknown status code " + std::to_string(s.code()) +
+                         ": " + s.message());
+  }
   return Status(static_cast<StatusCode>(s.code()), s.message());
 }
 

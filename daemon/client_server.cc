@@ -522,8 +522,17 @@ void ClientServer::HandleConnection(int fd) {
       opts.algorithm = static_cast<algo::Algorithm>(c.algorithm());
       opts.deterministic = c.deterministic();
       if (c.has_refused()) {
-        result = Status(static_cast<StatusCode>(c.refused().code()), c.refused().message());
-        if (result.ok()) result = InvalidArgumentError("a refused call without a reason");
+        // The program's own reason; a code that is not an error (or not one gyre knows) is
+        // still a refusal, of the caller's arguments.
+        const int code = c.refused().code();
+        if (code == 0 && c.refused().message().empty()) {
+          result = InvalidArgumentError("a refused call without a reason");
+        } else if (code == 0 || !IsKnownStatusCode(code)) {
+          result = InvalidArgumentError(c.refused().message() + " (refused with status code " +
+                                        std::to_string(code) + ")");
+        } else {
+          result = Status(static_cast<StatusCode>(code), c.refused().message());
+        }
       } else if (c.collective() < 0 || c.collective() >= algo::kNumCollectives ||
                  c.algorithm() < 0 || c.algorithm() >= algo::kNumAlgorithms) {
         result = InvalidArgumentError("unknown collective or algorithm value in request");

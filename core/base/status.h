@@ -24,6 +24,10 @@ enum class StatusCode : int {
 };
 
 const char* StatusCodeName(StatusCode code);
+// Whether `code`, read off the wire, is one of the codes above (kOk included).
+inline bool IsKnownStatusCode(int code) {
+  return code >= 0 && code <= static_cast<int>(StatusCode::kResourceExhausted);
+}
 
 class [[nodiscard]] Status {
  public:

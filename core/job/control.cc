@@ -160,7 +160,8 @@ void ControlServer::Handle(int fd) {
     proto::ControlResponse resp;
     if (req.has_abort()) {
       const auto& a = req.abort();
-      Status reason(a.code() == 0 ? StatusCode::kAborted : static_cast<StatusCode>(a.code()),
+      const bool known = a.code() != 0 && IsKnownStatusCode(a.code());
+      Status reason(known ? static_cast<StatusCode>(a.code()) : StatusCode::kAborted,
                     a.verdict() + " [verdict from rank " + std::to_string(a.from_rank()) +
                         ", received on rank " + std::to_string(info_.rank) + "]");
       comm_->recorder()->Record("abort_received", a.seq(),

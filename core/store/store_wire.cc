@@ -40,7 +40,7 @@ void SetResponseStatus(const Status& status, proto::StoreResponse* response) {
 
 Status ResponseStatus(const proto::StoreResponse& response) {
   if (response.code() == 0) return Status::Ok();
-  if (response.code() < 0 || response.code() > static_cast<int>(StatusCode::kResourceExhausted)) {
+  if (!IsKnownStatusCode(response.code())) {
     return InternalError("store server answered with unknown status code " +
                          std::to_string(response.code()) + ": " + response.message());
   }

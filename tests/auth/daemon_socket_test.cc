@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -618,6 +619,73 @@ TEST_F(DaemonTest, RequestsOutsideTheMappedRegionsAreRefused) {
   for (int f : {region_fd, loose_fd, file_fd, pipe_fds[0], pipe_fds[1]}) ::close(f);
   ::munmap(region, 4096);
   ::munmap(loose, 4096);
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_TRUE(Allreduce(**comm, 11).ok());
+}
+
+// A call request a program did not build with the client library: a refusal with no reason,
+// an unknown status code, or values outside every enum (collective, algorithm, dtype, op),
+// refused or not. Each is answered with a refusal naming what was wrong and takes its place in
+// the sequence; the daemon neither crashes nor loses its count, so a good call still runs.
+TEST_F(DaemonTest, HostileCallRequestsAreRefusedInSequenceAndTheDaemonGoesOn) {
+  const int fd = HelloClient(socket_, secret_);
+  ASSERT_GE(fd, 0);
+  uint64_t id = 1;
+  auto ask = [&](proto::ClientRequest req) {
+    req.set_id(++id);
+    proto::ClientResponse resp;
+    EXPECT_TRUE(ipc::WriteMessage(fd, req, In(Seconds(5)), "test").ok());
+    do {
+      EXPECT_TRUE(ipc::ReadMessage(fd, &resp, In(Seconds(10)), "test").ok());
+    } while (resp.id() == 0 && !::testing::Test::HasFailure());
+    return resp;
+  };
+  struct Case {
+    std::string name;
+    std::function<void(proto::CollectiveCall*)> edit;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"refused without a reason",
+       [](proto::CollectiveCall* c) { c->mutable_refused()->set_code(0); },
+       "a refused call without a reason"},
+      {"refused with an unknown code",
+       [](proto::CollectiveCall* c) {
+         c->mutable_refused()->set_code(999);
+         c->mutable_refused()->set_message("null buffer");
+       },
+       "null buffer (refused with status code 999)"},
+      {"refused with values outside every enum",
+       [](proto::CollectiveCall* c) {
+         c->set_collective(99);
+         c->set_algorithm(-7);
+         c->set_dtype(1000);
+         c->set_reduce_op(-3);
+         c->mutable_refused()->set_code(static_cast<int>(StatusCode::kInvalidArgument));
+         c->mutable_refused()->set_message("bad root");
+       },
+       "bad root"},
+      {"unknown collective", [](proto::CollectiveCall* c) { c->set_collective(99); },
+       "unknown collective or algorithm value"},
+      {"unknown algorithm", [](proto::CollectiveCall* c) { c->set_algorithm(1 << 20); },
+       "unknown collective or algorithm value"},
+      {"unknown dtype", [](proto::CollectiveCall* c) { c->set_dtype(1000); }, "dtype"},
+      {"unknown reduce op", [](proto::CollectiveCall* c) { c->set_reduce_op(-3); }, "op"},
+  };
+  uint64_t last_seq = 0;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    proto::ClientRequest req = AllreduceRequest(0);
+    k.edit(req.mutable_collective());
+    const proto::ClientResponse r = ask(req);
+    EXPECT_EQ(r.status().code(), static_cast<int>(StatusCode::kInvalidArgument)) << r.DebugString();
+    EXPECT_NE(r.status().message().find(k.reason), std::string::npos) << r.DebugString();
+    // Each refusal takes the next seq, as a call that ran would.
+    EXPECT_GT(r.seq(), last_seq) << r.DebugString();
+    last_seq = r.seq();
+  }
+  ::close(fd);
   auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_TRUE(Allreduce(**comm, 11).ok());
