@@ -129,7 +129,7 @@ void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& nam
   pending_aborts_.erase(pending_aborts_.begin(), pending_aborts_.upper_bound(seq));
 }
 
-bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
+bool OpMonitor::Abort(uint64_t seq, const Status& reason, AbortKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   if (current_ != nullptr && snap_.seq == seq) {
     current_->Interrupt(reason);
@@ -144,7 +144,7 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason) {
   if (seq != 0 && !snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
     verdict_seq_ = seq;
     verdict_ = reason;
-  } else if (seq != 0 && seq != snap_.failed_seq && reason.code() == StatusCode::kInvalidArgument &&
+  } else if (seq != 0 && seq != snap_.failed_seq && kind == AbortKind::kMismatch &&
              !late_divergence_) {
     late_divergence_.emplace(seq, reason);  // completed here: the next call reports it
   }

@@ -67,12 +67,15 @@ class OpMonitor {
   // starts (when it has not started yet): true then. When `seq` is the operation that failed
   // last, it keeps the reason as the verdict another rank found for that failure
   // (VerdictReceived) and returns false: nothing was stopped.
-  bool Abort(uint64_t seq, const Status& reason);
+  // `kind` kMismatch: the ranks' calls at `seq` differ; if this rank already completed `seq`
+  // the verdict is kept for its next call (TakeLateDivergence).
+  enum class AbortKind { kFailure, kMismatch };
+  bool Abort(uint64_t seq, const Status& reason, AbortKind kind = AbortKind::kFailure);
   // The verdict another rank delivered for failed operation `seq`, if any: after it ended
   // here, or in the moment between its own failure and its end; or, failing that, one kept
   // for a later operation this rank has not started.
   std::optional<Status> VerdictReceived(uint64_t seq) const;
-  // A mismatch (InvalidArgument) another rank found in a call this rank had already
+  // A mismatch (AbortKind::kMismatch) another rank found in a call this rank had already
   // completed without seeing it (the root of a broadcast whose root differs elsewhere): the
   // first such call and that rank's verdict, once; this rank's next call reports it.
   std::optional<std::pair<uint64_t, Status>> TakeLateDivergence();

@@ -248,12 +248,13 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     }
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;
-    // Mismatched calls are InvalidArgument wherever they are told: a rank that completed the
-    // call without seeing the mismatch (a broadcast root) then reports it on its next call.
+    // Mismatched calls are told as such: a rank that completed the call without seeing the
+    // mismatch (a broadcast root) then reports it on its next call.
     const bool mismatch =
         v.root_class == RankClass::kDiverged || v.root_class == RankClass::kRefused;
     TellTheOthers(*dir, self, in, failed.seq, v.text,
-                  mismatch ? StatusCode::kInvalidArgument : StatusCode::kAborted, query_timeout);
+                  mismatch ? OpMonitor::AbortKind::kMismatch : OpMonitor::AbortKind::kFailure,
+                  query_timeout);
     return explained(v.text);
   };
 }

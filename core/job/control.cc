@@ -166,7 +166,9 @@ void ControlServer::Handle(int fd) {
                         ", received on rank " + std::to_string(info_.rank) + "]");
       comm_->recorder()->Record("abort_received", a.seq(),
                                 "from rank " + std::to_string(a.from_rank()) + ": " + a.verdict());
-      comm_->monitor()->Abort(a.seq(), reason);
+      comm_->monitor()->Abort(
+          a.seq(), reason,
+          a.mismatch() ? OpMonitor::AbortKind::kMismatch : OpMonitor::AbortKind::kFailure);
     }
     if (req.has_status() && req.status().probing_seq() != 0) {
       {

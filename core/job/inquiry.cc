@@ -66,13 +66,16 @@ Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_
 }
 
 void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, uint64_t seq,
-                   const std::string& text, StatusCode code, Duration timeout) {
+                   const std::string& text, OpMonitor::AbortKind kind, Duration timeout) {
+  const bool mismatch = kind == OpMonitor::AbortKind::kMismatch;
   const int p = static_cast<int>(dir.control_addresses.size());
   proto::ControlRequest abort;
   abort.mutable_abort()->set_seq(seq);
   abort.mutable_abort()->set_from_rank(self);
   abort.mutable_abort()->set_verdict(text);
-  abort.mutable_abort()->set_code(static_cast<int>(code));
+  abort.mutable_abort()->set_code(
+      static_cast<int>(mismatch ? StatusCode::kInvalidArgument : StatusCode::kAborted));
+  abort.mutable_abort()->set_mismatch(mismatch);
   std::vector<std::string> tell(p);
   for (int q = 0; q < p && q < static_cast<int>(inquiry.results.size()); ++q) {
     if (q != self && inquiry.results[q].reach == Reach::kAnswered) {

@@ -8,6 +8,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/status.h"
+#include "core/exec/monitor.h"
 #include "core/job/bootstrap.h"
 #include "core/job/verdict.h"
 
@@ -31,9 +32,11 @@ Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_
                 int attempts, bool stall_probe = false);
 
 // Delivers `text` as the verdict for operation `seq` to every rank that answered `inquiry`
-// (the dead and the stalled cannot listen); their operation `seq` fails with it.
+// (the dead and the stalled cannot listen); their operation `seq` fails with it, as
+// InvalidArgument for a mismatch (kMismatch: the caller's error, and a rank that completed
+// `seq` reports it on its next call), Aborted otherwise.
 void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, uint64_t seq,
-                   const std::string& text, StatusCode code, Duration timeout);
+                   const std::string& text, OpMonitor::AbortKind kind, Duration timeout);
 
 // The time allowed for one round of control queries under progress timeout `t`: quick
 // enough not to stretch a failure much, long enough for a loaded machine.

@@ -123,8 +123,11 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   const std::string mine = v.text + " [rank " + std::to_string(self) +
                            " saw: " + (diverged ? "a mismatched call" : "a refused call") +
                            " while quiet for " + FormatDuration(snap.since_progress) + "]";
-  if (!comm_->monitor()->Abort(snap.seq, InvalidArgumentError(mine))) return false;
-  TellTheOthers(*dir_, self, in, snap.seq, v.text, StatusCode::kInvalidArgument, query_timeout);
+  if (!comm_->monitor()->Abort(snap.seq, InvalidArgumentError(mine),
+                               OpMonitor::AbortKind::kMismatch)) {
+    return false;
+  }
+  TellTheOthers(*dir_, self, in, snap.seq, v.text, OpMonitor::AbortKind::kMismatch, query_timeout);
   return true;
 }
 

@@ -234,6 +234,30 @@ TEST(MonitorTest, AVerdictForTheOperationThatJustFailedIsKeptForItsHandler) {
   }
 }
 
+// A verdict about a call this rank already completed is dropped, unless it says the ranks'
+// calls differed there (AbortKind::kMismatch, whatever its code): then this rank's result of
+// that call may be wrong, and its next call (one, not every later one) reports it.
+TEST(MonitorTest, OnlyAMismatchFoundAfterACallCompletedFailsTheNextCall) {
+  auto transports = LoopbackHub::CreateWorld(1);
+  Communicator c(std::move(transports[0]));
+  std::vector<int32_t> v(8, 1);
+  ASSERT_TRUE(c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum).ok());
+  const uint64_t done = c.monitor()->Snapshot().last_started_seq;
+  // Not a mismatch: an InvalidArgument code alone does not make one.
+  EXPECT_FALSE(c.monitor()->Abort(done, InvalidArgumentError("rank 1 refused its call")));
+  EXPECT_FALSE(c.monitor()->Abort(done, AbortedError("rank 1 died")));
+  EXPECT_TRUE(c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_FALSE(c.monitor()->Abort(done, AbortedError("a different root on rank 1"),
+                                  OpMonitor::AbortKind::kMismatch));
+  Status s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the ranks' calls diverged at seq=" + std::to_string(done)),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("a different root on rank 1"), std::string::npos) << s;
+  EXPECT_TRUE(c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum).ok());
+}
+
 // One stuck rank can hold some ranks in call S while the rest moved on to S+1 and failed
 // there: the verdict about S+1, kept for when this rank starts it, also answers for S.
 TEST(MonitorTest, AVerdictAboutTheNextCallAnswersForTheOneThatFailed) {
