@@ -24,7 +24,8 @@ function(gyre_test)
   # Several labels must reach the property as one list, not as extra property names.
   string(REPLACE ";" "\\;" labels "${G_LABELS}")
   # tests/CMakeLists.txt makes one target per label (gyre-tests-unit, ...) that builds only
-  # the binaries of that label's tests, so a stage running one label builds no more.
+  # the binaries of that label's tests, so a stage running one label builds no more. A test
+  # added with add_test instead appends the programs it runs to the same property.
   foreach(label ${G_LABELS})
     set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
   endforeach()
