@@ -33,6 +33,10 @@ void StallProbe::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (thread_.joinable()) return;
   stop_ = false;
+  // The first tick now, not one poll interval later: a process stopped in its first calls
+  // (a job's first 20 ms) would otherwise have no tick before the stop to measure it from,
+  // and on resuming would not know it had not run.
+  comm_->monitor()->Tick(SteadyClock::Get()->Now());
   thread_ = std::thread([this] { Loop(); });
 }
 

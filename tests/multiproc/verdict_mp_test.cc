@@ -158,6 +158,32 @@ TEST(StoppedRankTest, AllSevenSurvivorsNameTheStoppedRankBetweenTAndTPlusSlack) 
   EXPECT_EQ(named, p - 1) << Dump(r);
 }
 
+// As AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt (below), for a rank that stops itself
+// 20 calls in, within the job's first milliseconds: before the watchdog's first poll, which
+// must still see the gap (it did not: the resumed rank said "no rank could be named").
+TEST(StoppedRankTest, ARankStoppedInItsFirstCallsNamesItselfOnceResumed) {
+  const double T = 2;
+  LoopRun r = RunLoop(2, T, {"--stop_rank=1", "--die_after=20", "--stop_seconds=5", "--keep_going"},
+                      nullptr, "embedded", /*iterations*/ -22);
+  int rank0 = 0, rank1 = 0;
+  for (const auto& f : r.failures) {
+    if (f.rank == 0) {
+      if (rank0++ == 0) {
+        EXPECT_NE(f.text.find("rank 1 stalled"), std::string::npos) << f.text;
+      }
+      continue;
+    }
+    ++rank1;
+    EXPECT_NE(f.text.find("rank 1 (this rank) was not running: its process did not run for "),
+              std::string::npos)
+        << f.text;
+    EXPECT_EQ(f.text.find("rank 0 dead"), std::string::npos) << f.text;
+    EXPECT_EQ(f.text.find("rank 0 stalled"), std::string::npos) << f.text;
+  }
+  EXPECT_GE(rank0, 1) << Dump(r);
+  EXPECT_GE(rank1, 1) << Dump(r);
+}
+
 // Beyond kAllAskAtOnce ranks the survivors, all timing out at once, ask in turn: the first
 // verdict reaches the others before their turn comes. Every survivor names the same rank, and
 // most carry the verdict another rank delivered instead of asking everyone themselves (with
