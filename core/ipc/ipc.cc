@@ -296,19 +296,29 @@ Status MessageReader::Fill(size_t room, Deadline deadline, const std::string& wh
   }
 }
 
-StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
+namespace {
+
+// The address of the Unix socket at `path`, which must fit sun_path.
+StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
     return InvalidArgumentError("socket path '" + path + "' is too long");
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+}  // namespace
+
+StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
+  GYRE_ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
   Duration backoff = Millis(5);
   std::string last_error;
   while (true) {
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     last_error = std::strerror(errno);
     ::close(fd);
     if (deadline.Expired(*SteadyClock::Get())) {
@@ -339,21 +349,11 @@ std::string DirectoryOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-sockaddr_un UnixAddress(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
 // Whether a new listener may take `path`: nothing there (*stale false), or a socket nobody
 // serves on (*stale true, for the caller to remove). Anything else is an error that says what
 // is there; it is left untouched.
-Status InspectSocketPath(const std::string& path, bool* stale) {
+Status InspectSocketPath(const std::string& path, const sockaddr_un& addr, bool* stale) {
   *stale = false;
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return InvalidArgumentError("socket path '" + path + "' is too long");
-  }
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
@@ -367,7 +367,6 @@ Status InspectSocketPath(const std::string& path, bool* stale) {
   // EAGAIN); only a refused connect means nobody is serving on it.
   const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
-  const sockaddr_un addr = UnixAddress(path);
   const int rc = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int connect_errno = errno;
   ::close(probe);
@@ -387,15 +386,13 @@ Status InspectSocketPath(const std::string& path, bool* stale) {
 }  // namespace
 
 Status CheckUnixSocketPath(const std::string& path) {
+  GYRE_ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
   bool stale = false;
-  return InspectSocketPath(path, &stale);
+  return InspectSocketPath(path, addr, &stale);
 }
 
 StatusOr<int> ListenUnix(const std::string& path) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return InvalidArgumentError("socket path '" + path + "' is too long");
-  }
-  const sockaddr_un addr = UnixAddress(path);
+  GYRE_ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
   // Two listeners starting on one path at once: without a lock, one could find the other's
   // socket bound but not yet listening, take it for stale and remove it. The check, the
   // removal and the bind happen under a lock on the socket's directory (closing the
@@ -407,7 +404,7 @@ StatusOr<int> ListenUnix(const std::string& path) {
   }
   auto listen_locked = [&]() -> StatusOr<int> {
     bool stale = false;
-    GYRE_RETURN_IF_ERROR(InspectSocketPath(path, &stale));
+    GYRE_RETURN_IF_ERROR(InspectSocketPath(path, addr, &stale));
     if (stale && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return UnavailableError("cannot listen on " + path +
                               ": cannot remove the stale socket there: " + std::strerror(errno));

@@ -179,5 +179,26 @@ TEST_F(ListenUnixTest, StaleSocketIsReplaced) {
   ::close(*fd);
 }
 
+// A path longer than a Unix socket address holds is refused by name by all three entry points,
+// before anything is created or connected.
+TEST_F(ListenUnixTest, PathTooLongForASocketAddressIsRefusedEverywhere) {
+  const std::string path = Path(std::string(sizeof(sockaddr_un::sun_path), 'x'));
+  const std::string want = "socket path '" + path + "' is too long";
+  const StatusOr<int> listened = ListenUnix(path);
+  ASSERT_FALSE(listened.ok());
+  EXPECT_EQ(listened.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(listened.status().message(), want);
+  const Status checked = CheckUnixSocketPath(path);
+  EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(checked.message(), want);
+  const StatusOr<int> connected =
+      ConnectUnix(path, Deadline::After(*SteadyClock::Get(), Seconds(5)));
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(connected.status().message(), want);
+  struct stat st {};
+  EXPECT_NE(::lstat(path.c_str(), &st), 0);
+}
+
 }  // namespace
 }  // namespace gyre::ipc
