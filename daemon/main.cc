@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/algo/model_select.h"
+#include "core/base/stdout_check.h"
 #include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
 #include "core/job/identity.h"
@@ -331,7 +332,8 @@ int main(int argc, char** argv) {
                     ResourceExhaustedError("cannot write the report to " + FLAGS_report_file));
       }
     } else {
-      std::cout << report.str() << std::flush;
+      std::cout << report.str();
+      if (Status written = FlushStdout(); !written.ok()) return Fail(prefix, written);
     }
   }
   if (stop_signal != 0) {

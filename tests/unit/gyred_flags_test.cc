@@ -137,6 +137,18 @@ TEST_F(GyredFlagsTest, TraceOnAFullDiskIsReportedAndTheCallsGoOn) {
       << text;
 }
 
+// The report of `--run selftest` is the run's result: one that cannot reach stdout (a full
+// disk) fails the run, naming stdout, instead of exiting 0 without it.
+TEST_F(GyredFlagsTest, ReportOnAFullStdoutFailsTheRun) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full", GyredBinary()};
+  for (const std::string& flag : OneRank("fullstdout", "selftest", {})) argv.push_back(flag);
+  const testing::CommandResult r = testing::RunCommand(argv, {}, 60);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("[rank 0] gyred: ResourceExhausted: cannot write to stdout: No "
+                               "space left on device"));
+}
+
 struct StopCase {
   std::string run;
   std::vector<std::string> flags;
