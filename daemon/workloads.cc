@@ -126,12 +126,12 @@ bool VerificationTable(Communicator& comm, std::ostream& report, const WorkloadO
     std::string err;
     results.push_back(CheckOne(comm, it.spec, it.deterministic, &err));
     if (!err.empty() && first_error.empty()) first_error = err;
-    if (results.back() == -2) failure->Note(Describe(it.spec, it.deterministic), err);
     if (results.back() >= 0) {
       failure->Note("check of " + Describe(it.spec, it.deterministic),
                     "wrong result at element " + std::to_string(results.back()));
     }
     if (results.back() == -2) {
+      failure->Note(Describe(it.spec, it.deterministic), err);
       // A failed call leaves the ranks out of step; stop here.
       *fatal = true;
       break;
