@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "core/auth/secret.h"
+#include "core/base/clock.h"
 #include "core/base/stdout_check.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
@@ -42,13 +43,6 @@ namespace {
 int Fail(const std::string& msg) {
   std::cerr << "gyrectl: " << msg << "\n";
   return 2;
-}
-
-// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
-std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
 }
 
 // A wait per rank: long enough for a loaded host, short enough that a frozen rank does not
@@ -78,10 +72,10 @@ int Run(int argc, char** argv) {
   if (argc > 2) {
     return Fail(std::string("unexpected argument '") + argv[2] + "' after the command " + cmd);
   }
-  if (!(std::isfinite(FLAGS_timeout) && FLAGS_timeout >= kMinTimeoutSeconds &&
-        FLAGS_timeout <= kMaxTimeoutSeconds)) {
-    return Fail("--timeout " + Number(FLAGS_timeout) + " must be from 0.001 to 3600 seconds");
-  }
+  const std::string bad =
+      gyre::FirstBadSecondsFlag({{"--timeout", FLAGS_timeout, kMinTimeoutSeconds,
+                                  kMaxTimeoutSeconds, "from 0.001 to 3600 seconds"}});
+  if (!bad.empty()) return Fail(bad);
   if (cmd == "timeline" && FLAGS_out.empty()) return Fail("timeline needs --out FILE");
   if (FLAGS_store.empty() || FLAGS_job_id.empty()) return Fail("--store and --job_id are needed");
   // An inspection only reads: a mistyped file store is named, not created (with its lock).

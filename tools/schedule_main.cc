@@ -15,6 +15,7 @@
 #include "core/algo/formulas.h"
 #include "core/algo/select.h"
 #include "core/algo/verifier.h"
+#include "core/base/clock.h"
 #include "core/base/stdout_check.h"
 
 DEFINE_string(op, "allreduce",
@@ -33,13 +34,6 @@ DEFINE_double(alpha_us, 10, "cost model: latency per message, microseconds");
 DEFINE_double(gbps, 5, "cost model: bandwidth, GB/s");
 
 namespace {
-
-// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
-std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
 
 // The largest world size: every rank's steps are built, verified and printed, and the
 // cost grows faster than the ranks (the default allreduce: 2048 ranks take 2 s and 270 MB,
@@ -65,11 +59,11 @@ int Run(int argc, char** argv) {
   // The cost model's inputs: a time that is not a finite number turns every estimate into
   // inf, nan or a negative time.
   if (!(std::isfinite(FLAGS_alpha_us) && FLAGS_alpha_us >= 0 && FLAGS_alpha_us <= 1e9)) {
-    return fail(InvalidArgumentError("--alpha_us " + Number(FLAGS_alpha_us) +
+    return fail(InvalidArgumentError("--alpha_us " + gyre::FlagValue(FLAGS_alpha_us) +
                                      ": want a latency from 0 to 1e9 microseconds"));
   }
   if (!(std::isfinite(FLAGS_gbps) && FLAGS_gbps > 0 && FLAGS_gbps <= 1e6)) {
-    return fail(InvalidArgumentError("--gbps " + Number(FLAGS_gbps) +
+    return fail(InvalidArgumentError("--gbps " + gyre::FlagValue(FLAGS_gbps) +
                                      ": want a bandwidth above 0 and at most 1e6 GB/s"));
   }
   if (FLAGS_rank < -1 || FLAGS_rank >= FLAGS_p) {

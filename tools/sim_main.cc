@@ -15,6 +15,7 @@
 
 #include "core/algo/collective.h"
 #include "core/algo/select.h"
+#include "core/base/clock.h"
 #include "core/base/stdout_check.h"
 #include "core/sim/mapping.h"
 #include "core/sim/simulator.h"
@@ -110,13 +111,6 @@ StatusOr<int64_t> ParseSize(const std::string& text) {
   return static_cast<int64_t>(v * mult);
 }
 
-// A flag's value as the user would write it ("0", "-1.5", "1e+300", "nan").
-std::string Number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
 // A rate or time flag: `unset` (the flag's default) keeps the preset; otherwise a finite
 // value in [min, max], above min when `above`.
 Status CheckNumber(const char* flag, double value, double unset, double min, bool above, double max,
@@ -125,7 +119,8 @@ Status CheckNumber(const char* flag, double value, double unset, double min, boo
   if (std::isfinite(value) && (above ? value > min : value >= min) && value <= max) {
     return Status::Ok();
   }
-  return gyre::InvalidArgumentError(std::string("--") + flag + " " + Number(value) + ": " + rule);
+  return gyre::InvalidArgumentError(std::string("--") + flag + " " + gyre::FlagValue(value) + ": " +
+                                    rule);
 }
 
 Status CheckNumericFlags() {

@@ -62,13 +62,17 @@ std::string FormatBytes(int64_t b) {
   return buf;
 }
 
+std::string FlagValue(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
 std::string FirstBadSecondsFlag(std::initializer_list<SecondsFlag> flags) {
   for (const SecondsFlag& f : flags) {
     // NaN fails every comparison; infinity fails the upper bound.
     if (f.value >= f.min && f.value <= f.max) continue;
-    char value[32];
-    std::snprintf(value, sizeof(value), "%g", f.value);
-    return std::string(f.name) + " " + value + " must be " + f.range;
+    return std::string(f.name) + " " + FlagValue(f.value) + " must be " + f.range;
   }
   return "";
 }

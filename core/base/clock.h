@@ -80,6 +80,9 @@ inline Duration Seconds(double s) {
 }
 inline Duration Millis(int64_t ms) { return std::chrono::milliseconds(ms); }
 
+// A flag's number as the user would write it ("0", "-1.5", "1e+300", "nan"), for errors.
+std::string FlagValue(double v);
+
 // A command-line duration in seconds and the range it must lie in (`range` says it in
 // words: "from 0.001 to 1e9 seconds").
 struct SecondsFlag {
