@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/base/half.h"
+
 namespace gyre {
 namespace {
 
@@ -12,17 +14,6 @@ const char* const kTypeNames[kNumDataTypes] = {"int8",    "uint8",  "int32",   "
 const size_t kTypeSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 const char* const kOpNames[kNumReduceOps] = {"sum", "prod", "min", "max",
                                              "avg", "band", "bor", "bxor"};
-
-uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 }  // namespace
 
@@ -81,65 +72,10 @@ Status CheckReduceSupported(DataType t, ReduceOp op) {
   return Status::Ok();
 }
 
-float HalfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      mant &= 0x3ffu;
-      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | (mant << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  return BitsFloat(bits);
-}
-
-uint16_t FloatToHalf(float f) {
-  uint32_t x = FloatBits(f);
-  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  uint32_t exp = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return sign | 0x7c00u | (mant ? 0x200u : 0u);  // inf / NaN
-  int e = static_cast<int>(exp) - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00u;  // overflow to inf
-  if (e <= 0) {
-    if (e < -10) return sign;  // underflow to zero
-    mant |= 0x800000u;
-    int shift = 14 - e;
-    uint32_t half_mant = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
-    return sign | static_cast<uint16_t>(half_mant);
-  }
-  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into exp: ok
-  return sign | static_cast<uint16_t>(half);
-}
-
-float Bfloat16ToFloat(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
-
-uint16_t FloatToBfloat16(float f) {
-  uint32_t x = FloatBits(f);
-  if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) {
-    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  }
-  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>((x + rounding) >> 16);
-}
+float HalfToFloat(uint16_t h) { return half::HalfBitsToFloat(h); }
+uint16_t FloatToHalf(float f) { return half::FloatToHalfBits(f); }
+float Bfloat16ToFloat(uint16_t b) { return half::Bfloat16BitsToFloat(b); }
+uint16_t FloatToBfloat16(float f) { return half::FloatToBfloat16Bits(f); }
 
 double LoadAsDouble(DataType t, const void* data, size_t i) {
   switch (t) {

@@ -1,23 +1,39 @@
 // The floating reduction kernels on special values: an allreduce combines (own, peer) on one
 // rank and (peer, own) on another, so op(a, b) and op(b, a) must have the same bits, for
 // NaN of either sign and any payload, signed zeros, infinities and denormals. Each case runs
-// at several lengths so that both the vectorised loop and its scalar tail see every pair.
+// at several lengths so that both the vectorised loop and its scalar tail see every pair,
+// and against every build of the kernels this CPU can run (baseline x86-64 and AVX2), which
+// must also agree with each other bit for bit. The 16-bit conversions are checked against
+// a plain reference written here, and the 16-bit kernels' values against it too.
+#include "core/base/reduce_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/base/dtype.h"
+#include "core/base/half.h"
 
 namespace gyre {
 namespace {
 
 // 1 and 7: scalar only; 64: vector only; 67: vector and a tail of 3.
 constexpr size_t kLengths[] = {1, 7, 64, 67};
+
+// The kernel builds this binary has and this CPU runs; the baseline always.
+std::vector<KernelIsa> Isas() {
+  std::vector<KernelIsa> isas;
+  for (KernelIsa isa : {KernelIsa::kBaseline, KernelIsa::kAvx2}) {
+    if (KernelIsaAvailable(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
 
 struct FloatType {
   DataType dtype;
@@ -76,26 +92,29 @@ std::string Hex(uint64_t v) {
 template <typename Check>
 void ForEveryPair(const FloatType& ft, ReduceOp op, Check check) {
   const DataType t = ft.dtype;
-  auto fn = GetReduceFn(t, op);
-  ASSERT_TRUE(fn.ok()) << fn.status();
   std::vector<std::pair<uint64_t, uint64_t>> pairs;
   for (uint64_t a : ft.specials) {
     for (uint64_t b : ft.specials) pairs.emplace_back(a, b);
   }
-  for (size_t len : kLengths) {
-    // Shifting the start by one pair per round puts every pair in every lane of the vector.
-    for (size_t start = 0; start < pairs.size(); start += (len > 1 ? len - 1 : 1)) {
-      std::vector<unsigned char> a(len * DataTypeSize(t)), b(a.size());
-      for (size_t i = 0; i < len; ++i) {
-        const auto& p = pairs[(start + i) % pairs.size()];
-        SetBits(t, a, i, p.first);
-        SetBits(t, b, i, p.second);
-      }
-      std::vector<unsigned char> ab = a, ba = b;
-      (*fn)(ab.data(), b.data(), len);
-      (*fn)(ba.data(), a.data(), len);
-      for (size_t i = 0; i < len; ++i) {
-        check(BitsAt(t, a, i), BitsAt(t, b, i), BitsAt(t, ab, i), BitsAt(t, ba, i), len);
+  for (KernelIsa isa : Isas()) {
+    SCOPED_TRACE(KernelIsaName(isa));
+    auto fn = GetReduceFnFor(t, op, isa);
+    ASSERT_TRUE(fn.ok()) << fn.status();
+    for (size_t len : kLengths) {
+      // Shifting the start by one pair per round puts every pair in every lane of the vector.
+      for (size_t start = 0; start < pairs.size(); start += (len > 1 ? len - 1 : 1)) {
+        std::vector<unsigned char> a(len * DataTypeSize(t)), b(a.size());
+        for (size_t i = 0; i < len; ++i) {
+          const auto& p = pairs[(start + i) % pairs.size()];
+          SetBits(t, a, i, p.first);
+          SetBits(t, b, i, p.second);
+        }
+        std::vector<unsigned char> ab = a, ba = b;
+        (*fn)(ab.data(), b.data(), len);
+        (*fn)(ba.data(), a.data(), len);
+        for (size_t i = 0; i < len; ++i) {
+          check(BitsAt(t, a, i), BitsAt(t, b, i), BitsAt(t, ab, i), BitsAt(t, ba, i), len);
+        }
       }
     }
   }
@@ -176,6 +195,174 @@ TEST(ReduceKernelSpecialsTest, ArithmeticIsCommutativeAndHalfNaNsAreCanonical) {
                         << ", reversed " << Hex(ba);
         }
       });
+    }
+  }
+}
+
+// Plain references for the 16-bit conversions, written for reading, not for speed (half.h's
+// are written so that a loop over them vectorises).
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+float ReferenceHalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return BitsFloat(sign | 0x7f800000u | (mant << 13));  // inf, NaN
+  // Zero, subnormal (mant * 2^-24) and normal ((1024 + mant) * 2^(exp - 25)): exact.
+  const float magnitude = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+                                   : std::ldexp(static_cast<float>(1024 + mant), exp - 25);
+  return BitsFloat(sign | FloatBits(magnitude));
+}
+
+// value / 2^shift rounded to a whole number, half to even.
+uint32_t RoundHalfEven(uint64_t value, int shift) {
+  const uint64_t whole = value >> shift, rest = value & ((uint64_t{1} << shift) - 1);
+  const uint64_t half = uint64_t{1} << (shift - 1);
+  return static_cast<uint32_t>(whole + (rest > half || (rest == half && (whole & 1)) ? 1 : 0));
+}
+
+uint16_t ReferenceFloatToHalf(float f) {
+  const uint32_t x = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const int exp = (x >> 23) & 0xff;
+  const uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return sign | (mant != 0 ? 0x7e00 : 0x7c00);
+  if (exp == 0) return sign;  // float subnormals are far below binary16's range
+  // |f| = (2^23 + mant) * 2^(exp - 150); binary16 counts units of 2^-24 below 2^-14 and
+  // keeps 11 significant bits above.
+  const uint64_t significand = (uint64_t{1} << 23) | mant;
+  const int e = exp - 127;  // |f| in [2^e, 2^(e+1))
+  if (e < -25) return sign;
+  if (e < -14) return sign | static_cast<uint16_t>(RoundHalfEven(significand, -e - 1));
+  if (e > 15) return sign | 0x7c00;
+  const uint32_t rounded = RoundHalfEven(significand, 13);  // 11 bits, or 2^11 on a carry
+  const uint32_t bits = (static_cast<uint32_t>(e + 15) << 10) + (rounded - 1024);
+  return sign | static_cast<uint16_t>(bits >= 0x7c00 ? 0x7c00 : bits);
+}
+
+uint16_t ReferenceFloatToBfloat16(float f) {
+  const uint32_t x = FloatBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>(RoundHalfEven(x, 16));  // a carry reaches the exponent: right
+}
+
+TEST(HalfConversionTest, EveryBinary16AndBfloat16ValueWidensExactly) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const auto v = static_cast<uint16_t>(h);
+    ASSERT_EQ(FloatBits(HalfToFloat(v)), FloatBits(ReferenceHalfToFloat(v))) << Hex(h);
+    ASSERT_EQ(FloatBits(Bfloat16ToFloat(v)), h << 16) << Hex(h);
+  }
+}
+
+// Every float whose low 13 bits are one of a few patterns (zero, one, just below, at and
+// above binary16's halfway point, all ones): all exponents and all upper mantissa bits, so
+// every rounding boundary of both formats, normal and subnormal, meets both parities.
+TEST(HalfConversionTest, FloatsNarrowToTheNearestEvenAsTheReferenceDoes) {
+  int failures = 0;
+  for (uint32_t high = 0; high < (1u << 19); ++high) {
+    for (uint32_t low : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) {
+      const float f = BitsFloat((high << 13) | low);
+      const uint16_t h = FloatToHalf(f), b = FloatToBfloat16(f);
+      const uint16_t want_h = ReferenceFloatToHalf(f), want_b = ReferenceFloatToBfloat16(f);
+      if ((h != want_h || b != want_b) && ++failures <= 5) {
+        ADD_FAILURE() << Hex(FloatBits(f)) << ": binary16 " << Hex(h) << " want " << Hex(want_h)
+                      << ", bfloat16 " << Hex(b) << " want " << Hex(want_b);
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// Sum, prod and avg of 16-bit floats: widened exactly, one float operation, rounded once to
+// the nearest even, and every NaN canonical; random bit patterns, NaNs and all.
+TEST(ReduceKernelTest, SixteenBitArithmeticRoundsOnceAsTheReferenceDoes) {
+  std::mt19937 rng(7);
+  constexpr size_t kCount = 100003;  // a tail after the vector loop
+  for (DataType t : {DataType::kFloat16, DataType::kBfloat16}) {
+    const bool binary16 = t == DataType::kFloat16;
+    auto widen = [&](uint16_t h) {
+      return binary16 ? ReferenceHalfToFloat(h) : BitsFloat(static_cast<uint32_t>(h) << 16);
+    };
+    auto narrow = [&](float f) -> uint16_t {
+      if (std::isnan(f)) return binary16 ? 0x7e00 : 0x7fc0;
+      return binary16 ? ReferenceFloatToHalf(f) : ReferenceFloatToBfloat16(f);
+    };
+    std::vector<uint16_t> a(kCount), b(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      a[i] = static_cast<uint16_t>(rng());
+      b[i] = static_cast<uint16_t>(rng());
+    }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kAvg}) {
+      for (KernelIsa isa : Isas()) {
+        auto fn = GetReduceFnFor(t, op, isa);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        std::vector<uint16_t> out = a;
+        (*fn)(out.data(), b.data(), kCount);
+        int failures = 0;
+        for (size_t i = 0; i < kCount; ++i) {
+          const float x = widen(a[i]), y = widen(b[i]);
+          const uint16_t want = narrow(op == ReduceOp::kProd ? x * y : x + y);
+          if (out[i] != want && ++failures <= 3) {
+            ADD_FAILURE() << DataTypeName(t) << " " << ReduceOpName(op) << " ("
+                          << KernelIsaName(isa) << ") of " << Hex(a[i]) << " and " << Hex(b[i])
+                          << ": " << Hex(out[i]) << ", want " << Hex(want);
+          }
+        }
+        EXPECT_EQ(failures, 0) << DataTypeName(t) << " " << ReduceOpName(op);
+      }
+    }
+  }
+}
+
+// Ranks on CPUs with and without AVX2 must agree: every (dtype, op) on random bit patterns
+// gives the same bits from both builds. The one allowance is the documented one: a float32
+// or float64 sum or product of two NaNs is NaN, with either operand's payload.
+TEST(ReduceKernelTest, EveryBuildGivesTheSameBitsForEveryTypeAndOp) {
+  if (!KernelIsaAvailable(KernelIsa::kAvx2)) {
+    EXPECT_FALSE(GetReduceFnFor(DataType::kFloat32, ReduceOp::kSum, KernelIsa::kAvx2).ok());
+    GTEST_SKIP() << "this build or CPU has no AVX2 kernels to compare with the baseline's";
+  }
+  std::mt19937_64 rng(11);
+  constexpr size_t kBytes = 8 * 1003;
+  for (int ti = 0; ti < kNumDataTypes; ++ti) {
+    const auto t = static_cast<DataType>(ti);
+    const size_t n = kBytes / DataTypeSize(t);
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      const auto op = static_cast<ReduceOp>(oi);
+      if (!CheckReduceSupported(t, op).ok()) continue;
+      auto base = GetReduceFnFor(t, op, KernelIsa::kBaseline);
+      auto avx2 = GetReduceFnFor(t, op, KernelIsa::kAvx2);
+      ASSERT_TRUE(base.ok() && avx2.ok());
+      std::vector<unsigned char> a(kBytes), b(kBytes);
+      for (auto& c : a) c = static_cast<unsigned char>(rng());
+      for (auto& c : b) c = static_cast<unsigned char>(rng());
+      std::vector<unsigned char> x = a, y = a;
+      (*base)(x.data(), b.data(), n);
+      (*avx2)(y.data(), b.data(), n);
+      const bool payload_free = (t == DataType::kFloat32 || t == DataType::kFloat64) &&
+                                op != ReduceOp::kMin && op != ReduceOp::kMax;
+      int failures = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t xb = BitsAt(t, x, i), yb = BitsAt(t, y, i);
+        bool same = xb == yb;
+        if (!same && payload_free && std::isnan(ValueOf(t, BitsAt(t, a, i))) &&
+            std::isnan(ValueOf(t, BitsAt(t, b, i)))) {
+          same = std::isnan(ValueOf(t, xb)) && std::isnan(ValueOf(t, yb));
+        }
+        if (!same && ++failures <= 3) {
+          ADD_FAILURE() << DataTypeName(t) << " " << ReduceOpName(op) << " element " << i
+                        << ": baseline " << Hex(xb) << ", avx2 " << Hex(yb);
+        }
+      }
     }
   }
 }

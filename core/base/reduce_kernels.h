@@ -1,0 +1,29 @@
+// Which build of the reduction kernels runs. GetReduceFn (dtype.h) gives the AVX2 build's
+// kernel on a CPU that has AVX2 and the baseline x86-64 build's otherwise; the two give the
+// same bits (reduce_kernels_impl.h). Tests and benchmarks name a build to check or time it.
+#pragma once
+
+#include "core/base/dtype.h"
+
+namespace gyre {
+
+enum class KernelIsa { kBaseline, kAvx2 };
+
+const char* KernelIsaName(KernelIsa isa);
+
+// The build GetReduceFn uses on this CPU.
+KernelIsa ReduceKernelIsa();
+
+// Whether this binary has the build for `isa` and this CPU can run it.
+bool KernelIsaAvailable(KernelIsa isa);
+
+// The kernel for (t, op) from the build for `isa`: InvalidArgument as GetReduceFn for a
+// pair it refuses, and when KernelIsaAvailable(isa) is false.
+StatusOr<ReduceFn> GetReduceFnFor(DataType t, ReduceOp op, KernelIsa isa);
+
+namespace internal {
+// reduce_kernels_avx2.cc's lookup, present only when GYRE_AVX2_KERNELS is defined.
+ReduceFn Avx2ReduceKernel(DataType t, ReduceOp op);
+}  // namespace internal
+
+}  // namespace gyre

@@ -1,0 +1,255 @@
+// The reduction kernels, compiled once per instruction set: reduce_kernels.cc builds them
+// for the baseline x86-64 (SSE2) and reduce_kernels_avx2.cc for AVX2, and GetReduceFn picks
+// the widest the CPU has. Each including file gets its own copies (everything here has
+// internal linkage), so code built for AVX2 can never be linked in where the baseline's
+// was meant. Include this header from those two files only.
+//
+// The files are compiled with -O3 so that every loop below is vectorised; each kernel is
+// one pass over restrict pointers with no branches that the compiler cannot turn into
+// blends.
+//
+// The kernels are commutative bit for bit: op(a, b) and op(b, a) have the same bits. An
+// allreduce may combine (own, peer) on one rank and (peer, own) on another, and every rank
+// must end with identical bits. For floating types this takes rules beyond IEEE arithmetic:
+// min/max give NaN when either operand is NaN, min(+0, -0) = -0 and max(+0, -0) = +0, and
+// a NaN they return is the one canonical quiet NaN (positive, no payload), as is every NaN
+// of the 16-bit kernels. The one exception is below, at Sum. Every kernel works element by
+// element with IEEE operations, so the AVX2 and baseline builds give the same bits, and
+// ranks on CPUs of either kind agree.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "core/base/dtype.h"
+#include "core/base/half.h"
+
+namespace gyre {
+namespace {
+
+// The unsigned integer holding a floating type's bits.
+template <typename T>
+using BitsOf = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+// The bits of `a` and `b` combined with or (kOr) or and.
+template <typename T, bool kOr>
+T CombineBits(T a, T b) {
+  BitsOf<T> x, y;
+  std::memcpy(&x, &a, sizeof(T));
+  std::memcpy(&y, &b, sizeof(T));
+  const BitsOf<T> z = kOr ? (x | y) : (x & y);
+  T r;
+  std::memcpy(&r, &z, sizeof(T));
+  return r;
+}
+
+template <typename T>
+constexpr T kCanonicalNaN = std::numeric_limits<T>::quiet_NaN();
+
+// float32 and float64 sums and products keep the hardware's NaN: when both operands are
+// NaN, which payload survives depends on their order, so ranks that add in different
+// orders may end with different NaN bits (deterministic mode gives one order). Making it
+// canonical would cost 20-60% on buffers in cache, for every sum of every job.
+struct Sum {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a + b);
+  }
+};
+struct Prod {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a * b);
+  }
+};
+
+// Floating min/max take the lesser (greater) value either way round, which settles all but
+// equal operands; equal values have equal bits except +0 and -0, where or of the bits gives
+// -0 (min) and and gives +0 (max). A NaN in either operand gives the canonical NaN. All of
+// it vectorises to compares, minps/maxps, bit operations and blends.
+struct Min {
+  template <typename T>
+  static T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T r = CombineBits<T, true>(a < b ? a : b, b < a ? b : a);
+      return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
+    } else {
+      return b < a ? b : a;
+    }
+  }
+};
+struct Max {
+  template <typename T>
+  static T Apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T r = CombineBits<T, false>(a > b ? a : b, b > a ? b : a);
+      return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
+    } else {
+      return a < b ? b : a;
+    }
+  }
+};
+struct Band {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a & b);
+  }
+};
+struct Bor {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a | b);
+  }
+};
+struct Bxor {
+  template <typename T>
+  static T Apply(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
+};
+
+template <typename T, typename Op>
+void Kernel(void* dst_v, const void* src_v, size_t n) {
+  T* __restrict dst = static_cast<T*>(dst_v);
+  const T* __restrict src = static_cast<const T*>(src_v);
+  // Unsigned arithmetic for integer sum/prod: wrap-around is defined, the bits are the same.
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> &&
+                (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>)) {
+    using U = std::make_unsigned_t<T>;
+    U* __restrict d = reinterpret_cast<U*>(dst);
+    const U* __restrict s = reinterpret_cast<const U*>(src);
+    for (size_t i = 0; i < n; ++i) d[i] = Op::Apply(d[i], s[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = Op::Apply(dst[i], src[i]);
+  }
+}
+
+// 16-bit floats: widen to float, apply, round back (one rounding per operation, as a
+// native half unit would do). Here every NaN result is made canonical, sums too: the
+// conversions cost far more than the one compare. Load and Store are half.h's branch-free
+// conversions, inlined, so this loop vectorises like the others; the NaN test is on the
+// 16-bit result (a NaN stays NaN through Store), which keeps the loop free of branches.
+// kInf is the format's +infinity and kNaN its canonical NaN.
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN,
+          typename Op>
+void HalfKernel(void* dst_v, const void* src_v, size_t n) {
+  uint16_t* __restrict dst = static_cast<uint16_t*>(dst_v);
+  const uint16_t* __restrict src = static_cast<const uint16_t*>(src_v);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t r = Store(Op::Apply(Load(dst[i]), Load(src[i])));
+    dst[i] = (r & 0x7fffu) > kInf ? kNaN : r;
+  }
+}
+
+// Min and max of 16-bit floats need no conversion: the result is one of the operands, so
+// they compare the bits as integers. Flipping the magnitude bits of a negative value turns
+// sign-magnitude into an ordinary 16-bit integer order in which -0 is just below +0, so the
+// lesser (greater) operand is also what Min (Max) gives for a pair of zeros. A NaN operand
+// gives kNaN. All of it stays in 16-bit lanes.
+inline int16_t OrderKey(uint16_t h) {
+  const auto s = static_cast<int16_t>(h);
+  return static_cast<int16_t>(s ^ ((s >> 15) & 0x7fff));
+}
+
+template <uint16_t kInf, uint16_t kNaN, bool kIsMin>
+void HalfMinMaxKernel(void* dst_v, const void* src_v, size_t n) {
+  uint16_t* __restrict dst = static_cast<uint16_t*>(dst_v);
+  const uint16_t* __restrict src = static_cast<const uint16_t*>(src_v);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t a = dst[i], b = src[i];
+    const int16_t ka = OrderKey(a), kb = OrderKey(b);
+    const uint16_t r = (kIsMin ? kb < ka : ka < kb) ? b : a;
+    const bool nan = (a & 0x7fffu) > kInf || (b & 0x7fffu) > kInf;
+    dst[i] = nan ? kNaN : r;
+  }
+}
+
+template <typename T>
+ReduceFn IntegerKernel(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return &Kernel<T, Sum>;
+    case ReduceOp::kProd:
+      return &Kernel<T, Prod>;
+    case ReduceOp::kMin:
+      return &Kernel<T, Min>;
+    case ReduceOp::kMax:
+      return &Kernel<T, Max>;
+    case ReduceOp::kBand:
+      return &Kernel<T, Band>;
+    case ReduceOp::kBor:
+      return &Kernel<T, Bor>;
+    case ReduceOp::kBxor:
+      return &Kernel<T, Bxor>;
+    case ReduceOp::kAvg:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+template <typename T>
+ReduceFn FloatKernel(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return &Kernel<T, Sum>;
+    case ReduceOp::kProd:
+      return &Kernel<T, Prod>;
+    case ReduceOp::kMin:
+      return &Kernel<T, Min>;
+    case ReduceOp::kMax:
+      return &Kernel<T, Max>;
+    default:
+      return nullptr;
+  }
+}
+
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN>
+ReduceFn HalfKernelFor(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return &HalfKernel<Load, Store, kInf, kNaN, Sum>;
+    case ReduceOp::kProd:
+      return &HalfKernel<Load, Store, kInf, kNaN, Prod>;
+    case ReduceOp::kMin:
+      return &HalfMinMaxKernel<kInf, kNaN, true>;
+    case ReduceOp::kMax:
+      return &HalfMinMaxKernel<kInf, kNaN, false>;
+    default:
+      return nullptr;
+  }
+}
+
+// This file's kernel for (t, op); null for a pair CheckReduceSupported refuses.
+ReduceFn KernelFor(DataType t, ReduceOp op) {
+  switch (t) {
+    case DataType::kInt8:
+      return IntegerKernel<int8_t>(op);
+    case DataType::kUint8:
+      return IntegerKernel<uint8_t>(op);
+    case DataType::kInt32:
+      return IntegerKernel<int32_t>(op);
+    case DataType::kUint32:
+      return IntegerKernel<uint32_t>(op);
+    case DataType::kInt64:
+      return IntegerKernel<int64_t>(op);
+    case DataType::kUint64:
+      return IntegerKernel<uint64_t>(op);
+    case DataType::kFloat16:
+      return HalfKernelFor<half::HalfBitsToFloat, half::FloatToHalfBits, 0x7c00, 0x7e00>(op);
+    case DataType::kBfloat16:
+      return HalfKernelFor<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits, 0x7f80, 0x7fc0>(
+          op);
+    case DataType::kFloat32:
+      return FloatKernel<float>(op);
+    case DataType::kFloat64:
+      return FloatKernel<double>(op);
+  }
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace gyre
