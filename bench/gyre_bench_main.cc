@@ -30,6 +30,7 @@
 #include "core/algo/builders.h"
 #include "core/algo/collective.h"
 #include "core/algo/schedule.h"
+#include "core/base/reduce_kernels.h"
 #include "core/base/stdout_check.h"
 #include "core/job/identity.h"
 
@@ -462,7 +463,8 @@ int Main(int argc, char** argv) {
         << comm.mode() << "), " << DataTypeName(dtype) << " " << ReduceOpName(redop)
         << (FLAGS_pin ? ", pinned" : "")
         << (FLAGS_alloc_buffers ? ", buffers from AllocBuffer" : ", heap buffers")
-        << (tuning ? ", online tuning" : "");
+        << (tuning ? ", online tuning" : "") << ", reduce kernels "
+        << KernelIsaName(ReduceKernelIsa());
   reporter.Header(title.str());
 
   GyreCollectives coll(comm);

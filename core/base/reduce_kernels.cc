@@ -4,14 +4,24 @@
 
 #include <string>
 
+#if defined(GYRE_AVX2_KERNELS)
+#include <cpuid.h>
+#endif
+
 #include "core/base/reduce_kernels_impl.h"
 
 namespace gyre {
 namespace {
 
+// AVX2 (which also tells that the OS saves the vector registers) and F16C (CPUID leaf 1,
+// ECX bit 29; asked directly, as not every compiler's __builtin_cpu_supports knows it).
 bool CpuHasAvx2() {
 #if defined(GYRE_AVX2_KERNELS)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return f16c && __builtin_cpu_supports("avx2");
+  }();
   return has;
 #else
   return false;
