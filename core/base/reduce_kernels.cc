@@ -28,18 +28,6 @@ bool CpuHasAvx2() {
 #endif
 }
 
-template <typename T>
-void ScaleLoop(void* data_v, size_t n, T divisor) {
-  T* __restrict data = static_cast<T*>(data_v);
-  for (size_t i = 0; i < n; ++i) data[i] = data[i] / divisor;
-}
-
-template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
-void ScaleHalfLoop(void* data_v, size_t n, float divisor) {
-  uint16_t* __restrict data = static_cast<uint16_t*>(data_v);
-  for (size_t i = 0; i < n; ++i) data[i] = Store(Load(data[i]) / divisor);
-}
-
 }  // namespace
 
 const char* KernelIsaName(KernelIsa isa) { return isa == KernelIsa::kAvx2 ? "avx2" : "baseline"; }
@@ -68,30 +56,26 @@ StatusOr<ReduceFn> GetReduceFn(DataType t, ReduceOp op) {
   return GetReduceFnFor(t, op, ReduceKernelIsa());
 }
 
-Status ScaleForAverage(DataType t, void* data, size_t n, int divisor) {
-  if (!IsFloating(t)) {
-    return InvalidArgumentError(std::string("average of ") + DataTypeName(t) +
+StatusOr<ScaleFn> GetScaleFnFor(DataType t, KernelIsa isa) {
+  if (!IsValidDataType(static_cast<int>(t)) || !IsFloating(t)) {
+    return InvalidArgumentError(std::string("average of ") +
+                                (IsValidDataType(static_cast<int>(t)) ? DataTypeName(t) : "?") +
                                 " is not defined: avg needs a floating dtype");
   }
-  if (divisor <= 0) return InvalidArgumentError("average divisor must be positive");
-  switch (t) {
-    case DataType::kFloat32:
-      ScaleLoop<float>(data, n, static_cast<float>(divisor));
-      break;
-    case DataType::kFloat64:
-      ScaleLoop<double>(data, n, static_cast<double>(divisor));
-      break;
-    case DataType::kFloat16:
-      ScaleHalfLoop<half::HalfBitsToFloat, half::FloatToHalfBits>(data, n,
-                                                                  static_cast<float>(divisor));
-      break;
-    case DataType::kBfloat16:
-      ScaleHalfLoop<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits>(
-          data, n, static_cast<float>(divisor));
-      break;
-    default:
-      break;
+  if (!KernelIsaAvailable(isa)) {
+    return InvalidArgumentError(std::string("reduce kernels built for ") + KernelIsaName(isa) +
+                                " are not available: this build or this CPU has none");
   }
+#if defined(GYRE_AVX2_KERNELS)
+  if (isa == KernelIsa::kAvx2) return internal::Avx2ScaleKernel(t);
+#endif
+  return ScaleKernelFor(t);
+}
+
+Status ScaleForAverage(DataType t, void* data, size_t n, int divisor) {
+  GYRE_ASSIGN_OR_RETURN(ScaleFn fn, GetScaleFnFor(t, ReduceKernelIsa()));
+  if (divisor <= 0) return InvalidArgumentError("average divisor must be positive");
+  fn(data, n, divisor);
   return Status::Ok();
 }
 

@@ -21,9 +21,15 @@ bool KernelIsaAvailable(KernelIsa isa);
 // pair it refuses, and when KernelIsaAvailable(isa) is false.
 StatusOr<ReduceFn> GetReduceFnFor(DataType t, ReduceOp op, KernelIsa isa);
 
+// The average's last step (ScaleForAverage), data[i] /= divisor, for a floating type, from
+// the build for `isa`: InvalidArgument for an integer type or a build that cannot run here.
+using ScaleFn = void (*)(void* data, size_t n, int divisor);
+StatusOr<ScaleFn> GetScaleFnFor(DataType t, KernelIsa isa);
+
 namespace internal {
-// reduce_kernels_avx2.cc's lookup, present only when GYRE_AVX2_KERNELS is defined.
+// reduce_kernels_avx2.cc's lookups, present only when GYRE_AVX2_KERNELS is defined.
 ReduceFn Avx2ReduceKernel(DataType t, ReduceOp op);
+ScaleFn Avx2ScaleKernel(DataType t);
 }  // namespace internal
 
 }  // namespace gyre

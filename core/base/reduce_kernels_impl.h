@@ -25,6 +25,7 @@
 
 #include "core/base/dtype.h"
 #include "core/base/half.h"
+#include "core/base/reduce_kernels.h"
 
 namespace gyre {
 namespace {
@@ -218,6 +219,42 @@ ReduceFn HalfKernelFor(ReduceOp op) {
       return &HalfMinMaxKernel<kInf, kNaN, true>;
     case ReduceOp::kMax:
       return &HalfMinMaxKernel<kInf, kNaN, false>;
+    default:
+      return nullptr;
+  }
+}
+
+// The average's last step, data[i] /= divisor, for the floating types (avg reduces as sum,
+// then divides once). The 16-bit types round once, and a NaN result is the canonical NaN,
+// as in their reduce kernels.
+template <typename T>
+void ScaleKernel(void* data_v, size_t n, int divisor) {
+  T* __restrict data = static_cast<T*>(data_v);
+  const auto d = static_cast<T>(divisor);
+  for (size_t i = 0; i < n; ++i) data[i] = data[i] / d;
+}
+
+template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN>
+void HalfScaleKernel(void* data_v, size_t n, int divisor) {
+  uint16_t* __restrict data = static_cast<uint16_t*>(data_v);
+  const auto d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t r = Store(Load(data[i]) / d);
+    data[i] = (r & 0x7fffu) > kInf ? kNaN : r;
+  }
+}
+
+// This file's scale kernel for `t`; null for an integer type.
+ScaleFn ScaleKernelFor(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return &ScaleKernel<float>;
+    case DataType::kFloat64:
+      return &ScaleKernel<double>;
+    case DataType::kFloat16:
+      return &HalfScaleKernel<half::HalfBitsToFloat, half::FloatToHalfBits, 0x7c00, 0x7e00>;
+    case DataType::kBfloat16:
+      return &HalfScaleKernel<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits, 0x7f80, 0x7fc0>;
     default:
       return nullptr;
   }

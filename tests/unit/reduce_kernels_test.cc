@@ -367,5 +367,59 @@ TEST(ReduceKernelTest, EveryBuildGivesTheSameBitsForEveryTypeAndOp) {
   }
 }
 
+// avg's last step divides once: 16-bit values round once as the reference does (NaN canonical),
+// and float32/float64 give the same bits from every build; integer types are refused.
+TEST(ReduceKernelTest, AverageDivisionRoundsOnceAndAgreesAcrossBuilds) {
+  std::mt19937 rng(13);
+  constexpr size_t kCount = 50021;
+  for (DataType t : {DataType::kFloat16, DataType::kBfloat16}) {
+    const bool binary16 = t == DataType::kFloat16;
+    std::vector<uint16_t> in(kCount);
+    for (auto& v : in) v = static_cast<uint16_t>(rng());
+    for (int divisor : {1, 3, 8}) {
+      for (KernelIsa isa : Isas()) {
+        auto fn = GetScaleFnFor(t, isa);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        std::vector<uint16_t> out = in;
+        (*fn)(out.data(), kCount, divisor);
+        int failures = 0;
+        for (size_t i = 0; i < kCount; ++i) {
+          const float x = binary16 ? ReferenceHalfToFloat(in[i])
+                                   : BitsFloat(static_cast<uint32_t>(in[i]) << 16);
+          const float q = x / static_cast<float>(divisor);
+          const uint16_t want = std::isnan(q) ? (binary16 ? 0x7e00 : 0x7fc0)
+                                : binary16    ? ReferenceFloatToHalf(q)
+                                              : ReferenceFloatToBfloat16(q);
+          if (out[i] != want && ++failures <= 3) {
+            ADD_FAILURE() << DataTypeName(t) << " " << Hex(in[i]) << " / " << divisor << " ("
+                          << KernelIsaName(isa) << "): " << Hex(out[i]) << ", want " << Hex(want);
+          }
+        }
+      }
+    }
+  }
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64}) {
+    std::vector<unsigned char> in(8 * 1001);
+    for (auto& c : in) c = static_cast<unsigned char>(rng());
+    const size_t n = in.size() / DataTypeSize(t);
+    std::vector<std::vector<unsigned char>> outs;
+    for (KernelIsa isa : Isas()) {
+      auto fn = GetScaleFnFor(t, isa);
+      ASSERT_TRUE(fn.ok()) << fn.status();
+      outs.push_back(in);
+      (*fn)(outs.back().data(), n, 3);
+    }
+    for (size_t k = 1; k < outs.size(); ++k) EXPECT_EQ(outs[k], outs[0]) << DataTypeName(t);
+    std::vector<unsigned char> once = in;
+    ASSERT_TRUE(ScaleForAverage(t, once.data(), n, 3).ok());
+    EXPECT_EQ(once, outs[0]) << DataTypeName(t);
+  }
+  for (KernelIsa isa : Isas()) {
+    EXPECT_FALSE(GetScaleFnFor(DataType::kInt32, isa).ok());
+  }
+  EXPECT_FALSE(ScaleForAverage(DataType::kInt32, nullptr, 0, 2).ok());
+  EXPECT_FALSE(ScaleForAverage(DataType::kFloat32, nullptr, 0, 0).ok());
+}
+
 }  // namespace
 }  // namespace gyre
