@@ -70,28 +70,25 @@ struct Prod {
 // equal operands; equal values have equal bits except +0 and -0, where or of the bits gives
 // -0 (min) and and gives +0 (max). A NaN in either operand gives the canonical NaN. All of
 // it vectorises to compares, minps/maxps, bit operations and blends.
-struct Min {
+template <bool kIsMin>
+struct MinMax {
+  // Whether x comes first: is the lesser (min) or the greater (max).
+  template <typename T>
+  static bool First(T x, T y) {
+    return kIsMin ? x < y : y < x;
+  }
   template <typename T>
   static T Apply(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-      const T r = CombineBits<T, true>(a < b ? a : b, b < a ? b : a);
+      const T r = CombineBits<T, kIsMin>(First(a, b) ? a : b, First(b, a) ? b : a);
       return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
     } else {
-      return b < a ? b : a;
+      return First(b, a) ? b : a;
     }
   }
 };
-struct Max {
-  template <typename T>
-  static T Apply(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const T r = CombineBits<T, false>(a > b ? a : b, b > a ? b : a);
-      return __builtin_isunordered(a, b) ? kCanonicalNaN<T> : r;
-    } else {
-      return a < b ? b : a;
-    }
-  }
-};
+using Min = MinMax<true>;
+using Max = MinMax<false>;
 struct Band {
   template <typename T>
   static T Apply(T a, T b) {
@@ -167,11 +164,16 @@ void HalfMinMaxKernel(void* dst_v, const void* src_v, size_t n) {
   }
 }
 
+// The kernel of an integer type, float32 or float64: avg sums (floating types only), and
+// the bitwise ops are the integer types' alone.
 template <typename T>
-ReduceFn IntegerKernel(ReduceOp op) {
+ReduceFn TypedKernel(ReduceOp op) {
+  constexpr bool kFloating = std::is_floating_point_v<T>;
   switch (op) {
     case ReduceOp::kSum:
       return &Kernel<T, Sum>;
+    case ReduceOp::kAvg:
+      return kFloating ? &Kernel<T, Sum> : nullptr;
     case ReduceOp::kProd:
       return &Kernel<T, Prod>;
     case ReduceOp::kMin:
@@ -179,32 +181,17 @@ ReduceFn IntegerKernel(ReduceOp op) {
     case ReduceOp::kMax:
       return &Kernel<T, Max>;
     case ReduceOp::kBand:
-      return &Kernel<T, Band>;
     case ReduceOp::kBor:
-      return &Kernel<T, Bor>;
     case ReduceOp::kBxor:
-      return &Kernel<T, Bxor>;
-    case ReduceOp::kAvg:
-      return nullptr;
+      if constexpr (kFloating) {
+        return nullptr;
+      } else {
+        return op == ReduceOp::kBand  ? &Kernel<T, Band>
+               : op == ReduceOp::kBor ? &Kernel<T, Bor>
+                                      : &Kernel<T, Bxor>;
+      }
   }
   return nullptr;
-}
-
-template <typename T>
-ReduceFn FloatKernel(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return &Kernel<T, Sum>;
-    case ReduceOp::kProd:
-      return &Kernel<T, Prod>;
-    case ReduceOp::kMin:
-      return &Kernel<T, Min>;
-    case ReduceOp::kMax:
-      return &Kernel<T, Max>;
-    default:
-      return nullptr;
-  }
 }
 
 template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN>
@@ -264,26 +251,26 @@ ScaleFn ScaleKernelFor(DataType t) {
 ReduceFn KernelFor(DataType t, ReduceOp op) {
   switch (t) {
     case DataType::kInt8:
-      return IntegerKernel<int8_t>(op);
+      return TypedKernel<int8_t>(op);
     case DataType::kUint8:
-      return IntegerKernel<uint8_t>(op);
+      return TypedKernel<uint8_t>(op);
     case DataType::kInt32:
-      return IntegerKernel<int32_t>(op);
+      return TypedKernel<int32_t>(op);
     case DataType::kUint32:
-      return IntegerKernel<uint32_t>(op);
+      return TypedKernel<uint32_t>(op);
     case DataType::kInt64:
-      return IntegerKernel<int64_t>(op);
+      return TypedKernel<int64_t>(op);
     case DataType::kUint64:
-      return IntegerKernel<uint64_t>(op);
+      return TypedKernel<uint64_t>(op);
     case DataType::kFloat16:
       return HalfKernelFor<half::HalfBitsToFloat, half::FloatToHalfBits, 0x7c00, 0x7e00>(op);
     case DataType::kBfloat16:
       return HalfKernelFor<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits, 0x7f80, 0x7fc0>(
           op);
     case DataType::kFloat32:
-      return FloatKernel<float>(op);
+      return TypedKernel<float>(op);
     case DataType::kFloat64:
-      return FloatKernel<double>(op);
+      return TypedKernel<double>(op);
   }
   return nullptr;
 }
