@@ -9,12 +9,17 @@
 // denormal operands (flush-to-zero or denormals-are-zero): no subnormal float is ever an
 // operand of the float arithmetic below, except in FloatToHalfBits, where such a value is
 // far below binary16's smallest subnormal and gives +-0 either way.
+//
+// The functions have internal linkage (an unnamed namespace): reduce_kernels_avx2.cc compiles
+// them with AVX2, and an inline function with external linkage would let the linker keep
+// that copy for every file, where a CPU without AVX2 would run it.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 namespace gyre::half {
+namespace {
 
 inline uint32_t Bits(float f) {
   uint32_t u;
@@ -68,4 +73,5 @@ inline uint16_t FloatToBfloat16Bits(float f) {
   return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
+}  // namespace
 }  // namespace gyre::half

@@ -28,6 +28,11 @@ bool CpuHasAvx2() {
 #endif
 }
 
+Status IsaUnavailable(KernelIsa isa) {
+  return InvalidArgumentError(std::string("reduce kernels built for ") + KernelIsaName(isa) +
+                              " are not available: this build or this CPU has none");
+}
+
 }  // namespace
 
 const char* KernelIsaName(KernelIsa isa) { return isa == KernelIsa::kAvx2 ? "avx2" : "baseline"; }
@@ -39,8 +44,7 @@ bool KernelIsaAvailable(KernelIsa isa) { return isa == KernelIsa::kBaseline || C
 StatusOr<ReduceFn> GetReduceFnFor(DataType t, ReduceOp op, KernelIsa isa) {
   GYRE_RETURN_IF_ERROR(CheckReduceSupported(t, op));
   if (!KernelIsaAvailable(isa)) {
-    return InvalidArgumentError(std::string("reduce kernels built for ") + KernelIsaName(isa) +
-                                " are not available: this build or this CPU has none");
+    return IsaUnavailable(isa);
   }
   ReduceFn fn = nullptr;
 #if defined(GYRE_AVX2_KERNELS)
@@ -63,8 +67,7 @@ StatusOr<ScaleFn> GetScaleFnFor(DataType t, KernelIsa isa) {
                                 " is not defined: avg needs a floating dtype");
   }
   if (!KernelIsaAvailable(isa)) {
-    return InvalidArgumentError(std::string("reduce kernels built for ") + KernelIsaName(isa) +
-                                " are not available: this build or this CPU has none");
+    return IsaUnavailable(isa);
   }
 #if defined(GYRE_AVX2_KERNELS)
   if (isa == KernelIsa::kAvx2) return internal::Avx2ScaleKernel(t);

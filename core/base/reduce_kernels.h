@@ -1,6 +1,7 @@
 // Which build of the reduction kernels runs. GetReduceFn (dtype.h) gives the AVX2 build's
-// kernel on a CPU that has AVX2 and the baseline x86-64 build's otherwise; the two give the
-// same bits (reduce_kernels_impl.h). Tests and benchmarks name a build to check or time it.
+// kernel on a CPU that has AVX2 and F16C, and the baseline x86-64 build's otherwise; the two
+// give the same bits (reduce_kernels_impl.h). Tests and benchmarks name a build to check or time
+// it.
 #pragma once
 
 #include "core/base/dtype.h"

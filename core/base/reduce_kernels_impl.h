@@ -1,6 +1,6 @@
 // The reduction kernels, compiled once per instruction set: reduce_kernels.cc builds them
-// for the baseline x86-64 (SSE2) and reduce_kernels_avx2.cc for AVX2, and GetReduceFn picks
-// the widest the CPU has. Each including file gets its own copies (everything here has
+// for the baseline x86-64 (SSE2) and reduce_kernels_avx2.cc for AVX2 and F16C, and GetReduceFn
+// picks the widest the CPU has. Each including file gets its own copies (everything here has
 // internal linkage), so code built for AVX2 can never be linked in where the baseline's
 // was meant. Include this header from those two files only.
 //

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "core/base/dtype.h"
-#include "core/base/half.h"
 
 namespace gyre {
 namespace {
