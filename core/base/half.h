@@ -8,7 +8,11 @@
 // beyond the 16-bit range become infinite. Neither direction depends on how the CPU treats
 // denormal operands (flush-to-zero or denormals-are-zero): no subnormal float is ever an
 // operand of the float arithmetic below, except in FloatToHalfBits, where such a value is
-// far below binary16's smallest subnormal and gives +-0 either way.
+// far below binary16's smallest subnormal and gives +-0 either way. One thing does depend on
+// the environment: FloatToHalfBits rounds subnormal results with a float addition, which
+// follows the rounding mode, so a program that leaves round-to-nearest gets its own rounding
+// there (and in all float arithmetic, which is why gyre's kernels, like any float sum shared
+// by several ranks, assume every rank keeps the default environment).
 //
 // The functions have internal linkage (an unnamed namespace): reduce_kernels_avx2.cc compiles
 // them with AVX2, and an inline function with external linkage would let the linker keep

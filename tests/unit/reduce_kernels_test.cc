@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -418,6 +419,81 @@ TEST(ReduceKernelTest, AverageDivisionRoundsOnceAndAgreesAcrossBuilds) {
   }
   EXPECT_FALSE(ScaleForAverage(DataType::kInt32, nullptr, 0, 2).ok());
   EXPECT_FALSE(ScaleForAverage(DataType::kFloat32, nullptr, 0, 0).ok());
+}
+
+// 16-bit min and max compare bits as integers; random pairs of every bit pattern (NaNs,
+// zeros, subnormals, infinities) give what the value-level rule gives, from every build.
+TEST(ReduceKernelTest, SixteenBitMinAndMaxFollowTheValueRuleOnRandomPairs) {
+  std::mt19937 rng(17);
+  constexpr size_t kCount = 100003;
+  for (const FloatType& ft : FloatTypes()) {
+    if (DataTypeSize(ft.dtype) != 2) continue;
+    std::vector<uint16_t> a(kCount), b(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      a[i] = static_cast<uint16_t>(rng());
+      b[i] = static_cast<uint16_t>(rng());
+    }
+    for (size_t i = 0; i < 64; ++i) b[i] = a[i] ^ 0x8000;  // +-x pairs, +-0 among them
+    b[64] = a[64];
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+      for (KernelIsa isa : Isas()) {
+        auto fn = GetReduceFnFor(ft.dtype, op, isa);
+        ASSERT_TRUE(fn.ok()) << fn.status();
+        std::vector<uint16_t> out = a;
+        (*fn)(out.data(), b.data(), kCount);
+        int failures = 0;
+        for (size_t i = 0; i < kCount; ++i) {
+          const uint64_t want = ExpectedMinMax(ft, a[i], b[i], op == ReduceOp::kMin);
+          if (out[i] != want && ++failures <= 3) {
+            ADD_FAILURE() << DataTypeName(ft.dtype) << " " << ReduceOpName(op) << " ("
+                          << KernelIsaName(isa) << ") of " << Hex(a[i]) << " and " << Hex(b[i])
+                          << ": " << Hex(out[i]) << ", want " << Hex(want);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every (dtype, op) and the avg division, for every length from 0 to 40 starting one element
+// past an aligned address: the builds agree, and nothing outside [0, n) is written.
+TEST(ReduceKernelTest, EveryLengthAndOffsetStaysInItsRangeAndAgreesAcrossBuilds) {
+  std::mt19937_64 rng(19);
+  for (int ti = 0; ti < kNumDataTypes; ++ti) {
+    const auto t = static_cast<DataType>(ti);
+    const size_t es = DataTypeSize(t);
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      const auto op = static_cast<ReduceOp>(oi);
+      if (!CheckReduceSupported(t, op).ok()) continue;
+      for (size_t n = 0; n <= 40; ++n) {
+        std::vector<unsigned char> a((n + 2) * es), b(a.size());
+        for (auto& c : a) c = static_cast<unsigned char>(rng());
+        for (auto& c : b) c = static_cast<unsigned char>(rng());
+        std::vector<std::vector<unsigned char>> outs;
+        for (KernelIsa isa : Isas()) {
+          auto fn = GetReduceFnFor(t, op, isa);
+          ASSERT_TRUE(fn.ok()) << fn.status();
+          std::vector<unsigned char> out = a;
+          (*fn)(out.data() + es, b.data() + es, n);
+          if (op == ReduceOp::kAvg) {
+            auto scale = GetScaleFnFor(t, isa);
+            ASSERT_TRUE(scale.ok()) << scale.status();
+            (*scale)(out.data() + es, n, 3);
+          }
+          EXPECT_TRUE(std::equal(out.begin(), out.begin() + es, a.begin()) &&
+                      std::equal(out.end() - es, out.end(), a.end() - es))
+              << DataTypeName(t) << " " << ReduceOpName(op) << " n=" << n << " ("
+              << KernelIsaName(isa) << ") wrote outside its range";
+          outs.push_back(std::move(out));
+        }
+        const bool payload_free = (t == DataType::kFloat32 || t == DataType::kFloat64) &&
+                                  op != ReduceOp::kMin && op != ReduceOp::kMax;
+        for (size_t k = 1; k < outs.size() && !payload_free; ++k) {
+          EXPECT_EQ(outs[k], outs[0]) << DataTypeName(t) << " " << ReduceOpName(op) << " n=" << n;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
