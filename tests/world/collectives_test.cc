@@ -25,11 +25,12 @@ struct Case {
 
 std::vector<std::pair<DataType, ReduceOp>> TypesFor(Collective c) {
   if (algo::IsReducing(c)) {
-    return {{DataType::kFloat32, ReduceOp::kSum}, {DataType::kInt32, ReduceOp::kSum},
-            {DataType::kInt64, ReduceOp::kProd},  {DataType::kUint8, ReduceOp::kMax},
-            {DataType::kFloat16, ReduceOp::kSum}, {DataType::kBfloat16, ReduceOp::kMin},
-            {DataType::kFloat64, ReduceOp::kAvg}, {DataType::kInt8, ReduceOp::kBxor},
-            {DataType::kUint64, ReduceOp::kBand}, {DataType::kUint32, ReduceOp::kBor}};
+    return {{DataType::kFloat32, ReduceOp::kSum},  {DataType::kInt32, ReduceOp::kSum},
+            {DataType::kInt64, ReduceOp::kProd},   {DataType::kUint8, ReduceOp::kMax},
+            {DataType::kFloat16, ReduceOp::kAvg},  {DataType::kBfloat16, ReduceOp::kMin},
+            {DataType::kBfloat16, ReduceOp::kSum}, {DataType::kFloat64, ReduceOp::kAvg},
+            {DataType::kInt8, ReduceOp::kBxor},    {DataType::kUint64, ReduceOp::kBand},
+            {DataType::kUint32, ReduceOp::kBor}};
   }
   return {{DataType::kFloat32, ReduceOp::kSum}, {DataType::kUint8, ReduceOp::kSum}};
 }
