@@ -15,11 +15,13 @@
 namespace gyre::internal {
 namespace {
 
-// Magnitudes above infinity's are NaN (a signed compare: both sides are below 0x8000).
-__m256i CanonicalNaNs(__m256i r, uint16_t infinity, uint16_t nan) {
+// Canonical16 on 16 values: magnitudes above infinity's are NaN (a signed compare: both
+// sides are below 0x8000).
+template <typename Format>
+__m256i CanonicalNaNs(__m256i r) {
   const __m256i is_nan = _mm256_cmpgt_epi16(_mm256_and_si256(r, _mm256_set1_epi16(0x7fff)),
-                                            _mm256_set1_epi16(static_cast<int16_t>(infinity)));
-  return _mm256_blendv_epi8(r, _mm256_set1_epi16(static_cast<int16_t>(nan)), is_nan);
+                                            _mm256_set1_epi16(static_cast<int16_t>(Format::kInf)));
+  return _mm256_blendv_epi8(r, _mm256_set1_epi16(static_cast<int16_t>(Format::kNaN)), is_nan);
 }
 
 // binary16 through F16C's conversions, eight values per instruction.
@@ -30,7 +32,7 @@ struct Binary16 {
   static __m256i Narrow(__m256 low, __m256 high) {
     const __m256i r = _mm256_set_m128i(_mm256_cvtps_ph(high, _MM_FROUND_TO_NEAREST_INT),
                                        _mm256_cvtps_ph(low, _MM_FROUND_TO_NEAREST_INT));
-    return CanonicalNaNs(r, 0x7c00, 0x7e00);
+    return CanonicalNaNs<Binary16Format>(r);
   }
 };
 
@@ -50,7 +52,8 @@ struct Bfloat16 {
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
     const __m256i up = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd);
     const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-    return _mm256_blendv_epi8(_mm256_srli_epi32(up, 16), _mm256_set1_epi32(0x7fc0), nan);
+    return _mm256_blendv_epi8(_mm256_srli_epi32(up, 16), _mm256_set1_epi32(Bfloat16Format::kNaN),
+                              nan);
   }
   static __m256i Narrow(__m256 low, __m256 high) {
     return _mm256_packus_epi32(Round(low), Round(high));

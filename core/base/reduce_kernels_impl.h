@@ -124,20 +124,42 @@ void Kernel(void* dst_v, const void* src_v, size_t n) {
   }
 }
 
+// The two 16-bit floating formats: their conversions (half.h), +infinity and canonical NaN.
+// A 16-bit value whose magnitude bits exceed infinity's is a NaN.
+struct Binary16Format {
+  static float Load(uint16_t h) { return half::HalfBitsToFloat(h); }
+  static uint16_t Store(float f) { return half::FloatToHalfBits(f); }
+  static constexpr uint16_t kInf = 0x7c00, kNaN = 0x7e00;
+};
+struct Bfloat16Format {
+  static float Load(uint16_t h) { return half::Bfloat16BitsToFloat(h); }
+  static uint16_t Store(float f) { return half::FloatToBfloat16Bits(f); }
+  static constexpr uint16_t kInf = 0x7f80, kNaN = 0x7fc0;
+};
+
+template <typename Format>
+bool IsNaN16(uint16_t h) {
+  return (h & 0x7fffu) > Format::kInf;
+}
+
+// `r`, or the format's canonical NaN if `r` is a NaN.
+template <typename Format>
+uint16_t Canonical16(uint16_t r) {
+  return IsNaN16<Format>(r) ? Format::kNaN : r;
+}
+
 // 16-bit floats: widen to float, apply, round back (one rounding per operation, as a
 // native half unit would do). Here every NaN result is made canonical, sums too: the
 // conversions cost far more than the one compare. Load and Store are half.h's branch-free
 // conversions, inlined, so this loop vectorises like the others; the NaN test is on the
 // 16-bit result (a NaN stays NaN through Store), which keeps the loop free of branches.
-// kInf is the format's +infinity and kNaN its canonical NaN.
-template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN,
-          typename Op>
+template <typename Format, typename Op>
 void HalfKernel(void* dst_v, const void* src_v, size_t n) {
   uint16_t* __restrict dst = static_cast<uint16_t*>(dst_v);
   const uint16_t* __restrict src = static_cast<const uint16_t*>(src_v);
   for (size_t i = 0; i < n; ++i) {
-    const uint16_t r = Store(Op::Apply(Load(dst[i]), Load(src[i])));
-    dst[i] = (r & 0x7fffu) > kInf ? kNaN : r;
+    dst[i] =
+        Canonical16<Format>(Format::Store(Op::Apply(Format::Load(dst[i]), Format::Load(src[i]))));
   }
 }
 
@@ -145,13 +167,13 @@ void HalfKernel(void* dst_v, const void* src_v, size_t n) {
 // they compare the bits as integers. Flipping the magnitude bits of a negative value turns
 // sign-magnitude into an ordinary 16-bit integer order in which -0 is just below +0, so the
 // lesser (greater) operand is also what Min (Max) gives for a pair of zeros. A NaN operand
-// gives kNaN. All of it stays in 16-bit lanes.
+// gives the canonical NaN. All of it stays in 16-bit lanes.
 inline int16_t OrderKey(uint16_t h) {
   const auto s = static_cast<int16_t>(h);
   return static_cast<int16_t>(s ^ ((s >> 15) & 0x7fff));
 }
 
-template <uint16_t kInf, uint16_t kNaN, bool kIsMin>
+template <typename Format, bool kIsMin>
 void HalfMinMaxKernel(void* dst_v, const void* src_v, size_t n) {
   uint16_t* __restrict dst = static_cast<uint16_t*>(dst_v);
   const uint16_t* __restrict src = static_cast<const uint16_t*>(src_v);
@@ -159,8 +181,7 @@ void HalfMinMaxKernel(void* dst_v, const void* src_v, size_t n) {
     const uint16_t a = dst[i], b = src[i];
     const int16_t ka = OrderKey(a), kb = OrderKey(b);
     const uint16_t r = (kIsMin ? kb < ka : ka < kb) ? b : a;
-    const bool nan = (a & 0x7fffu) > kInf || (b & 0x7fffu) > kInf;
-    dst[i] = nan ? kNaN : r;
+    dst[i] = IsNaN16<Format>(a) || IsNaN16<Format>(b) ? Format::kNaN : r;
   }
 }
 
@@ -194,18 +215,18 @@ ReduceFn TypedKernel(ReduceOp op) {
   return nullptr;
 }
 
-template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN>
+template <typename Format>
 ReduceFn HalfKernelFor(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      return &HalfKernel<Load, Store, kInf, kNaN, Sum>;
+      return &HalfKernel<Format, Sum>;
     case ReduceOp::kProd:
-      return &HalfKernel<Load, Store, kInf, kNaN, Prod>;
+      return &HalfKernel<Format, Prod>;
     case ReduceOp::kMin:
-      return &HalfMinMaxKernel<kInf, kNaN, true>;
+      return &HalfMinMaxKernel<Format, true>;
     case ReduceOp::kMax:
-      return &HalfMinMaxKernel<kInf, kNaN, false>;
+      return &HalfMinMaxKernel<Format, false>;
     default:
       return nullptr;
   }
@@ -221,13 +242,12 @@ void ScaleKernel(void* data_v, size_t n, int divisor) {
   for (size_t i = 0; i < n; ++i) data[i] = data[i] / d;
 }
 
-template <float (*Load)(uint16_t), uint16_t (*Store)(float), uint16_t kInf, uint16_t kNaN>
+template <typename Format>
 void HalfScaleKernel(void* data_v, size_t n, int divisor) {
   uint16_t* __restrict data = static_cast<uint16_t*>(data_v);
   const auto d = static_cast<float>(divisor);
   for (size_t i = 0; i < n; ++i) {
-    const uint16_t r = Store(Load(data[i]) / d);
-    data[i] = (r & 0x7fffu) > kInf ? kNaN : r;
+    data[i] = Canonical16<Format>(Format::Store(Format::Load(data[i]) / d));
   }
 }
 
@@ -239,9 +259,9 @@ ScaleFn ScaleKernelFor(DataType t) {
     case DataType::kFloat64:
       return &ScaleKernel<double>;
     case DataType::kFloat16:
-      return &HalfScaleKernel<half::HalfBitsToFloat, half::FloatToHalfBits, 0x7c00, 0x7e00>;
+      return &HalfScaleKernel<Binary16Format>;
     case DataType::kBfloat16:
-      return &HalfScaleKernel<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits, 0x7f80, 0x7fc0>;
+      return &HalfScaleKernel<Bfloat16Format>;
     default:
       return nullptr;
   }
@@ -263,10 +283,9 @@ ReduceFn KernelFor(DataType t, ReduceOp op) {
     case DataType::kUint64:
       return TypedKernel<uint64_t>(op);
     case DataType::kFloat16:
-      return HalfKernelFor<half::HalfBitsToFloat, half::FloatToHalfBits, 0x7c00, 0x7e00>(op);
+      return HalfKernelFor<Binary16Format>(op);
     case DataType::kBfloat16:
-      return HalfKernelFor<half::Bfloat16BitsToFloat, half::FloatToBfloat16Bits, 0x7f80, 0x7fc0>(
-          op);
+      return HalfKernelFor<Bfloat16Format>(op);
     case DataType::kFloat32:
       return TypedKernel<float>(op);
     case DataType::kFloat64:
