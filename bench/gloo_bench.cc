@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "core/base/tool_flags.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
@@ -368,9 +369,8 @@ int Main() {
 }  // namespace gyre::bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "gyrerun -n P --mode embedded -- gyre-bench-gloo [-b 4] [-e 64M] [-f 4] "
-      "[--op allreduce] [--algo ring|ring_chunked|halving_doubling|bcube|all]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "gyrerun -n P --mode embedded -- gyre-bench-gloo [-b 4] [-e 64M] [-f 4] "
+                       "[--op allreduce] [--algo ring|ring_chunked|halving_doubling|bcube|all]");
   return gyre::bench::Main();
 }

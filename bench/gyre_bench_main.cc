@@ -32,6 +32,7 @@
 #include "core/algo/schedule.h"
 #include "core/base/reduce_kernels.h"
 #include "core/base/stdout_check.h"
+#include "core/base/tool_flags.h"
 #include "core/job/identity.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
@@ -605,9 +606,9 @@ int Main(int argc, char** argv) {
 }  // namespace gyre::bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  gyre::ParseToolFlags(
+      &argc, &argv,
       "gyrerun -n P [--mode embedded] -- gyre-bench [-b 4] [-e 64M] [-f 4] [--op allreduce] "
       "[--algo auto|all|NAME] [--jsonl FILE]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
   return gyre::bench::Main(argc, argv);
 }

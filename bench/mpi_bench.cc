@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "core/base/tool_flags.h"
 
 DEFINE_string(b, "4", "minimum size in bytes (4, 1K, 64M ...)");
 DEFINE_string(e, "64M", "maximum size in bytes");
@@ -191,8 +192,7 @@ int Main(int* argc, char*** argv) {
 }  // namespace gyre::bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "mpirun ... -np P gyre-bench-mpi [-b 4] [-e 64M] [-f 4] [--op allreduce]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "mpirun ... -np P gyre-bench-mpi [-b 4] [-e 64M] [-f 4] [--op allreduce]");
   return gyre::bench::Main(&argc, &argv);
 }

@@ -19,6 +19,7 @@
 
 #include "core/algo/model_select.h"
 #include "core/base/stdout_check.h"
+#include "core/base/tool_flags.h"
 #include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
 #include "core/job/identity.h"
@@ -170,11 +171,11 @@ gyre::Status CheckFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  gyre::ParseToolFlags(
+      &argc, &argv,
       "gyred: one rank of a gyre job.\n"
       "  gyred --rank 0 --world_size 4 --store file:///tmp/job --job_id J --run main\n"
       "Usually started by gyrerun.");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
 

@@ -38,6 +38,7 @@
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
 #include "core/base/fd_limit.h"
+#include "core/base/tool_flags.h"
 #include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
@@ -371,16 +372,15 @@ int Usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "gyrerun -n N [flags] [-- program args...]\n"
-      "Without a program, runs gyre's main job on N local ranks.");
   // gflags takes flags from anywhere in argv: the program's own (`gyrerun -n 2 ./prog -n 3`)
   // would become gyrerun's. Only what comes before the program is gyrerun's.
   const int program_at = ProgramStart(argc, argv);
   std::vector<std::string> program(argv + program_at, argv + argc);
   if (!program.empty() && program.front() == "--") program.erase(program.begin());
   int flag_argc = program_at;
-  gflags::ParseCommandLineFlags(&flag_argc, &argv, true);
+  gyre::ParseToolFlags(&flag_argc, &argv,
+                       "gyrerun -n N [flags] [-- program args...]\n"
+                       "Without a program, runs gyre's main job on N local ranks.");
   // A reader that goes away (`gyrerun ... | head`) drops the rest of the output; the job runs
   // on and ends in order. The ranks get the default back (Supervisor).
   ::signal(SIGPIPE, SIG_IGN);

@@ -23,6 +23,7 @@
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
 #include "core/base/stdout_check.h"
+#include "core/base/tool_flags.h"
 #include "core/comm/communicator.h"
 #include "core/comm/flight_recorder.h"
 #include "core/job/bootstrap.h"
@@ -55,8 +56,8 @@ int Run(int argc, char** argv);
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("gyrectl status|dump|timeline --store URL --job_id J [--json]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "gyrectl status|dump|timeline --store URL --job_id J [--json]");
   return gyre::ExitCodeAfterFlushingStdout("gyrectl", Run(argc, argv));
 }
 

@@ -17,6 +17,7 @@
 #include "core/algo/verifier.h"
 #include "core/base/clock.h"
 #include "core/base/stdout_check.h"
+#include "core/base/tool_flags.h"
 
 DEFINE_string(op, "allreduce",
               "collective: allreduce broadcast reduce allgather reduce_scatter "
@@ -133,7 +134,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("print, verify and cost one collective's schedule");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "gyre-schedule [flags]: print, verify and cost one collective's schedule");
   return gyre::ExitCodeAfterFlushingStdout("gyre-schedule", Run(argc, argv));
 }

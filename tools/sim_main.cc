@@ -17,6 +17,7 @@
 #include "core/algo/select.h"
 #include "core/base/clock.h"
 #include "core/base/stdout_check.h"
+#include "core/base/tool_flags.h"
 #include "core/sim/mapping.h"
 #include "core/sim/simulator.h"
 #include "core/sim/study.h"
@@ -312,7 +313,8 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("run gyre's schedules on a modelled network (docs/simulator.md)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(
+      &argc, &argv,
+      "gyre-sim [flags]: run gyre's schedules on a modelled network (docs/simulator.md)");
   return gyre::ExitCodeAfterFlushingStdout("gyre-sim", Run(argc, argv));
 }

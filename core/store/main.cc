@@ -10,6 +10,7 @@
 
 #include "core/auth/secret.h"
 #include "core/base/fd_limit.h"
+#include "core/base/tool_flags.h"
 #include "core/store/tcp_store_server.h"
 
 DEFINE_string(host, "127.0.0.1",
@@ -26,8 +27,9 @@ DEFINE_int32(max_ranks, 4096,
              "is raised to cover them (a warning says so when the hard limit is lower)");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("gyre-store --host=127.0.0.1 --port=29500");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(
+      &argc, &argv,
+      "gyre-store --host=127.0.0.1 --port=29500: a TCP rendezvous store for gyre jobs");
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   // gyre-store takes flags only. A stray word would otherwise be dropped, and `gyre-store 29500`
