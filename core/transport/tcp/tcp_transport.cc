@@ -1038,15 +1038,14 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     // they are looked at once per kIdlePollTurns turns of the spin, and the sleep below
     // watches them too.
     if (!idle_in_.empty()) {
-      if (turn++ % kIdlePollTurns != 0) {
-        // not this turn
-      } else if (all_watched) {
+      const bool look = turn++ % kIdlePollTurns == 0;
+      if (look && all_watched) {
         // One look at the epoll set: what is ready among the idle is read now (the wanted
         // were read above), at one syscall whatever the number of connections.
         const int rc = ::epoll_wait(epoll_fd_, epoll_events_.data(),
                                     static_cast<int>(epoll_events_.size()), 0);
         for (int k = 0; k < rc; ++k) ReadIfIdle(epoll_events_[k].data.u64);
-      } else {
+      } else if (look) {
         idle_fds_.clear();
         for (const std::shared_ptr<InConn>& c : idle_in_)
           idle_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
