@@ -407,7 +407,8 @@ class TcpTransport::Impl {
   // Drive's helpers. Wanted: a receive is posted on the peer's connection, or a frame is
   // half read. Watch: adds the connection to the epoll set (once); false if it cannot.
   // ReadIfIdle: reads the connection an epoll event names (its peer's rank), if it is still
-  // that peer's, watched and not wanted (the wanted are read at the top of each turn).
+  // that peer's, watched and not wanted (the wanted are read at the top of each turn), and
+  // adds it to poll_in_.
   static bool Wanted(const RecvPeer& p);
   bool Watch(InConn* c);
   void ReadIfIdle(uint64_t event);
@@ -992,6 +993,9 @@ void TcpTransport::Impl::ReadIfIdle(uint64_t event) {
   const std::shared_ptr<InConn> c = p.conn;  // a copy: a read that ends in EOF resets p.conn
   if (!c || c->closed || c->rejecting || c->epoll_set != epoll_fd_ || Wanted(p)) return;
   OnReadable(c, /*driven=*/true);
+  // Like the idle connections a poll read, it joins this turn's wanted ones: the read may
+  // have stopped at the turn's end (staged) or in the middle of a frame.
+  poll_in_.push_back(c);
 }
 
 void TcpTransport::Impl::Drive(TimePoint until) {
@@ -1021,14 +1025,24 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     // Connections with a receive posted, or in the middle of a frame, are read at once;
     // the others (every peer is connected, most have nothing to say now) are read only
     // when one poll finds them readable, rather than a recv each per turn.
+    // With the epoll set, the idle connections it watches are only counted: a turn then
+    // costs no more per idle peer than a look at its state.
     poll_in_.clear();
     idle_in_.clear();
+    size_t idle_watched = 0;
     bool all_watched = use_epoll_;
     for (const RecvPeer& p : recv_peers_) {
       InConn* c = p.conn.get();
       if (c == nullptr || c->closed || c->rejecting) continue;
-      if (use_epoll_) all_watched = Watch(c) && all_watched;
-      (Wanted(p) ? poll_in_ : idle_in_).push_back(p.conn);
+      const bool watched = use_epoll_ && Watch(c);
+      all_watched = all_watched && watched;
+      if (Wanted(p)) {
+        poll_in_.push_back(p.conn);
+      } else if (watched) {
+        ++idle_watched;
+      } else {
+        idle_in_.push_back(p.conn);
+      }
     }
     for (const std::shared_ptr<InConn>& c : poll_in_) {
       if (!c->closed) OnReadable(c, /*driven=*/true);
@@ -1037,15 +1051,16 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     // What arrives there is for a later step or operation and waits in the kernel meanwhile:
     // they are looked at once per kIdlePollTurns turns of the spin, and the sleep below
     // watches them too.
-    if (!idle_in_.empty()) {
+    if (idle_watched > 0 || !idle_in_.empty()) {
       const bool look = turn++ % kIdlePollTurns == 0;
-      if (look && all_watched) {
+      if (look && idle_watched > 0) {
         // One look at the epoll set: what is ready among the idle is read now (the wanted
         // were read above), at one syscall whatever the number of connections.
         const int rc = ::epoll_wait(epoll_fd_, epoll_events_.data(),
                                     static_cast<int>(epoll_events_.size()), 0);
         for (int k = 0; k < rc; ++k) ReadIfIdle(epoll_events_[k].data.u64);
-      } else if (look) {
+      }
+      if (look && !idle_in_.empty()) {
         idle_fds_.clear();
         for (const std::shared_ptr<InConn>& c : idle_in_)
           idle_fds_.push_back(pollfd{c->fd(), POLLIN, 0});
@@ -1133,6 +1148,9 @@ void TcpTransport::Impl::Drive(TimePoint until) {
         poll_fds_.push_back(pollfd{o->fd(), POLLOUT, 0});
       }
     }
+    // The idle connections the epoll set watches wake this poll through it.
+    const size_t epoll_at = poll_fds_.size();
+    if (idle_watched > 0) poll_fds_.push_back(pollfd{epoll_fd_, POLLIN, 0});
     lock.unlock();
     const int rc = ::ppoll(poll_fds_.data(), poll_fds_.size(), &ts, nullptr);
     lock.lock();
@@ -1141,6 +1159,11 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       ssize_t ignored = ::read(wake_fd_, &count, sizeof(count));
       (void)ignored;
       break;
+    }
+    if (rc > 0 && epoll_at < poll_fds_.size() && poll_fds_[epoll_at].revents != 0) {
+      const int ready =
+          ::epoll_wait(epoll_fd_, epoll_events_.data(), static_cast<int>(epoll_events_.size()), 0);
+      for (int k = 0; k < ready; ++k) ReadIfIdle(epoll_events_[k].data.u64);
     }
     // Wanted connections are read at the top of the next turn; idle ones that woke the sleep
     // are read here, from this poll's answer, rather than polled again.
