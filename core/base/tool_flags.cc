@@ -19,8 +19,8 @@ bool IsGyreFlag(const gflags::CommandLineFlagInfo& info) {
   return info.filename.compare(0, sizeof(kSourceDir) - 1, kSourceDir) == 0;
 }
 
-}  // namespace
-
+// The --help text: the usage and every gyre flag the program links, one block per source
+// file, then a pointer to --helpfull.
 std::string ToolHelpText() {
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);  // sorted by file, then by name
@@ -37,6 +37,8 @@ std::string ToolHelpText() {
   text += "\n  --helpfull lists the logging (glog) and flag-parsing (gflags) flags as well.\n";
   return text;
 }
+
+}  // namespace
 
 void ParseToolFlags(int* argc, char*** argv, const std::string& usage) {
   gflags::SetUsageMessage(usage);

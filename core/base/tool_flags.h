@@ -13,8 +13,4 @@ namespace gyre {
 // --helpshort, --helpmatch, --version, ...) behave as gflags documents.
 void ParseToolFlags(int* argc, char*** argv, const std::string& usage);
 
-// The --help text: the usage and every gyre flag the program links, one block per source
-// file, then a pointer to --helpfull. For tests.
-std::string ToolHelpText();
-
 }  // namespace gyre

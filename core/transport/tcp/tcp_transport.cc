@@ -408,10 +408,12 @@ class TcpTransport::Impl {
   // half read. Watch: adds the connection to the epoll set (once); false if it cannot.
   // ReadIfIdle: reads the connection an epoll event names (its peer's rank), if it is still
   // that peer's, watched and not wanted (the wanted are read at the top of each turn), and
-  // adds it to poll_in_.
+  // adds it to poll_in_. ReadReadyIdle: ReadIfIdle for each connection the epoll set has
+  // ready now (it does not wait).
   static bool Wanted(const RecvPeer& p);
   bool Watch(InConn* c);
   void ReadIfIdle(uint64_t event);
+  void ReadReadyIdle();
   void Wake();
   void ExpectSend(size_t bytes);
 
@@ -998,6 +1000,12 @@ void TcpTransport::Impl::ReadIfIdle(uint64_t event) {
   poll_in_.push_back(c);
 }
 
+void TcpTransport::Impl::ReadReadyIdle() {
+  const int rc =
+      ::epoll_wait(epoll_fd_, epoll_events_.data(), static_cast<int>(epoll_events_.size()), 0);
+  for (int k = 0; k < rc; ++k) ReadIfIdle(epoll_events_[k].data.u64);
+}
+
 void TcpTransport::Impl::Drive(TimePoint until) {
   std::unique_lock<std::mutex> lock(mu_);
   CHECK(OnDriverThread()) << "Drive on a thread that does not hold the lease";
@@ -1053,13 +1061,9 @@ void TcpTransport::Impl::Drive(TimePoint until) {
     // watches them too.
     if (idle_watched > 0 || !idle_in_.empty()) {
       const bool look = turn++ % kIdlePollTurns == 0;
-      if (look && idle_watched > 0) {
-        // One look at the epoll set: what is ready among the idle is read now (the wanted
-        // were read above), at one syscall whatever the number of connections.
-        const int rc = ::epoll_wait(epoll_fd_, epoll_events_.data(),
-                                    static_cast<int>(epoll_events_.size()), 0);
-        for (int k = 0; k < rc; ++k) ReadIfIdle(epoll_events_[k].data.u64);
-      }
+      // One look at the epoll set reads what is ready among the idle (the wanted were read
+      // above), at one syscall whatever the number of connections.
+      if (look && idle_watched > 0) ReadReadyIdle();
       if (look && !idle_in_.empty()) {
         idle_fds_.clear();
         for (const std::shared_ptr<InConn>& c : idle_in_)
@@ -1161,9 +1165,7 @@ void TcpTransport::Impl::Drive(TimePoint until) {
       break;
     }
     if (rc > 0 && epoll_at < poll_fds_.size() && poll_fds_[epoll_at].revents != 0) {
-      const int ready =
-          ::epoll_wait(epoll_fd_, epoll_events_.data(), static_cast<int>(epoll_events_.size()), 0);
-      for (int k = 0; k < ready; ++k) ReadIfIdle(epoll_events_[k].data.u64);
+      ReadReadyIdle();
     }
     // Wanted connections are read at the top of the next turn; idle ones that woke the sleep
     // are read here, from this poll's answer, rather than polled again.
