@@ -21,11 +21,20 @@
 #include "core/transport/tcp/tcp_transport.h"
 #include "tests/tcp/tcp_test_util.h"
 #include "tests/tcp/tcp_world.h"
+#ifdef GYRE_EPOLL_FAULT
+#include "tests/tcp/epoll_faults.h"
+#endif
 
-// Built twice: tcp_driver_epoll_test defines GYRE_DRIVE_ON_EPOLL, and every test below then
-// runs its small world with the epoll sleep that larger worlds use
-// (TcpTransportOptions::driver_epoll_above_ranks).
-#ifdef GYRE_DRIVE_ON_EPOLL
+// Built four times: tcp_driver_epoll_test defines GYRE_DRIVE_ON_EPOLL, and every test below
+// then runs its small world with the epoll sleep that larger worlds use
+// (TcpTransportOptions::driver_epoll_above_ranks); the two tcp_driver_epoll_fault tests also
+// define GYRE_EPOLL_FAULT (tests/tcp/epoll_faults.h), and run them all again with the epoll
+// set refusing the driver's connections, or on a kernel without epoll_pwait2.
+#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 1
+#define DRIVER_TEST TcpDriverEpollRefusedTest
+#elif defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 2
+#define DRIVER_TEST TcpDriverNoEpollPwait2Test
+#elif defined(GYRE_DRIVE_ON_EPOLL)
 #define DRIVER_TEST TcpDriverEpollTest
 #else
 #define DRIVER_TEST TcpDriverTest
@@ -570,6 +579,52 @@ TEST(DRIVER_TEST, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
   EXPECT_TRUE(early_send.Wait().ok());
   EXPECT_TRUE(got_early == early);
 }
+
+#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 1
+// A connection the kernel will not add to the epoll set is polled with the rest, and is not
+// offered to the set again on every turn of every wait (a syscall each, per connection).
+TEST(DRIVER_TEST, AConnectionTheEpollSetRefusesIsOfferedOnce) {
+  const int before = testing::EpollAddsRefused();  // the binary's earlier tests' refusals
+  auto w = World(3);
+  ASSERT_EQ(w.size(), 3u);
+  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
+  for (uint64_t seq = 2; seq <= 40; ++seq) DrivenExchange(w, seq, 4);
+  // At most one refusal per connection of each rank: 3 ranks, at most 2 connections to each
+  // of 2 peers (one each way where both connected at once).
+  const int refused = testing::EpollAddsRefused() - before;
+  EXPECT_GT(refused, 0);
+  EXPECT_LE(refused, 3 * 2 * 2);
+}
+#endif
+
+#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 2
+// Without epoll_pwait2 the driver sleeps in epoll_wait (millisecond timeouts), and a message
+// still ends the sleep.
+TEST(DRIVER_TEST, WithoutEpollPwait2TheDriverSleepsOnEpollWait) {
+  auto w = World(3);
+  ASSERT_EQ(w.size(), 3u);
+  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
+  ASSERT_TRUE(w[0]->AcquireDriver(8));
+  std::vector<uint8_t> got(8);
+  DoneWaiter recv;
+  w[0]->Recv(1, Header(30, 1), got.data(), got.size(), recv.Callback());
+  timespec before{}, after{};
+  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before), 0);
+  const TimePoint until = SteadyClock::Get()->Now() + Millis(400);
+  while (SteadyClock::Get()->Now() < until && !recv.Ready()) w[0]->Drive(until);
+  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after), 0);
+  const double cpu_ms =
+      (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+  EXPECT_LT(cpu_ms, 150.0) << "the driver stayed awake for " << cpu_ms << " ms of 400";
+  EXPECT_GT(testing::EpollPwait2Refused(), 0);
+  std::vector<uint8_t> data = Pattern(8, 30);
+  DoneWaiter send;
+  w[1]->Send(0, Header(30, 1), data.data(), data.size(), send.Callback());
+  EXPECT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
+  w[0]->ReleaseDriver();
+  EXPECT_EQ(got, data);
+}
+#endif
 
 }  // namespace
 }  // namespace gyre

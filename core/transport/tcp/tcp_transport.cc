@@ -261,6 +261,9 @@ class TcpTransport::Impl {
     // the kernel would keep reporting the closed one.
     int epoll_set = -1;
     int epoll_watched = -1;
+    // The kernel refused it a place in the set (epoll_ctl failed: out of memory, or over
+    // max_user_watches): it is polled with the rest, and not offered again on every turn.
+    bool epoll_refused = false;
     int fd() { return parked ? parked_fd : socket.native_handle(); }
     void Unwatch() {
       if (epoll_set >= 0) ::epoll_ctl(epoll_set, EPOLL_CTL_DEL, epoll_watched, nullptr);
@@ -980,10 +983,19 @@ bool TcpTransport::Impl::Wanted(const RecvPeer& p) {
 bool TcpTransport::Impl::Watch(InConn* c) {
   if (c->epoll_set == epoll_fd_) return true;
   const int fd = c->fd();
+  if (fd < 0 || c->epoll_refused) return false;
   epoll_event e{};
   e.events = EPOLLIN;
   e.data.u64 = static_cast<uint64_t>(c->peer);
-  if (fd < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) return false;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) {
+    const int err = errno;
+    c->epoll_refused = true;
+    LOG(WARNING) << "rank " << options_.rank << ": the connection from rank " << c->peer
+                 << " cannot join the driver's epoll set (" << std::strerror(err)
+                 << "); waits poll every connection instead, at a cost per wait in proportion "
+                    "to the world";
+    return false;
+  }
   c->epoll_set = epoll_fd_;
   c->epoll_watched = fd;
   return true;
