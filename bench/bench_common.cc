@@ -130,6 +130,10 @@ const char* OpName(Op op) {
       return "reduce_scatter";
     case Op::kAlltoall:
       return "alltoall";
+    case Op::kGather:
+      return "gather";
+    case Op::kScatter:
+      return "scatter";
     case Op::kBarrier:
       return "barrier";
   }
@@ -138,12 +142,12 @@ const char* OpName(Op op) {
 
 StatusOr<Op> ParseOp(const std::string& name) {
   for (Op op : {Op::kAllreduce, Op::kBroadcast, Op::kReduce, Op::kAllgather, Op::kReduceScatter,
-                Op::kAlltoall, Op::kBarrier}) {
+                Op::kAlltoall, Op::kGather, Op::kScatter, Op::kBarrier}) {
     if (name == OpName(op)) return op;
   }
   return InvalidArgumentError("unknown --op '" + name +
                               "': want allreduce, broadcast, reduce, allgather, "
-                              "reduce_scatter, alltoall or barrier");
+                              "reduce_scatter, alltoall, gather, scatter or barrier");
 }
 
 StatusOr<int64_t> ParseSize(const std::string& text) {
@@ -264,6 +268,18 @@ Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size) {
       s.in_elems = s.out_elems = p * s.count;
       s.bytes = p * s.count * e;
       break;
+    case Op::kGather:  // every rank's output is allocated alike; only the root's is written
+      s.count = std::max<int64_t>(1, bytes / e / p);
+      s.in_elems = s.count;
+      s.out_elems = p * s.count;
+      s.bytes = p * s.count * e;
+      break;
+    case Op::kScatter:  // likewise every rank's input; only the root's is read
+      s.count = std::max<int64_t>(1, bytes / e / p);
+      s.in_elems = p * s.count;
+      s.out_elems = s.count;
+      s.bytes = p * s.count * e;
+      break;
     case Op::kBarrier:
       break;
   }
@@ -278,6 +294,8 @@ double BusFactor(Op op, int world_size) {
     case Op::kAllgather:
     case Op::kReduceScatter:
     case Op::kAlltoall:
+    case Op::kGather:
+    case Op::kScatter:
       return (p - 1) / p;
     case Op::kBroadcast:
     case Op::kReduce:
@@ -336,7 +354,7 @@ void FillInput(DataType dtype, ReduceOp op, int rank, void* data, int64_t elems)
 
 int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int world_size, int root,
                    const Shape& shape, const void* out) {
-  if (op == Op::kBarrier || (op == Op::kReduce && rank != root)) return 0;
+  if (op == Op::kBarrier || ((op == Op::kReduce || op == Op::kGather) && rank != root)) return 0;
   const Pattern pattern(dtype, redop);
   const int64_t c = shape.count;
   double tolerance = 0;
@@ -370,9 +388,16 @@ int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int world_si
     case Op::kBroadcast:
       blocks.push_back({0, shape.out_elems, 0, RankTable(pattern, root)});
       break;
+    case Op::kScatter:
+      // Block `rank` of the root's input.
+      blocks.push_back(
+          {0, shape.out_elems, static_cast<int64_t>(rank) * c, RankTable(pattern, root)});
+      break;
     case Op::kAllgather:
     case Op::kAlltoall:
-      // Block q comes from rank q: its elements 0.. (allgather) or rank * c.. (alltoall).
+    case Op::kGather:
+      // Block q comes from rank q: its elements 0.. (allgather, gather) or rank * c..
+      // (alltoall).
       for (int64_t k0 = 0, q = 0; c > 0 && k0 < shape.out_elems; k0 += c, ++q) {
         blocks.push_back({k0, std::min(c, shape.out_elems - k0),
                           op == Op::kAlltoall ? static_cast<int64_t>(rank) * c : 0,

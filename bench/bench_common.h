@@ -19,7 +19,17 @@
 
 namespace gyre::bench {
 
-enum class Op { kAllreduce, kBroadcast, kReduce, kAllgather, kReduceScatter, kAlltoall, kBarrier };
+enum class Op {
+  kAllreduce,
+  kBroadcast,
+  kReduce,
+  kAllgather,
+  kReduceScatter,
+  kAlltoall,
+  kGather,
+  kScatter,
+  kBarrier
+};
 
 const char* OpName(Op op);  // "reduce_scatter"
 StatusOr<Op> ParseOp(const std::string& name);
@@ -38,7 +48,8 @@ StatusOr<std::vector<int64_t>> SizesFromFlags(const std::string& list, const std
                                               const std::string& max, int64_t factor);
 
 // The buffers of one cell. `bytes` follows nccl-tests: each rank's buffer for allreduce,
-// broadcast and reduce, the output of allgather, the input of reduce_scatter and alltoall.
+// broadcast and reduce, the output of allgather and gather (the root's), the input of
+// reduce_scatter, alltoall and scatter (the root's).
 // A size that does not divide into p parts is rounded down to whole elements per rank (at
 // least one), so `bytes` may differ from the size asked for; every implementation rounds
 // the same way, so cells line up.
@@ -50,8 +61,8 @@ struct Shape {
 };
 Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size);
 
-// busbw / algbw: 2(p-1)/p for allreduce, (p-1)/p for allgather, reduce_scatter and
-// alltoall, 1 for broadcast and reduce (nccl-tests' factors).
+// busbw / algbw: 2(p-1)/p for allreduce, (p-1)/p for allgather, reduce_scatter, alltoall,
+// gather and scatter, 1 for broadcast and reduce (nccl-tests' factors).
 double BusFactor(Op op, int world_size);
 
 // Test data: rank r, element i holds (7i + 3r + 1) mod M, with M small enough that every
@@ -59,7 +70,8 @@ double BusFactor(Op op, int world_size);
 // ones); for prod the values are 1 or 2, so products stay exact too.
 void FillInput(DataType dtype, ReduceOp op, int rank, void* data, int64_t elems);
 // Elements of `out` that differ from the expected result of `op` on `rank` (0 where the
-// rank has no defined output: reduce off the root). Broadcast and reduce use `root`.
+// rank has no defined output: reduce and gather off the root). Broadcast, reduce, gather and
+// scatter use `root`.
 int64_t CountWrong(Op op, DataType dtype, ReduceOp redop, int rank, int world_size, int root,
                    const Shape& shape, const void* out);
 

@@ -170,6 +170,52 @@ TEST(BenchCommonTest, CheckKnowsWhereReduceScatterAndAlltoallBlocksStart) {
       CountWrong(Op::kAlltoall, DataType::kFloat32, ReduceOp::kSum, rank, p, 0, a, got.data()), 1);
 }
 
+TEST(BenchCommonTest, CheckKnowsWhatGatherAndScatterLeaveWhere) {
+  const int p = 3, root = 1;
+  // Gather: the root's output is every rank's input in rank order; the others have none.
+  Shape g = ShapeFor(Op::kGather, 3000, p, 4);
+  EXPECT_EQ(g.in_elems, g.count);
+  EXPECT_EQ(g.out_elems, p * g.count);
+  EXPECT_EQ(g.bytes, 4 * p * g.count);
+  std::vector<float> gathered;
+  for (int q = 0; q < p; ++q) {
+    std::vector<float> in = Inputs(q, g.in_elems);
+    gathered.insert(gathered.end(), in.begin(), in.end());
+  }
+  EXPECT_EQ(CountWrong(Op::kGather, DataType::kFloat32, ReduceOp::kSum, root, p, root, g,
+                       gathered.data()),
+            0);
+  gathered[static_cast<size_t>(2 * g.count)] += 1;  // rank 2's first element
+  EXPECT_EQ(CountWrong(Op::kGather, DataType::kFloat32, ReduceOp::kSum, root, p, root, g,
+                       gathered.data()),
+            1);
+  EXPECT_EQ(
+      CountWrong(Op::kGather, DataType::kFloat32, ReduceOp::kSum, 0, p, root, g, gathered.data()),
+      0);
+  // Scatter: rank r receives block r of the root's input.
+  Shape sc = ShapeFor(Op::kScatter, 3000, p, 4);
+  EXPECT_EQ(sc.in_elems, p * sc.count);
+  EXPECT_EQ(sc.out_elems, sc.count);
+  const std::vector<float> root_in = Inputs(root, sc.in_elems);
+  for (int rank = 0; rank < p; ++rank) {
+    std::vector<float> mine(root_in.begin() + rank * sc.count,
+                            root_in.begin() + (rank + 1) * sc.count);
+    EXPECT_EQ(CountWrong(Op::kScatter, DataType::kFloat32, ReduceOp::kSum, rank, p, root, sc,
+                         mine.data()),
+              0);
+    // The same block of the rank's own input is wrong (unless the rank is the root).
+    const std::vector<float> own = Inputs(rank, sc.in_elems);
+    std::vector<float> wrong(own.begin() + rank * sc.count, own.begin() + (rank + 1) * sc.count);
+    EXPECT_EQ(CountWrong(Op::kScatter, DataType::kFloat32, ReduceOp::kSum, rank, p, root, sc,
+                         wrong.data()) > 0,
+              rank != root);
+  }
+  EXPECT_DOUBLE_EQ(BusFactor(Op::kGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(BusFactor(Op::kScatter, 4), 0.75);
+  EXPECT_EQ(*ParseOp("gather"), Op::kGather);
+  EXPECT_EQ(*ParseOp("scatter"), Op::kScatter);
+}
+
 TEST(BenchCommonTest, IterationCountIsClamped) {
   EXPECT_EQ(IterationsFor(1e-6, 0.25), 1000);
   EXPECT_EQ(IterationsFor(0.01, 0.25), 25);

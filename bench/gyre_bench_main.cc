@@ -49,10 +49,11 @@ DEFINE_int32(w, -1,
 DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
 DEFINE_string(d, "float32", "data type");
 DEFINE_string(o, "sum", "reduction operator");
-DEFINE_string(op, "allreduce",
-              "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|barrier");
+DEFINE_string(
+    op, "allreduce",
+    "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|gather|scatter|barrier");
 DEFINE_string(algo, "auto", "an algorithm name, 'auto', or 'all' (every algorithm, then auto)");
-DEFINE_int32(root, 0, "root of broadcast and reduce");
+DEFINE_int32(root, 0, "root of broadcast, reduce, gather and scatter");
 DEFINE_string(timing_barrier, "auto",
               "the barrier before each timed iteration: auto, dissemination or binomial. With "
               "more ranks than cores its exit skew shows in small rooted collectives: a "
@@ -114,6 +115,10 @@ algo::Collective CollectiveOf(Op op) {
       return algo::Collective::kReduceScatter;
     case Op::kAlltoall:
       return algo::Collective::kAlltoall;
+    case Op::kGather:
+      return algo::Collective::kGather;
+    case Op::kScatter:
+      return algo::Collective::kScatter;
     case Op::kBarrier:
       return algo::Collective::kBarrier;
   }
@@ -182,6 +187,10 @@ Status RunOp(Comm& comm, Op op, const Shape& s, DataType dtype, ReduceOp redop, 
       return comm.ReduceScatter(in, out, s.count, dtype, redop, o);
     case Op::kAlltoall:
       return comm.Alltoall(in, out, s.count, dtype, o);
+    case Op::kGather:
+      return comm.Gather(in, out, s.count, dtype, root, o);
+    case Op::kScatter:
+      return comm.Scatter(in, out, s.count, dtype, root, o);
     case Op::kBarrier:
       return comm.Barrier(o);
   }

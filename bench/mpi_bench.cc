@@ -29,10 +29,11 @@ DEFINE_int32(w, -1, "warm-up iterations; -1 = 5 up to 1 MiB, 2 above");
 DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
 DEFINE_string(d, "float32", "data type (float32 only)");
 DEFINE_string(o, "sum", "reduction operator (sum only)");
-DEFINE_string(op, "allreduce",
-              "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|barrier");
+DEFINE_string(
+    op, "allreduce",
+    "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|gather|scatter|barrier");
 DEFINE_string(algo_label, "default", "the algo field (MPI chooses the algorithm itself)");
-DEFINE_int32(root, 0, "root of broadcast and reduce");
+DEFINE_int32(root, 0, "root of broadcast, reduce, gather and scatter");
 DEFINE_string(jsonl, "", "also write one JSON line per cell to this file (rank 0)");
 DEFINE_string(format, "table", "what rank 0 prints on stdout: table or jsonl");
 DEFINE_bool(pin, false, "pin this rank to CPU rank mod the allowed CPUs (before MPI_Init)");
@@ -90,6 +91,12 @@ Status RunOp(Op op, const Shape& s, int root, const float* in, float* out) {
     case Op::kAlltoall:
       return Check(MPI_Alltoall(in, count, MPI_FLOAT, out, count, MPI_FLOAT, MPI_COMM_WORLD),
                    "MPI_Alltoall");
+    case Op::kGather:
+      return Check(MPI_Gather(in, count, MPI_FLOAT, out, count, MPI_FLOAT, root, MPI_COMM_WORLD),
+                   "MPI_Gather");
+    case Op::kScatter:
+      return Check(MPI_Scatter(in, count, MPI_FLOAT, out, count, MPI_FLOAT, root, MPI_COMM_WORLD),
+                   "MPI_Scatter");
     case Op::kBarrier:
       return Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   }

@@ -1,6 +1,7 @@
 // gyre-bench given bad input: bounded iteration counts and --estimate world size, a size
 // series that must grow, sizes that overflow, the timing barrier and stray arguments are
-// refused by name, and results that cannot be written fail the run.
+// refused by name, and results that cannot be written fail the run; gather and scatter run
+// and are checked.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +67,48 @@ TEST(GyreBenchCli, EstimateOnAFullStdoutFails) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
+}
+
+// nccl-tests' gather and scatter: every algorithm runs, off rank 0 as root, and the check
+// finds each rank's result whole.
+TEST(GyreBenchCli, GatherAndScatterRunAndAreChecked) {
+  for (const char* op : {"gather", "scatter"}) {
+    CommandResult r = RunCommand({BuiltBinary("gyrerun"),
+                                  "-n",
+                                  "3",
+                                  "--mode",
+                                  "embedded",
+                                  "--",
+                                  BuiltBinary("gyre-bench"),
+                                  "--op",
+                                  op,
+                                  "--root",
+                                  "2",
+                                  "--algo",
+                                  "all",
+                                  "--sizes",
+                                  "4,64K",
+                                  "-c",
+                                  "1",
+                                  "-n",
+                                  "3",
+                                  "-w",
+                                  "1"},
+                                 {}, 90);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string("# gyre-bench: ") + op + ", 3 ranks"), std::string::npos)
+        << r.out;
+    // Both algorithms and auto, at both sizes.
+    for (const char* algo : {" binomial ", " linear ", " auto:"}) {
+      size_t rows = 0;
+      for (size_t at = r.out.find(algo); at != std::string::npos; at = r.out.find(algo, at + 1)) {
+        ++rows;
+      }
+      EXPECT_EQ(rows, 2u) << algo << " in\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("# wrong elements in total: 0"), std::string::npos) << r.out;
+  }
 }
 
 TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
