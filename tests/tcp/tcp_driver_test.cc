@@ -502,38 +502,59 @@ TEST(DRIVER_TEST, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   EXPECT_NE(s.message().find(address2), std::string::npos) << s;
 }
 
+// The driving thread's CPU time, in milliseconds, while `t` drives for `wait` or until
+// `waiter` is ready.
+double DrivingCpuMs(TcpTransport* t, DoneWaiter& waiter, Duration wait) {
+  timespec before{}, after{};
+  EXPECT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before), 0);
+  const TimePoint until = SteadyClock::Get()->Now() + wait;
+  while (SteadyClock::Get()->Now() < until && !waiter.Ready()) t->Drive(until);
+  EXPECT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after), 0);
+  return (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+}
+
+// Three ranks; rank 0 holds the driver lease and waits for 8 bytes from rank 1 under
+// (30, 1).
+struct Awaiting {
+  std::vector<std::unique_ptr<TcpTransport>> w;
+  std::vector<uint8_t> got = std::vector<uint8_t>(8);
+  DoneWaiter recv;
+};
+
+void StartAwaiting(Awaiting* a) {
+  a->w = World(3);
+  ASSERT_EQ(a->w.size(), 3u);
+  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(a->w));
+  ASSERT_TRUE(a->w[0]->AcquireDriver(a->got.size()));
+  a->w[0]->Recv(1, Header(30, 1), a->got.data(), a->got.size(), a->recv.Callback());
+}
+
+// Rank 1 sends what rank 0 waits for; rank 0's driver receives it and lets the lease go.
+void ExpectAwaitedArrives(Awaiting& a) {
+  std::vector<uint8_t> data = Pattern(a.got.size(), 30);
+  DoneWaiter send;
+  a.w[1]->Send(0, Header(30, 1), data.data(), data.size(), send.Callback());
+  EXPECT_TRUE(DriveUntilDone(a.w[0].get(), a.recv).ok());
+  a.w[0]->ReleaseDriver();
+  EXPECT_EQ(a.got, data);
+}
+
 // A peer that leaves is read to its end once and then no longer watched: the driver waiting
 // for another peer sleeps rather than waking again and again on the closed connection.
 // Measured as the driving thread's CPU time over a 400 ms wait: a driver woken without end
 // uses all of it (checked: 400 ms with the epoll sleep's reads taken out); one that sleeps,
 // a few milliseconds of spinning.
 TEST(DRIVER_TEST, APeerThatLeftDoesNotKeepTheDriverAwake) {
-  auto w = World(3);
-  ASSERT_EQ(w.size(), 3u);
-  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
-  ASSERT_TRUE(w[0]->AcquireDriver(8));
-  std::vector<uint8_t> got(8);
-  DoneWaiter recv;
-  w[0]->Recv(1, Header(30, 1), got.data(), got.size(), recv.Callback());
-  w[2]->Shutdown();
+  Awaiting a;
+  ASSERT_NO_FATAL_FAILURE(StartAwaiting(&a));
+  a.w[2]->Shutdown();
   // Rank 0 reads rank 2's end of stream within its first wait.
-  w[0]->Drive(SteadyClock::Get()->Now() + Millis(100));
-  timespec before{}, after{};
-  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before), 0);
-  const TimePoint until = SteadyClock::Get()->Now() + Millis(400);
-  while (SteadyClock::Get()->Now() < until && !recv.Ready()) w[0]->Drive(until);
-  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after), 0);
-  const double cpu_ms =
-      (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+  a.w[0]->Drive(SteadyClock::Get()->Now() + Millis(100));
+  const double cpu_ms = DrivingCpuMs(a.w[0].get(), a.recv, Millis(400));
   EXPECT_LT(cpu_ms, 150.0) << "the driver stayed awake for " << cpu_ms << " ms of 400";
-  EXPECT_FALSE(recv.Ready());
+  EXPECT_FALSE(a.recv.Ready());
   // Rank 1 is still heard.
-  std::vector<uint8_t> data = Pattern(8, 30);
-  DoneWaiter send;
-  w[1]->Send(0, Header(30, 1), data.data(), data.size(), send.Callback());
-  EXPECT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
-  w[0]->ReleaseDriver();
-  EXPECT_EQ(got, data);
+  ExpectAwaitedArrives(a);
 }
 
 // A message the driver waits for is handed out before it reads on in an early one (a
@@ -601,28 +622,12 @@ TEST(DRIVER_TEST, AConnectionTheEpollSetRefusesIsOfferedOnce) {
 // Without epoll_pwait2 the driver sleeps in epoll_wait (millisecond timeouts), and a message
 // still ends the sleep.
 TEST(DRIVER_TEST, WithoutEpollPwait2TheDriverSleepsOnEpollWait) {
-  auto w = World(3);
-  ASSERT_EQ(w.size(), 3u);
-  ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
-  ASSERT_TRUE(w[0]->AcquireDriver(8));
-  std::vector<uint8_t> got(8);
-  DoneWaiter recv;
-  w[0]->Recv(1, Header(30, 1), got.data(), got.size(), recv.Callback());
-  timespec before{}, after{};
-  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &before), 0);
-  const TimePoint until = SteadyClock::Get()->Now() + Millis(400);
-  while (SteadyClock::Get()->Now() < until && !recv.Ready()) w[0]->Drive(until);
-  ASSERT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &after), 0);
-  const double cpu_ms =
-      (after.tv_sec - before.tv_sec) * 1e3 + (after.tv_nsec - before.tv_nsec) / 1e6;
+  Awaiting a;
+  ASSERT_NO_FATAL_FAILURE(StartAwaiting(&a));
+  const double cpu_ms = DrivingCpuMs(a.w[0].get(), a.recv, Millis(400));
   EXPECT_LT(cpu_ms, 150.0) << "the driver stayed awake for " << cpu_ms << " ms of 400";
   EXPECT_GT(testing::EpollPwait2Refused(), 0);
-  std::vector<uint8_t> data = Pattern(8, 30);
-  DoneWaiter send;
-  w[1]->Send(0, Header(30, 1), data.data(), data.size(), send.Callback());
-  EXPECT_TRUE(DriveUntilDone(w[0].get(), recv).ok());
-  w[0]->ReleaseDriver();
-  EXPECT_EQ(got, data);
+  ExpectAwaitedArrives(a);
 }
 #endif
 
