@@ -44,6 +44,8 @@ GLOO_ALGOS = {
     "allreduce": ["ring", "ring_chunked", "halving_doubling", "bcube"],
     "broadcast": ["one_to_all", "broadcast"],
     "allgather": ["ring", "allgather"],
+    "gather": ["gather"],
+    "scatter": ["scatter"],
 }
 MPI_BASE = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
             "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
@@ -187,7 +189,7 @@ def parse_size(text):
 
 def reported_bytes(op, size, p, elem=4):
     """The `bytes` a job reports for a requested size (bench_common.cc's ShapeFor)."""
-    if op in ("allgather", "reduce_scatter", "alltoall"):
+    if op in ("allgather", "reduce_scatter", "alltoall", "gather", "scatter"):
         return p * max(1, size // elem // p) * elem
     return max(1, size // elem) * elem
 

@@ -7,7 +7,8 @@
 // Algorithms, named as Gloo names them: allreduce ring, ring_chunked, halving_doubling,
 // bcube (the algorithm classes, built once per cell and run in place, as Gloo intends) and
 // allreduce (the gloo::allreduce function); broadcast one_to_all and broadcast; allgather
-// ring and allgather; barrier all_to_one, all_to_all and barrier.
+// ring and allgather; gather and scatter (the functions); barrier all_to_one, all_to_all
+// and barrier.
 #include <gflags/gflags.h>
 #include <gloo/allgather.h>
 #include <gloo/allgather_ring.h>
@@ -21,8 +22,10 @@
 #include <gloo/barrier_all_to_one.h>
 #include <gloo/broadcast.h>
 #include <gloo/broadcast_one_to_all.h>
+#include <gloo/gather.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 #include <sys/stat.h>
 
@@ -50,9 +53,9 @@ DEFINE_int32(w, -1, "warm-up iterations; -1 = 5 up to 1 MiB, 2 above");
 DEFINE_int32(c, 1, "check the result once per cell (1) or not (0)");
 DEFINE_string(d, "float32", "data type (float32 only)");
 DEFINE_string(o, "sum", "reduction operator (sum only)");
-DEFINE_string(op, "allreduce", "allreduce|broadcast|allgather|barrier");
+DEFINE_string(op, "allreduce", "allreduce|broadcast|allgather|gather|scatter|barrier");
 DEFINE_string(algo, "ring", "a Gloo algorithm of --op (see the file comment), or 'all'");
-DEFINE_int32(root, 0, "root of broadcast");
+DEFINE_int32(root, 0, "root of broadcast, gather and scatter");
 DEFINE_string(jsonl, "", "also write one JSON line per cell to this file (rank 0)");
 DEFINE_string(format, "table", "what rank 0 prints on stdout: table or jsonl");
 DEFINE_bool(pin, false, "pin this rank to CPU rank mod the allowed CPUs");
@@ -131,6 +134,10 @@ std::vector<std::string> AlgorithmsOf(Op op) {
       return {"one_to_all", "broadcast"};
     case Op::kAllgather:
       return {"ring", "allgather"};
+    case Op::kGather:
+      return {"gather"};
+    case Op::kScatter:
+      return {"scatter"};
     case Op::kBarrier:
       return {"all_to_one", "all_to_all", "barrier"};
     default:
@@ -207,6 +214,34 @@ StatusOr<Prepared> Prepare(const std::shared_ptr<gloo::Context>& ctx, Op op,
             gloo::allgather(opts);
           };
         }
+        break;
+      case Op::kGather:
+        p.call = [ctx, in, out, count, root, timeout] {
+          gloo::GatherOptions opts(ctx);
+          opts.setInput(in, static_cast<size_t>(count));
+          // Only the root receives.
+          if (ctx->rank == root) {
+            opts.setOutput(out, static_cast<size_t>(count) * static_cast<size_t>(ctx->size));
+          }
+          opts.setRoot(root);
+          opts.setTimeout(timeout);
+          gloo::gather(opts);
+        };
+        break;
+      case Op::kScatter:
+        p.call = [ctx, in, out, count, root, timeout] {
+          gloo::ScatterOptions opts(ctx);
+          // Only the root sends: block q of its input to rank q.
+          if (ctx->rank == root) {
+            std::vector<float*> blocks;
+            for (int q = 0; q < ctx->size; ++q) blocks.push_back(in + int64_t{q} * count);
+            opts.setInputs(blocks, static_cast<size_t>(count));
+          }
+          opts.setOutput(out, static_cast<size_t>(count));
+          opts.setRoot(root);
+          opts.setTimeout(timeout);
+          gloo::scatter(opts);
+        };
         break;
       case Op::kBarrier:
         if (algo == "all_to_one") {
