@@ -252,12 +252,14 @@ Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size) {
       s.bytes = s.count * e;
       break;
     case Op::kAllgather:
+    case Op::kGather:  // every rank's output is allocated alike; only the root's is written
       s.count = std::max<int64_t>(1, bytes / e / p);
       s.in_elems = s.count;
       s.out_elems = p * s.count;
       s.bytes = p * s.count * e;
       break;
     case Op::kReduceScatter:
+    case Op::kScatter:  // likewise every rank's input; only the root's is read
       s.count = std::max<int64_t>(1, bytes / e / p);
       s.in_elems = p * s.count;
       s.out_elems = s.count;
@@ -266,18 +268,6 @@ Shape ShapeFor(Op op, int64_t bytes, int world_size, size_t elem_size) {
     case Op::kAlltoall:
       s.count = std::max<int64_t>(1, bytes / e / p);
       s.in_elems = s.out_elems = p * s.count;
-      s.bytes = p * s.count * e;
-      break;
-    case Op::kGather:  // every rank's output is allocated alike; only the root's is written
-      s.count = std::max<int64_t>(1, bytes / e / p);
-      s.in_elems = s.count;
-      s.out_elems = p * s.count;
-      s.bytes = p * s.count * e;
-      break;
-    case Op::kScatter:  // likewise every rank's input; only the root's is read
-      s.count = std::max<int64_t>(1, bytes / e / p);
-      s.in_elems = p * s.count;
-      s.out_elems = s.count;
       s.bytes = p * s.count * e;
       break;
     case Op::kBarrier:

@@ -228,14 +228,16 @@ StatusOr<Prepared> Prepare(const std::shared_ptr<gloo::Context>& ctx, Op op,
           gloo::gather(opts);
         };
         break;
-      case Op::kScatter:
-        p.call = [ctx, in, out, count, root, timeout] {
+      case Op::kScatter: {
+        // Only the root sends: block q of its input to rank q (listed once, not per call).
+        std::vector<float*> blocks;
+        for (int q = 0; ctx->rank == root && q < ctx->size; ++q) {
+          blocks.push_back(in + int64_t{q} * count);
+        }
+        p.call = [ctx, blocks, out, count, root, timeout]() mutable {
           gloo::ScatterOptions opts(ctx);
-          // Only the root sends: block q of its input to rank q.
-          if (ctx->rank == root) {
-            std::vector<float*> blocks;
-            for (int q = 0; q < ctx->size; ++q) blocks.push_back(in + int64_t{q} * count);
-            opts.setInputs(blocks, static_cast<size_t>(count));
+          if (!blocks.empty()) {
+            opts.setInputs(blocks.data(), blocks.size(), static_cast<size_t>(count));
           }
           opts.setOutput(out, static_cast<size_t>(count));
           opts.setRoot(root);
@@ -243,6 +245,7 @@ StatusOr<Prepared> Prepare(const std::shared_ptr<gloo::Context>& ctx, Op op,
           gloo::scatter(opts);
         };
         break;
+      }
       case Op::kBarrier:
         if (algo == "all_to_one") {
           p.algorithm = std::make_unique<gloo::BarrierAllToOne>(ctx);
