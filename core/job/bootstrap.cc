@@ -197,8 +197,37 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     auto dump = [&] {
       if (!flight_dir.empty()) WriteFlightRecord(comm, flight_dir).status().IgnoreError();
     };
-    // An operation stopped by another rank's verdict already carries it.
+    const int self = comm->rank();
+    // What this rank knows of its failed call, and how long its process did not run.
+    auto local_failure = [&](const OpSnapshot& snap) {
+      LocalFailure me = LocalFailureOf(snap, self, progress_timeout);
+      me.seq = failed.seq;
+      me.status = failed.status;
+      me.elapsed = failed.elapsed;
+      const TimePoint now = SteadyClock::Get()->Now();
+      me.frozen = comm->monitor()->FrozenSince(comm->monitor()->last_success_start(), now);
+      me.frozen_in_call = comm->monitor()->FrozenSince(now - failed.elapsed, now);
+      return me;
+    };
+    // Records the verdict, writes the flight record, and gives the failure its explanation.
+    auto explained = [&](const std::string& verdict) {
+      comm->recorder()->Record("verdict", failed.seq, verdict);
+      dump();
+      return Status(failed.status.code(), verdict + " [rank " + std::to_string(self) +
+                                              " saw: " + failed.status.message() + "]");
+    };
+    // An operation stopped by another rank's verdict already carries it, unless that verdict
+    // is about this rank's own absence (stalled, not entered) and this rank knows why: its
+    // process did not run for longer than the others waited. Resumed while another rank was
+    // still asking, it answered and was told that rank's view; its own is the cause.
     if (comm->monitor()->StoppedByAbort(failed.seq, failed.status)) {
+      const OpSnapshot snap = comm->monitor()->Snapshot();
+      if (failed.status.code() == StatusCode::kAborted && snap.failed_seq == failed.seq) {
+        const LocalFailure me = local_failure(snap);
+        if (NotRunningLongEnoughToBlameOthers(me)) {
+          return explained(Classify(me, std::vector<PeerView>(comm->size())).text);
+        }
+      }
       dump();
       return failed.status;
     }
@@ -207,16 +236,10 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
         failed.status.message().find("mismatch") == std::string::npos) {
       return failed.status;
     }
-    const int self = comm->rank();
     const OpSnapshot snap = comm->monitor()->Snapshot();
     if (snap.failed_seq != failed.seq) return failed.status;  // never started (e.g. no schedule)
-    LocalFailure me = LocalFailureOf(snap, self, progress_timeout);
-    me.seq = failed.seq;
-    me.status = failed.status;
-    me.elapsed = failed.elapsed;
+    const LocalFailure me = local_failure(snap);
     const TimePoint now = SteadyClock::Get()->Now();
-    me.frozen = comm->monitor()->FrozenSince(comm->monitor()->last_success_start(), now);
-    me.frozen_in_call = comm->monitor()->FrozenSince(now - failed.elapsed, now);
     const Duration query_timeout = QueryTimeoutFor(progress_timeout);
     // One stuck rank makes every rank time out at once, and each asking every other was p^2
     // queries against control endpoints that serve kMaxActive at a time: answers timed out,
@@ -230,13 +253,6 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                            failed.elapsed >= progress_timeout / 2;
     // A rank that did not run itself (stopped, then resumed) names itself (verdict.cc); the
     // verdict the others found meanwhile would blame it only as "stalled", or a victim.
-    // Records the verdict, writes the flight record, and gives the failure its explanation.
-    auto explained = [&](const std::string& verdict) {
-      comm->recorder()->Record("verdict", failed.seq, verdict);
-      dump();
-      return Status(failed.status.code(), verdict + " [rank " + std::to_string(self) +
-                                              " saw: " + failed.status.message() + "]");
-    };
     if (timed_out && !NotRunningLongEnoughToBlameOthers(me) && p > kAllAskAtOnce) {
       const TimePoint until = now + VerdictTurnWait(self, p, progress_timeout);
       while (SteadyClock::Get()->Now() < until) {
