@@ -545,7 +545,10 @@ TEST_F(SupervisorTest, TheSettleWindowEndsOnceNoSurvivorIsLeftToReport) {
 // exit for another settle_time, but no longer than settle_limit after the first failure.
 TEST_F(SupervisorTest, SurvivorsReportingInTurnKeepTheSettleWindowOpenUpToItsLimit) {
   SupervisorOptions options = Options();
-  options.settle_time = Millis(1500);
+  // 2 s: each exit comes 0.9 s after the last, with 1.1 s to spare for a rank that starts or
+  // wakes late on a loaded machine; without the extension rank 3 (2.7 s after the first
+  // failure) would still be cut off.
+  options.settle_time = Millis(2000);
   options.settle_limit = Millis(4000);
   std::vector<ProcessSpec> specs = {Rank(0, {"--sleep_ms=100", "--exit_code=3"})};
   for (int rank = 1; rank <= 3; ++rank) {  // at 1.0, 1.9 and 2.8 s: each 0.9 s after the last
@@ -569,20 +572,23 @@ TEST_F(SupervisorTest, SurvivorsReportingInTurnKeepTheSettleWindowOpenUpToItsLim
 // death outranks the first error exit only within settle_time of it, as without extension.
 TEST_F(SupervisorTest, ASignalLongAfterTheFirstFailureDoesNotTakeTheBlame) {
   SupervisorOptions options = Options();
-  options.settle_time = Millis(1500);
+  // Exits 0.9 s apart keep the window open (1.1 s to spare each); the signal comes 3.6 s after
+  // the first failure, 1.6 s past the 2 s in which it could have taken the blame.
+  options.settle_time = Millis(2000);
   options.settle_limit = Millis(8000);
   EXPECT_EQ(Run({Rank(0, {"--sleep_ms=100", "--exit_code=3"}),
                  Rank(1, {"--sleep_ms=1000", "--exit_code=1"}),
                  Rank(2, {"--sleep_ms=1900", "--exit_code=1"}),
-                 Rank(3, {"--sleep_ms=2800", "--signal=SIGABRT"})},
+                 Rank(3, {"--sleep_ms=2800", "--exit_code=1"}),
+                 Rank(4, {"--sleep_ms=3700", "--signal=SIGABRT"})},
                 options),
             3);
   std::vector<ProcessResult> results = supervisor_->results();
   EXPECT_TRUE(results[0].root_cause);
-  EXPECT_TRUE(results[3].signaled);
-  EXPECT_EQ(results[3].signal, SIGABRT);
-  EXPECT_FALSE(results[3].killed_by_launcher);
-  EXPECT_FALSE(results[3].root_cause);
+  EXPECT_TRUE(results[4].signaled);
+  EXPECT_EQ(results[4].signal, SIGABRT);
+  EXPECT_FALSE(results[4].killed_by_launcher);
+  EXPECT_FALSE(results[4].root_cause);
 }
 
 // A survivor's program still running keeps the settle window open to its end.

@@ -133,7 +133,9 @@ TEST(StoreMultiprocTest, RankThatDiesBeforeRendezvousIsNamed) {
       if (rank == 2) return 0;  // dies before it gets there
       auto store = FileStore::Open(tmp.path());
       if (!store.ok()) return Fail(store.status());
-      auto records = Rendezvous(store->get(), "J", Me(rank, 4), In(Millis(500)));
+      // 3 s from each child's start: the three must see each other's slots before it, also
+      // when a forked child waits for a CPU.
+      auto records = Rendezvous(store->get(), "J", Me(rank, 4), In(Seconds(3)));
       if (records.ok()) return 2;
       const std::string& message = records.status().message();
       bool named = records.status().code() == StatusCode::kDeadlineExceeded &&
