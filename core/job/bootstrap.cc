@@ -216,10 +216,11 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       return Status(failed.status.code(), verdict + " [rank " + std::to_string(self) +
                                               " saw: " + failed.status.message() + "]");
     };
-    // An operation stopped by another rank's verdict already carries it, unless that verdict
-    // is about this rank's own absence (stalled, not entered) and this rank knows why: its
-    // process did not run for longer than the others waited. Resumed while another rank was
-    // still asking, it answered and was told that rank's view; its own is the cause.
+    // An operation stopped by another rank's verdict already carries it, unless this rank's
+    // own process did not run for longer than the others waited: resumed while another rank
+    // was still asking, it answered and was told that rank's view ("rank 1 not entered", or a
+    // rank that left meanwhile), which is their reaction to its absence. It names itself, as
+    // Classify would; the told text follows. A told mismatch stands.
     if (comm->monitor()->StoppedByAbort(failed.seq, failed.status)) {
       const OpSnapshot snap = comm->monitor()->Snapshot();
       if (failed.status.code() == StatusCode::kAborted && snap.failed_seq == failed.seq) {
