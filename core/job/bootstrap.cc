@@ -198,13 +198,13 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       if (!flight_dir.empty()) WriteFlightRecord(comm, flight_dir).status().IgnoreError();
     };
     const int self = comm->rank();
+    const TimePoint now = SteadyClock::Get()->Now();
     // What this rank knows of its failed call, and how long its process did not run.
     auto local_failure = [&](const OpSnapshot& snap) {
       LocalFailure me = LocalFailureOf(snap, self, progress_timeout);
       me.seq = failed.seq;
       me.status = failed.status;
       me.elapsed = failed.elapsed;
-      const TimePoint now = SteadyClock::Get()->Now();
       me.frozen = comm->monitor()->FrozenSince(comm->monitor()->last_success_start(), now);
       me.frozen_in_call = comm->monitor()->FrozenSince(now - failed.elapsed, now);
       return me;
@@ -240,7 +240,6 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     const OpSnapshot snap = comm->monitor()->Snapshot();
     if (snap.failed_seq != failed.seq) return failed.status;  // never started (e.g. no schedule)
     const LocalFailure me = local_failure(snap);
-    const TimePoint now = SteadyClock::Get()->Now();
     const Duration query_timeout = QueryTimeoutFor(progress_timeout);
     // One stuck rank makes every rank time out at once, and each asking every other was p^2
     // queries against control endpoints that serve kMaxActive at a time: answers timed out,

@@ -25,10 +25,8 @@ DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
 DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
-DEFINE_int32(stop_rank, -1, "this rank SIGSTOPs itself after --die_after loop iterations");
-DEFINE_double(stop_seconds, 0,
-              "with --stop_rank: a child process resumes it (SIGCONT) after this long; 0: it "
-              "stays stopped");
+DEFINE_int32(stop_rank, -1,
+             "this rank SIGSTOPs itself after --die_after loop iterations (until a SIGCONT)");
 DEFINE_int32(skip_rank, -1, "this rank does not make the loop's call at --fault_at (sleeps)");
 DEFINE_int32(mismatch_rank, -1, "this rank makes a different call at --fault_at");
 DEFINE_string(mismatch_kind, "op", "op | count | dtype | root | reduce_op | broadcast_root");
@@ -322,19 +320,7 @@ int main(int argc, char** argv) {
          FLAGS_loop_iters > 0 ? iter < FLAGS_loop_iters : std::chrono::steady_clock::now() < end;
          ++iter) {
       if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
-      if (r == FLAGS_stop_rank && iter == FLAGS_die_after) {
-        if (FLAGS_stop_seconds > 0) {
-          // Only async-signal-safe calls in the child of this threaded process.
-          const pid_t self = ::getpid();
-          const useconds_t wait = static_cast<useconds_t>(FLAGS_stop_seconds * 1e6);
-          if (::fork() == 0) {
-            ::usleep(wait);
-            ::kill(self, SIGCONT);
-            ::_exit(0);
-          }
-        }
-        ::raise(SIGSTOP);
-      }
+      if (r == FLAGS_stop_rank && iter == FLAGS_die_after) ::raise(SIGSTOP);
       if (r == FLAGS_skip_rank && iter == FLAGS_fault_at) {
         std::printf("rank %d skips call %d\n", r, iter);
         std::fflush(stdout);

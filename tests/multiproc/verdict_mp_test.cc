@@ -322,9 +322,6 @@ TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
   EXPECT_EQ(named, 2) << Dump(r);
 }
 
-// Two embedded ranks of gyre-test-client looping allreduces, started directly (gyrerun would
-// end a stopped rank along with the job), stderr in `dir`/err<rank>; killed and reaped by the
-// destructor unless reaped before.
 // The texts of the "rank R: allreduce N failed: <text>" lines of gyre-test-client's stderr.
 std::vector<std::string> FailureTexts(const std::string& err) {
   static const std::regex fail_re(R"(rank \d+: allreduce \d+ failed: (.*))");
@@ -338,6 +335,17 @@ std::vector<std::string> FailureTexts(const std::string& err) {
   return texts;
 }
 
+// Rank 1 of TwoDirectRanks stops itself 20 calls in and stays stopped; both ranks go on past a
+// failed call, and end after 22 calls.
+const std::vector<std::string> kRank1StopsEarly = {"--loop_iters=22", "--stop_rank=1",
+                                                   "--die_after=20", "--keep_going"};
+// How a resumed rank 1 names itself.
+constexpr char kRank1NamesItself[] =
+    "rank 1 (this rank) was not running: its process did not run for ";
+
+// Two embedded ranks of gyre-test-client looping allreduces, started directly (gyrerun would
+// end a stopped rank along with the job), stderr in `dir`/err<rank>; killed and reaped by the
+// destructor unless reaped before.
 struct TwoDirectRanks {
   std::string dir, store;
   pid_t pids[2] = {-1, -1};
@@ -446,8 +454,7 @@ TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
 // a child resuming it after a fixed 5 s, it sometimes came back while rank 0 was still asking
 // about its second call, and took that call's verdict for its own.
 TEST(StoppedRankTest, ARankStoppedInItsFirstCallsNamesItselfOnceResumed) {
-  TwoDirectRanks ranks("early-stop", 2000,
-                       {"--loop_iters=22", "--stop_rank=1", "--die_after=20", "--keep_going"});
+  TwoDirectRanks ranks("early-stop", 2000, kRank1StopsEarly);
   ASSERT_TRUE(ranks.pids[0] > 0 && ranks.pids[1] > 0);
   ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
   ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
@@ -458,9 +465,7 @@ TEST(StoppedRankTest, ARankStoppedInItsFirstCallsNamesItselfOnceResumed) {
     EXPECT_NE(text.find("rank 1 stalled"), std::string::npos) << text;
   }
   for (const std::string& text : failed1) {
-    EXPECT_NE(text.find("rank 1 (this rank) was not running: its process did not run for "),
-              std::string::npos)
-        << text;
+    EXPECT_NE(text.find(kRank1NamesItself), std::string::npos) << text;
     EXPECT_EQ(text.find("rank 0 dead"), std::string::npos) << text;
     EXPECT_EQ(text.find("rank 0 stalled"), std::string::npos) << text;
   }
@@ -476,8 +481,7 @@ TEST(StoppedRankTest, ARankStoppedInItsFirstCallsNamesItselfOnceResumed) {
 // machine may make it, the call fails on its own and must say the same.)
 TEST(StoppedRankTest, AResumedRankToldTheOthersVerdictStillNamesItself) {
   const int timeout_ms = 4000;  // a query timeout of 1 s (QueryTimeoutFor)
-  TwoDirectRanks ranks("told", timeout_ms,
-                       {"--loop_iters=22", "--stop_rank=1", "--die_after=20", "--keep_going"});
+  TwoDirectRanks ranks("told", timeout_ms, kRank1StopsEarly);
   ASSERT_TRUE(ranks.pids[0] > 0 && ranks.pids[1] > 0);
   // Rank 0's first failure is printed once its inquiry has ended; the second call then waits
   // T and asks for 1 s: resume rank 1 half-way through that second.
@@ -493,9 +497,7 @@ TEST(StoppedRankTest, AResumedRankToldTheOthersVerdictStillNamesItself) {
   const std::vector<std::string> failed1 = FailureTexts(ranks.Err(1));
   int told = 0;
   for (const std::string& text : failed1) {
-    EXPECT_NE(text.find("rank 1 (this rank) was not running: its process did not run for "),
-              std::string::npos)
-        << text;
+    EXPECT_NE(text.find(kRank1NamesItself), std::string::npos) << text;
     if (text.find("saw: allreduce seq=22 (ring, 256.0 KiB float32) failed after") !=
         std::string::npos) {
       ++told;
