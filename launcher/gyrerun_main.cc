@@ -62,6 +62,10 @@ DEFINE_string(run, "main",
 DEFINE_double(timeout, 30, "progress timeout in seconds for every rank");
 DEFINE_double(rendezvous_timeout, 60, "seconds for all ranks to meet");
 DEFINE_double(grace_period, 3, "seconds between SIGTERM and SIGKILL when stopping the job");
+DEFINE_double(settle_time, 1.5,
+              "after the first rank fails, seconds to keep collecting the others' exits (their "
+              "verdicts) before naming the root cause and stopping the rest; it ends early once "
+              "no survivor is left to report");
 DEFINE_double(job_timeout, 0, "stop the whole job after this many seconds (exit 124); 0 = never");
 DEFINE_string(job_id, "", "job id (default: a random one)");
 DEFINE_string(run_dir, "", "folder for the store, sockets and report (default: a new temp dir)");
@@ -494,6 +498,7 @@ int main(int argc, char** argv) {
       {"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
       {"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
       {"--grace_period", FLAGS_grace_period, 0, 1e6, "from 0 to 1e6 seconds"},
+      {"--settle_time", FLAGS_settle_time, 0, 1e6, "from 0 to 1e6 seconds"},
       {"--job_timeout", FLAGS_job_timeout, 0, 1e9, "0 (never) or up to 1e9 seconds"},
       {"--hang_timeout", FLAGS_hang_timeout, 0, 1e9, "0 (off) or up to 1e9 seconds"},
   });
@@ -780,6 +785,7 @@ int main(int argc, char** argv) {
 
   launcher::SupervisorOptions options;
   options.grace_period = Seconds(FLAGS_grace_period);
+  options.settle_time = Seconds(FLAGS_settle_time);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
   // Beyond job::kAllAskAtOnce ranks the survivors of a progress timeout ask in turn: while
   // they keep reporting, keep collecting exits until the last in line has waited, asked

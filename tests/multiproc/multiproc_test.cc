@@ -417,9 +417,10 @@ TEST(GyrerunTest, BadCallDefaultFlagsAreClearErrors) {
 TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
   // Durations are nanoseconds in an int64: a huge value must not wrap into "at once".
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"--job_timeout", "1e10"},     {"--job_timeout", "nan"},        {"--job_timeout", "-1"},
-      {"--grace_period", "1e20"},    {"--grace_period", "nan"},       {"--hang_timeout", "inf"},
-      {"--rendezvous_timeout", "0"}, {"--rendezvous_timeout", "1e10"}};
+      {"--job_timeout", "1e10"},     {"--job_timeout", "nan"},         {"--job_timeout", "-1"},
+      {"--grace_period", "1e20"},    {"--grace_period", "nan"},        {"--hang_timeout", "inf"},
+      {"--rendezvous_timeout", "0"}, {"--rendezvous_timeout", "1e10"}, {"--settle_time", "-1"},
+      {"--settle_time", "nan"}};
   for (const auto& [flag, value] : bad) {
     CommandResult r = RunCommand({Gyrerun(), "-n", "1", flag, value, "--", "/bin/true"}, {}, 30);
     EXPECT_EQ(r.exit_code, 2) << flag << " " << value;
@@ -432,6 +433,26 @@ TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
   r = RunCommand({Gyrerun(), "--hosts", "localhost:2000000000", "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("slots must be a number from 1 to 1024"), std::string::npos) << r.err;
+}
+
+// Rank 1 fails at once; rank 0 reports 2 s later. With --settle_time 5 gyrerun waits for that
+// report (rank 0's own exit code in the summary); with 0.3 it stops rank 0 first.
+TEST(GyrerunTest, SettleTimeBoundsTheWaitForTheOthersReports) {
+  const std::string script = "[ \"$GYRE_RANK\" = 1 ] && exit 5; sleep 2; exit 3";
+  CommandResult waited = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--settle_time",
+                                     "5", "--grace_period", "1", "--", "/bin/sh", "-c", script},
+                                    {}, 60);
+  EXPECT_EQ(waited.exit_code, 5) << waited.err;
+  EXPECT_NE(waited.err.find("exit 3"), std::string::npos) << waited.err;
+  EXPECT_EQ(waited.err.find("terminated by gyrerun"), std::string::npos) << waited.err;
+  // Ended by rank 0's report, not by the 5 s window.
+  EXPECT_LT(waited.seconds, 4.5) << waited.err;
+  CommandResult cut = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--settle_time",
+                                  "0.3", "--grace_period", "1", "--", "/bin/sh", "-c", script},
+                                 {}, 60);
+  EXPECT_EQ(cut.exit_code, 5) << cut.err;
+  EXPECT_NE(cut.err.find("terminated by gyrerun (SIGTERM)"), std::string::npos) << cut.err;
+  EXPECT_EQ(cut.err.find("exit 3"), std::string::npos) << cut.err;
 }
 
 TEST(GyrerunTest, ADaemonWhoseProgramNeverCallsItDoesNotHoldTheJob) {

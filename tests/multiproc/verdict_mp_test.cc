@@ -57,6 +57,8 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
   const std::regex client_re(R"(\[rank \d+ gyred\].*client pid \d+ connected)");
   const std::regex fail_re(R"(^\[rank (\d+)\] rank \d+: allreduce \d+ failed: (.*)$)");
   const std::regex job_re(R"(gyrerun: job (\S+), \d+ ranks, store (\S+),)");
+  // Every survivor's verdict line is counted: --settle_time keeps collecting exits for up to
+  // 4 s (not 1.5) after the first, for a loaded machine; the window closes once none is left.
   std::vector<std::string> argv = {
       BinDir() + "/gyrerun",
       "-n",
@@ -65,6 +67,8 @@ LoopRun RunLoop(int p, double timeout_s, const std::vector<std::string>& client_
       mode,
       "--timeout",
       std::to_string(timeout_s),
+      "--settle_time",
+      "4",
       "--",
       BinDir() + "/gyre-test-client",
       "--check=false",
