@@ -17,8 +17,10 @@
 // private run folder, prefixes every output line with its rank, and when a process fails it
 // stops the rest and prints which rank failed and how. Exit status: 0, or the first failed
 // process's exit code, or 128+signal (see launcher/supervisor.h).
+#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -373,6 +375,42 @@ int Usage(const std::string& why) {
   return 2;
 }
 
+// Holds `dir`/gyrerun.lock (an flock) for as long as gyrerun runs: a second gyrerun given the
+// same --run_dir would otherwise clear the running job's store and secret from under it.
+// Returns the descriptor that holds it, or -1 with `*why` set.
+int LockRunDir(const std::string& dir, std::string* why) {
+  const std::string path = dir + "/gyrerun.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return -1;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    // The holder wrote its pid there; anything else in the file is not shown.
+    char buf[16] = {};
+    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    std::string holder;
+    for (ssize_t i = 0; i < got && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      *why = "the run folder " + dir + " is in use by another gyrerun" +
+             (holder.empty() ? "" : " (pid " + holder + ")") +
+             ": give each job its own --run_dir, or none (each job then gets a new folder)";
+    } else {
+      *why = "cannot lock " + path + ": " + std::strerror(err);
+    }
+    return -1;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // Only the message of a second gyrerun loses the pid: the lock is held.
+    std::cerr << "gyrerun: warning: cannot write this gyrerun's pid into " << path << ": "
+              << std::strerror(errno) << "\n";
+  }
+  return fd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -510,13 +548,31 @@ int main(int argc, char** argv) {
 
   std::string run_dir = FLAGS_run_dir;
   if (run_dir.empty()) {
-    char tmpl[] = "/tmp/gyrerun-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) {
-      std::cerr << "gyrerun: cannot create a run folder in /tmp: " << std::strerror(errno) << "\n";
+    const char* tmpdir = std::getenv("TMPDIR");
+    const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    std::string tmpl = parent + "/gyrerun-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      std::cerr << "gyrerun: cannot create a run folder in " << parent << ": "
+                << std::strerror(errno) << " (set TMPDIR, or give one with --run_dir)\n";
       return 1;
     }
     run_dir = tmpl;
   } else {
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir, ec);
+    if (ec) {
+      std::cerr << "gyrerun: cannot use --run_dir " << run_dir << ": " << ec.message() << "\n";
+      return 1;
+    }
+  }
+  std::string lock_problem;
+  if (LockRunDir(run_dir, &lock_problem) < 0) {
+    std::cerr << "gyrerun: " << lock_problem << "\n";
+    std::error_code ec;
+    if (FLAGS_run_dir.empty()) std::filesystem::remove_all(run_dir, ec);  // the one made above
+    return 1;
+  }
+  if (!FLAGS_run_dir.empty()) {
     // A reused folder: what an earlier job left there (its file store, its flight records,
     // its report) would be read as this job's.
     std::error_code ec;

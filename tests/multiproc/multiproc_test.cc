@@ -532,6 +532,54 @@ TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   }
 }
 
+// A second gyrerun given a running job's --run_dir used to clear that job's store and secret.
+// It now refuses before touching the folder, naming the gyrerun that holds it.
+TEST(GyrerunTest, ARunFolderInUseIsRefusedAndLeftAlone) {
+  const std::string dir = TempDir("busy-run-dir") + "/deeper";  // made by gyrerun
+  const std::string log = TempDir("busy-run-dir-log") + "/first.log";
+  const pid_t first = StartLogged(Gyrerun(),
+                                  {"-n", "1", "--mode", "embedded", "--run_dir", dir, "--",
+                                   "/bin/sh", "-c", "touch \"$GYRE_FLIGHT_DIR/started\"; sleep 30"},
+                                  log);
+  ASSERT_GT(first, 0);
+  for (int i = 0; i < 400 && ::access((dir + "/started").c_str(), F_OK) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(::access((dir + "/started").c_str(), F_OK), 0) << ReadAll(log);
+  ASSERT_EQ(::access((dir + "/secret").c_str(), F_OK), 0) << ReadAll(log);
+  CommandResult second = RunCommand(
+      {Gyrerun(), "-n", "1", "--mode", "embedded", "--run_dir", dir, "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("the run folder " + dir + " is in use by another gyrerun (pid " +
+                            std::to_string(first) + ")"),
+            std::string::npos)
+      << second.err;
+  // The first job's secret is still there, and the job runs on.
+  EXPECT_EQ(::access((dir + "/secret").c_str(), F_OK), 0);
+  EXPECT_TRUE(ProcessExists(first));
+  ::kill(first, SIGTERM);
+  EXPECT_EQ(WaitExit(first, Seconds(20)), 143) << ReadAll(log);
+  // Once it has ended, the folder is free again.
+  CommandResult third = RunCommand(
+      {Gyrerun(), "-n", "1", "--mode", "embedded", "--run_dir", dir, "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+}
+
+TEST(GyrerunTest, TheRunFolderIsMadeUnderTmpdir) {
+  const std::string tmp = TempDir("tmpdir");
+  CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--", "/bin/sh", "-c",
+                                "echo \"flight dir: $GYRE_FLIGHT_DIR\""},
+                               {{"TMPDIR", tmp}}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flight dir: " + tmp + "/gyrerun-"), std::string::npos) << r.out;
+  r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--", "/bin/true"},
+                 {{"TMPDIR", tmp + "/missing"}}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot create a run folder in " + tmp + "/missing: No such file"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
   // "-n 3" after the program is the program's, not a second -n for gyrerun.
   CommandResult r = RunCommand(
