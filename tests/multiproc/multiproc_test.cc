@@ -580,6 +580,18 @@ TEST(GyrerunTest, TheRunFolderIsMadeUnderTmpdir) {
       << r.err;
 }
 
+// The README's hung-job recipe loops for a time. Each rank used to stop on its own clock, so
+// one made a call the others never made, and that call failed naming a healthy rank dead.
+TEST(GyrerunTest, ATimedLoopEndsAfterTheSameCallOnEveryRank) {
+  for (const char* mode : {"daemon", "embedded"}) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "3", "--mode", mode, "--timeout", "10", "--",
+                                  Client(), "--check=false", "--loop_seconds=1.5"},
+                                 {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.err;
+    EXPECT_EQ(r.err.find("failed"), std::string::npos) << mode << "\n" << r.err;
+  }
+}
+
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
   // "-n 3" after the program is the program's, not a second -n for gyrerun.
   CommandResult r = RunCommand(

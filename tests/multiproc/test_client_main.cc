@@ -21,7 +21,9 @@
 #include "core/comm/selfcheck.h"
 
 DEFINE_bool(check, true, "run and verify every collective x algorithm");
-DEFINE_double(loop_seconds, 0, "then loop allreduces for this long");
+DEFINE_double(loop_seconds, 0,
+              "then loop allreduces for about this long: the loop's own allreduce carries "
+              "whether any rank's time is up, so every rank makes the same number of calls");
 DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
@@ -316,9 +318,14 @@ int main(int argc, char** argv) {
     std::vector<float> g(1 << 16, 1.0f);
     const auto end =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAGS_loop_seconds);
-    for (int iter = 0;
-         FLAGS_loop_iters > 0 ? iter < FLAGS_loop_iters : std::chrono::steady_clock::now() < end;
-         ++iter) {
+    // Timed: the last element of every loop allreduce is 1 on a rank whose time is up and 0
+    // elsewhere, so after the call every rank sees whether any rank's was, and all stop after
+    // the same call. Each rank stopping on its own clock made one more call than another,
+    // which then failed as a dead peer.
+    const bool timed = FLAGS_loop_iters <= 0;
+    bool time_up = false;
+    for (int iter = 0; timed ? !time_up : iter < FLAGS_loop_iters; ++iter) {
+      if (timed) g.back() = std::chrono::steady_clock::now() >= end ? 1.0f : 0.0f;
       if (r == FLAGS_die_rank && iter == FLAGS_die_after) ::raise(SIGKILL);
       if (r == FLAGS_stop_rank && iter == FLAGS_die_after) ::raise(SIGSTOP);
       if (r == FLAGS_skip_rank && iter == FLAGS_fault_at) {
@@ -367,6 +374,7 @@ int main(int argc, char** argv) {
         }
         return 1;
       }
+      if (timed && g.back() > 0) time_up = true;
     }
     if (FLAGS_refuse_rank >= 0) {
       // Had the refused call not taken its place, this would meet another rank's earlier call.
