@@ -592,6 +592,14 @@ TEST(GyrerunTest, ATimedLoopEndsAfterTheSameCallOnEveryRank) {
   }
 }
 
+TEST(GyrerunTest, TheTestClientsHelpListsItsOwnFlags) {
+  CommandResult r = RunCommand({Client(), "--help"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gyre-test-client [flags]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-loop_seconds ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("logtostderr"), std::string::npos) << r.out;
+}
+
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
   // "-n 3" after the program is the program's, not a second -n for gyrerun.
   CommandResult r = RunCommand(

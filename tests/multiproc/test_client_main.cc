@@ -18,6 +18,7 @@
 
 #include "client/include/gyre/gyre.h"
 #include "core/algo/collective.h"
+#include "core/base/tool_flags.h"
 #include "core/comm/selfcheck.h"
 
 DEFINE_bool(check, true, "run and verify every collective x algorithm");
@@ -160,7 +161,9 @@ int CheckAllocatedBuffers(gyre::Comm& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "gyre-test-client [flags]: run under gyrerun (or with gyre's environment "
+                       "set); checks every collective, then loops or injects a fault");
   using namespace gyre;
   auto comm_or = Comm::FromEnvironment();
   if (!comm_or.ok()) {
