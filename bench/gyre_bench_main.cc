@@ -353,6 +353,16 @@ Status CheckCountFlags() {
                                 ": warm-up iterations must be -1 (default) or 0 to " +
                                 std::to_string(kMaxIterations));
   }
+  // NaN here made the iteration count a huge number and the iteration-time vector abort.
+  // A negative rate printed a model of 0.00 GB/s.
+  if (std::string bad = FirstBadSecondsFlag(
+          {{"--cell_seconds", FLAGS_cell_seconds, 0.001, 3600, "from 0.001 to 3600 seconds"},
+           {"--model_alpha_us", FLAGS_model_alpha_us, 0, 1e9, "from 0 to 1e9 microseconds"},
+           {"--model_gbps", FLAGS_model_gbps, 1e-6, 1e6, "from 1e-6 to 1e6 GB/s"},
+           {"--model_reduce_gbps", FLAGS_model_reduce_gbps, 1e-6, 1e6, "from 1e-6 to 1e6 GB/s"}});
+      !bad.empty()) {
+    return InvalidArgumentError(bad);
+  }
   if (FLAGS_c != 0 && FLAGS_c != 1) {
     return InvalidArgumentError("-c " + std::to_string(FLAGS_c) + ": want 1 (check) or 0");
   }

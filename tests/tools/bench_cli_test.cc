@@ -21,6 +21,18 @@ TEST(GyreBenchCli, IterationCountsAreBounded) {
   ExpectRefused({bench, "-c", "2"}, {"-c 2"});
 }
 
+TEST(GyreBenchCli, TimesAndModelRatesMustBeFiniteAndInRange) {
+  const std::string bench = BuiltBinary("gyre-bench");
+  // NaN used to abort the program (an iteration count past any vector's size).
+  for (const char* v : {"nan", "inf", "0", "-1"}) {
+    ExpectRefused({bench, "--cell_seconds", v},
+                  {std::string("--cell_seconds ") + v, "from 0.001 to 3600 seconds"});
+  }
+  ExpectRefused({bench, "--model_gbps", "-3"}, {"--model_gbps -3", "from 1e-6 to 1e6 GB/s"});
+  ExpectRefused({bench, "--model_reduce_gbps", "nan"}, {"--model_reduce_gbps nan"});
+  ExpectRefused({bench, "--model_alpha_us", "-1"}, {"--model_alpha_us -1"});
+}
+
 TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
   const std::string bench = BuiltBinary("gyre-bench");
   for (const char* f : {"1", "0", "-2"}) {
