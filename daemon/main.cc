@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -150,6 +151,20 @@ gyre::Status CheckFlags() {
   if (FLAGS_segment_bytes < 0) {
     return InvalidArgumentError("--segment_bytes " + std::to_string(FLAGS_segment_bytes) +
                                 " must be 0 (no segments) or more");
+  }
+  if (FLAGS_timing_runs < 5) {
+    return InvalidArgumentError("--timing_runs " + std::to_string(FLAGS_timing_runs) +
+                                " must be at least 5 (a median of fewer says little)");
+  }
+  // The bench holds an input and an output buffer of the largest size, and the transport
+  // scratch beside them: asked past the host's memory it was killed by the OOM killer.
+  const int64_t memory = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                         static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+  const int64_t most = std::max<int64_t>(4, memory / 4);
+  if (FLAGS_bench_max_bytes < 4 || FLAGS_bench_max_bytes > most) {
+    return InvalidArgumentError("--bench_max_bytes " + std::to_string(FLAGS_bench_max_bytes) +
+                                " must be from 4 to " + std::to_string(most) +
+                                " (a quarter of this host's memory)");
   }
   if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535) {
     return InvalidArgumentError("--metrics_port " + std::to_string(FLAGS_metrics_port) +

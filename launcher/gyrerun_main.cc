@@ -72,7 +72,7 @@ DEFINE_double(job_timeout, 0, "stop the whole job after this many seconds (exit 
 DEFINE_string(job_id, "", "job id (default: a random one)");
 DEFINE_string(run_dir, "", "folder for the store, sockets and report (default: a new temp dir)");
 DEFINE_bool(keep_run_dir, false, "keep the run folder afterwards");
-DEFINE_int32(timing_runs, 7, "main job: runs per timed cell");
+DEFINE_int32(timing_runs, 7, "main job: runs per timed cell (at least 5)");
 DEFINE_bool(deterministic, false,
             "canonical reduction order for every reducing call, daemon or embedded");
 DEFINE_bool(tune, false,
@@ -541,6 +541,10 @@ int main(int argc, char** argv) {
       {"--hang_timeout", FLAGS_hang_timeout, 0, 1e9, "0 (off) or up to 1e9 seconds"},
   });
   if (!bad.empty()) return Usage(bad);
+  if (FLAGS_timing_runs < 5) {
+    return Usage("--timing_runs must be at least 5 (a median of fewer says little), not " +
+                 std::to_string(FLAGS_timing_runs));
+  }
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));

@@ -80,6 +80,10 @@ TEST_F(GyredFlagsTest, BadFlagIsNamedBeforeJoiningAndLeavesTheJobIdUsable) {
       {"--metrics_port", "70000", "70000"},
       {"--metrics_port", "-2", "-2"},
       {"--run", "bogus", "'bogus'"},
+      {"--timing_runs", "-3", "-3"},
+      {"--bench_max_bytes", "3", "3"},
+      // Past a quarter of any host's memory: it was killed by the OOM killer.
+      {"--bench_max_bytes", "99999999999999", "99999999999999"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const BadFlag& c = cases[i];
