@@ -417,10 +417,12 @@ TEST(GyrerunTest, BadCallDefaultFlagsAreClearErrors) {
 TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
   // Durations are nanoseconds in an int64: a huge value must not wrap into "at once".
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"--job_timeout", "1e10"},     {"--job_timeout", "nan"},         {"--job_timeout", "-1"},
-      {"--grace_period", "1e20"},    {"--grace_period", "nan"},        {"--hang_timeout", "inf"},
-      {"--rendezvous_timeout", "0"}, {"--rendezvous_timeout", "1e10"}, {"--settle_time", "-1"},
-      {"--settle_time", "nan"}};
+      {"--job_timeout", "1e10"},     {"--job_timeout", "nan"},
+      {"--job_timeout", "-1"},       {"--grace_period", "1e20"},
+      {"--grace_period", "nan"},     {"--hang_timeout", "inf"},
+      {"--rendezvous_timeout", "0"}, {"--rendezvous_timeout", "1e10"},
+      {"--settle_time", "-1"},       {"--settle_time", "nan"},
+      {"--timing_runs", "2"}};
   for (const auto& [flag, value] : bad) {
     CommandResult r = RunCommand({Gyrerun(), "-n", "1", flag, value, "--", "/bin/true"}, {}, 30);
     EXPECT_EQ(r.exit_code, 2) << flag << " " << value;
