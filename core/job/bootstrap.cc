@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -21,6 +23,42 @@ namespace gyre::job {
 std::string ControlKey(const std::string& job_id, int rank) {
   return "gyre/control/" + job_id + "/" + std::to_string(rank);
 }
+
+namespace {
+
+// Ticks a communicator's freeze watchdog (OpMonitor::Tick) every 20 ms from its creation until
+// the stall probe takes over, as the probe does: a rank stopped while it waited at rendezvous
+// and resumed after the others had given up on it then names itself, where it named the
+// first rank it could not reach (they had exited).
+class JoinTicker {
+ public:
+  explicit JoinTicker(OpMonitor* monitor)
+      : thread_([this, monitor] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!stop_) {
+            monitor->Tick(SteadyClock::Get()->Now());
+            cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
+          }
+        }) {}
+  ~JoinTicker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  JoinTicker(const JoinTicker&) = delete;
+  JoinTicker& operator=(const JoinTicker&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the members above exist
+};
+
+}  // namespace
 
 StatusOr<Joined> JoinJob(const JoinOptions& o) {
   const Identity& id = o.identity;
@@ -78,6 +116,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   joined.address = plan->advertised.front();
   TcpTransport* tcp = transport->get();
   joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
+  std::optional<JoinTicker> ticker(std::in_place, joined.comm->monitor());
 
   store::PeerRecord me;
   me.rank = id.rank;
@@ -156,6 +195,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   GYRE_RETURN_IF_ERROR(tcp->SetPeers(addresses).WithContext(who));
   joined.comm->recorder()->Record(
       "join", 0, who + " joined as " + joined.address + ", control " + joined.control->address());
+  ticker.reset();
   if (o.verdicts) {
     joined.comm->SetFailureHandler(
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));

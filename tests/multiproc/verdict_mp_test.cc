@@ -351,36 +351,42 @@ constexpr char kRank1NamesItself[] =
 // end a stopped rank along with the job), stderr in `dir`/err<rank>; killed and reaped by the
 // destructor unless reaped before.
 struct TwoDirectRanks {
-  std::string dir, store;
+  std::string name, dir, store;
+  int timeout_ms;
+  std::vector<std::string> flags;
   pid_t pids[2] = {-1, -1};
   // `flags` are added to gyre-test-client's command line (after a 60 s loop, which they may
-  // override).
-  TwoDirectRanks(const std::string& name, int timeout_ms,
-                 const std::vector<std::string>& flags = {}) {
+  // override). Both ranks start now unless `start` is false (then Start starts each).
+  TwoDirectRanks(const std::string& job, int timeout, const std::vector<std::string>& extra = {},
+                 bool start = true)
+      : name(job), timeout_ms(timeout), flags(extra) {
     dir = EmptyTempDir(name);
     store = dir + "/store";
     EXPECT_EQ(::mkdir(store.c_str(), 0700), 0);
-    for (int r = 0; r < 2; ++r) {
-      const std::string err = dir + "/err" + std::to_string(r);
-      pids[r] = ::fork();
-      if (pids[r] != 0) continue;
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(127);
-      ::setenv("GYRE_MODE", "embedded", 1);
-      ::setenv("GYRE_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("GYRE_WORLD_SIZE", "2", 1);
-      ::setenv("GYRE_STORE", ("file://" + store).c_str(), 1);
-      ::setenv("GYRE_JOB_ID", name.c_str(), 1);
-      ::setenv("GYRE_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
-      std::vector<std::string> args = {BinDir() + "/gyre-test-client", "--check=false",
-                                       "--loop_seconds=60"};
-      args.insert(args.end(), flags.begin(), flags.end());
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
+    if (start) {
+      for (int r = 0; r < 2; ++r) Start(r);
     }
+  }
+  void Start(int r) {
+    const std::string err = dir + "/err" + std::to_string(r);
+    pids[r] = ::fork();
+    if (pids[r] != 0) return;
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::dup2(fd, 2) < 0) ::_exit(127);
+    ::setenv("GYRE_MODE", "embedded", 1);
+    ::setenv("GYRE_RANK", std::to_string(r).c_str(), 1);
+    ::setenv("GYRE_WORLD_SIZE", "2", 1);
+    ::setenv("GYRE_STORE", ("file://" + store).c_str(), 1);
+    ::setenv("GYRE_JOB_ID", name.c_str(), 1);
+    ::setenv("GYRE_TIMEOUT_MS", std::to_string(timeout_ms).c_str(), 1);
+    std::vector<std::string> args = {BinDir() + "/gyre-test-client", "--check=false",
+                                     "--loop_seconds=60"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
   }
   ~TwoDirectRanks() {
     for (pid_t& pid : pids) {
@@ -391,18 +397,19 @@ struct TwoDirectRanks {
       pid = -1;
     }
   }
+  // Whether rank r has published its control address: it is at rendezvous, or past it.
+  bool Published(int r) const {
+    struct stat st {};
+    return ::stat((store + "/k.gyre%2Fcontrol%2F" + name + "%2F" + std::to_string(r)).c_str(),
+                  &st) == 0;
+  }
   // Both ranks are in the job once both control addresses are published; then they loop.
-  bool Joined(const std::string& name) const {
+  bool Joined() const {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    auto published = [&](int r) {
-      struct stat st {};
-      return ::stat((store + "/k.gyre%2Fcontrol%2F" + name + "%2F" + std::to_string(r)).c_str(),
-                    &st) == 0;
-    };
-    while (!(published(0) && published(1)) && std::chrono::steady_clock::now() < give_up) {
+    while (!(Published(0) && Published(1)) && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return published(0) && published(1);
+    return Published(0) && Published(1);
   }
   // Waits up to `seconds` for rank r to exit; true if it did (and it is reaped).
   bool Exited(int r, double seconds) {
@@ -418,8 +425,8 @@ struct TwoDirectRanks {
     }
   }
   // Once both ranks loop, stops rank 1 (SIGSTOP); false if they never joined.
-  bool StopRank1InTheLoop(const std::string& name) {
-    if (pids[0] <= 0 || pids[1] <= 0 || !Joined(name)) return false;
+  bool StopRank1InTheLoop() {
+    if (pids[0] <= 0 || pids[1] <= 0 || !Joined()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return ::kill(pids[1], SIGSTOP) == 0;
   }
@@ -436,7 +443,7 @@ struct TwoDirectRanks {
 // the rank that left first, and the other rank's names it stalled.
 TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
   TwoDirectRanks ranks("resumed", 1500);
-  ASSERT_TRUE(ranks.StopRank1InTheLoop("resumed")) << "the two ranks never joined";
+  ASSERT_TRUE(ranks.StopRank1InTheLoop()) << "the two ranks never joined";
   // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
   ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -449,6 +456,34 @@ TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
       << err1;
   EXPECT_NE(err1.find("the other ranks gave up on it"), std::string::npos) << err1;
   EXPECT_EQ(err1.find("rank 0 dead"), std::string::npos) << err1;
+}
+
+// As above, for a rank stopped at rendezvous, before the job's first call: rank 0 arrives,
+// gives up on rank 1 in the first call and exits; rank 1, resumed, names itself (it named
+// rank 0 dead: the freeze watchdog started only after rendezvous).
+TEST(StoppedRankTest, ARankStoppedAtRendezvousNamesItselfOnceResumed) {
+  TwoDirectRanks ranks("rendezvous-stop", 2000, {}, /*start=*/false);
+  ranks.Start(1);
+  ASSERT_GT(ranks.pids[1], 0);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!ranks.Published(1) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(ranks.Published(1)) << ranks.Err(1);
+  ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
+  ranks.Start(0);
+  ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
+  ASSERT_TRUE(ranks.Exited(1, 30)) << "the resumed rank did not end within 30 s";
+  const std::string err0 = ranks.Err(0), err1 = ranks.Err(1);
+  EXPECT_NE(err0.find("rank 1 stalled"), std::string::npos) << err0;
+  const std::vector<std::string> failed1 = FailureTexts(err1);
+  EXPECT_EQ(failed1.size(), 1u) << err1;
+  for (const std::string& text : failed1) {
+    EXPECT_NE(text.find(kRank1NamesItself), std::string::npos) << text;
+    EXPECT_EQ(text.find("rank 0 dead"), std::string::npos) << text;
+  }
 }
 
 // As above, for a rank that stops itself 20 calls in, within the job's first milliseconds:
@@ -515,7 +550,7 @@ TEST(StoppedRankTest, AResumedRankToldTheOthersVerdictStillNamesItself) {
 // blamed for a later failure: when rank 0 is then killed, rank 1 names rank 0 dead.
 TEST(StoppedRankTest, APauseThePeersSurvivedIsNotBlamedForALaterDeath) {
   TwoDirectRanks ranks("survived", 4000);
-  ASSERT_TRUE(ranks.StopRank1InTheLoop("survived")) << "the two ranks never joined";
+  ASSERT_TRUE(ranks.StopRank1InTheLoop()) << "the two ranks never joined";
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
