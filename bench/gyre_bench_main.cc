@@ -288,8 +288,13 @@ constexpr int kMaxIterations = 1000000;
 // 115 MB, 512 ranks over 30 s and 430 MB, 1024 ranks minutes and over 1.5 GB.
 constexpr int kMaxEstimateRanks = 256;
 
+// `rank` is -1 when this process is not (yet) a rank of a job.
 int Fail(const Status& s, int rank) {
-  std::fprintf(stderr, "gyre-bench rank %d: %s\n", rank, s.ToString().c_str());
+  if (rank < 0) {
+    std::fprintf(stderr, "gyre-bench: %s\n", s.ToString().c_str());
+  } else {
+    std::fprintf(stderr, "gyre-bench rank %d: %s\n", rank, s.ToString().c_str());
+  }
   return 1;
 }
 

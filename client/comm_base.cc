@@ -1,6 +1,7 @@
 #include <cstdlib>
 
 #include "client/comm_impl.h"
+#include "core/job/identity.h"
 
 namespace gyre {
 
@@ -16,7 +17,16 @@ StatusOr<std::unique_ptr<Comm>> Comm::FromEnvironment() {
   const char* socket = std::getenv("GYRE_SOCKET");
   if (mode != nullptr && std::string(mode) == "embedded") return Embedded();
   if (socket != nullptr && *socket) {
-    return ConnectDaemon(socket, Deadline::After(*SteadyClock::Get(), Seconds(60)));
+    // The daemon serves its socket once it has joined: wait as long as a rendezvous may take
+    // (gyrerun's --rendezvous_timeout reaches the program as GYRE_RENDEZVOUS_TIMEOUT_MS; 60 s
+    // unset), and 5 s more, so that a daemon whose rendezvous fails says why first.
+    Duration wait = Seconds(60);
+    if (const char* ms = std::getenv("GYRE_RENDEZVOUS_TIMEOUT_MS"); ms != nullptr && *ms) {
+      GYRE_ASSIGN_OR_RETURN(int64_t v, job::ParseEnvInteger("GYRE_RENDEZVOUS_TIMEOUT_MS", ms, 1,
+                                                            int64_t{1000000000000}));
+      wait = Millis(v);
+    }
+    return ConnectDaemon(socket, Deadline::After(*SteadyClock::Get(), wait + Seconds(5)));
   }
   if (mode != nullptr && std::string(mode) != "daemon") {
     return InvalidArgumentError(std::string("GYRE_MODE='") + mode +

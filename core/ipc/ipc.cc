@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -298,6 +299,20 @@ Status MessageReader::Fill(size_t room, Deadline deadline, const std::string& wh
 
 namespace {
 
+// What sits at a path, for an error that says why the path cannot be used.
+std::string FileKind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a file that is not a socket";
+}
+
+// How long ConnectUnix waits quietly before it says it is still waiting.
+constexpr Duration kConnectPatience = std::chrono::seconds(5);
+
 // The address of the Unix socket at `path`, which must fit sun_path.
 StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
   sockaddr_un addr{};
@@ -313,16 +328,37 @@ StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
 
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
   GYRE_ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
+  const Clock& clock = *SteadyClock::Get();
+  const TimePoint start = clock.Now();
+  bool told = false;
   Duration backoff = Millis(5);
   std::string last_error;
   while (true) {
+    // What is there and is no socket will not become one: said at once, not after the wait.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      return InvalidArgumentError("cannot connect to the daemon at " + path + ": it is " +
+                                  FileKind(st.st_mode) + ", not a socket");
+    }
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
     last_error = std::strerror(errno);
     ::close(fd);
-    if (deadline.Expired(*SteadyClock::Get())) {
-      return UnavailableError("cannot connect to the daemon at " + path + ": " + last_error);
+    if (deadline.Expired(clock)) {
+      return UnavailableError("cannot connect to the daemon at " + path + ": " + last_error +
+                              " (waited " + FormatDuration(clock.Now() - start) + ")");
+    }
+    // A daemon still starting answers within a second or two; a wrong path never does, and
+    // a silent wait of a minute looks like a hang.
+    if (!told && clock.Now() - start >= kConnectPatience) {
+      told = true;
+      std::fprintf(stderr,
+                   "gyre: the daemon at %s is not serving yet (%s) after %s; waiting up to %s "
+                   "more (its rendezvous may still be going on)\n",
+                   path.c_str(), last_error.c_str(), FormatDuration(clock.Now() - start).c_str(),
+                   FormatDuration(deadline.Remaining(clock)).c_str());
+      std::fflush(stderr);
     }
     std::this_thread::sleep_for(std::min(backoff, deadline.Remaining(*SteadyClock::Get())));
     backoff = std::min<Duration>(backoff * 2, Millis(200));
@@ -330,17 +366,6 @@ StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline) {
 }
 
 namespace {
-
-// What sits at a path, for an error that says why the path cannot be used.
-std::string FileKind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "a file that is not a socket";
-}
 
 // The directory part of `path` ("." when it has none).
 std::string DirectoryOf(const std::string& path) {

@@ -86,7 +86,9 @@ void SpinForMessage(int fd, Duration spin);
 // The ranks on this host are GYRE_LOCAL_WORLD_SIZE when set, else all `world_size`.
 bool SpinWaitPays(int world_size);
 
-// Connects to the Unix socket at `path`, retrying while it does not exist yet.
+// Connects to the Unix socket at `path`, retrying until `deadline` while nobody serves it
+// yet (after 5 s it says so on stderr, once); something there that is not a socket fails at
+// once.
 StatusOr<int> ConnectUnix(const std::string& path, Deadline deadline);
 // Creates a listening Unix socket at `path` with owner-only permissions (0600). Only a stale
 // socket at `path` (one that refuses connections) is replaced: AlreadyExists when another

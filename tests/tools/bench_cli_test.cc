@@ -33,6 +33,33 @@ TEST(GyreBenchCli, TimesAndModelRatesMustBeFiniteAndInRange) {
   ExpectRefused({bench, "--model_alpha_us", "-1"}, {"--model_alpha_us -1"});
 }
 
+// A wrong GYRE_SOCKET was a minute of silence. Something that is not a socket is named at
+// once; a path nobody serves is waited on for the rendezvous time (plus 5 s), saying so.
+TEST(GyreBenchCli, AWrongDaemonSocketIsNamedNotWaitedOnSilently) {
+  const std::string bench = BuiltBinary("gyre-bench");
+  const std::string dir = MakeTempDir("bench-socket");
+  CommandResult file =
+      RunCommand({bench, "-b", "4", "-e", "4"}, {{"GYRE_SOCKET", BinDir() + "/gyre-bench"}}, 30);
+  EXPECT_EQ(file.exit_code, 1) << file.err;
+  EXPECT_NE(file.err.find("gyre-bench: InvalidArgument: cannot connect to the daemon at " +
+                          BinDir() + "/gyre-bench: it is a regular file, not a socket"),
+            std::string::npos)
+      << file.err;
+  EXPECT_LT(file.seconds, 5.0);
+  CommandResult none = RunCommand(
+      {bench, "-b", "4", "-e", "4"},
+      {{"GYRE_SOCKET", dir + "/nobody.sock"}, {"GYRE_RENDEZVOUS_TIMEOUT_MS", "1000"}}, 30);
+  EXPECT_EQ(none.exit_code, 1) << none.err;
+  EXPECT_NE(none.err.find("the daemon at " + dir + "/nobody.sock is not serving yet"),
+            std::string::npos)
+      << none.err;
+  EXPECT_NE(none.err.find("cannot connect to the daemon at " + dir + "/nobody.sock"),
+            std::string::npos)
+      << none.err;
+  EXPECT_LT(none.seconds, 20.0);  // 1 s + 5 s, not the 60 s default
+  RemoveTree(dir);
+}
+
 TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
   const std::string bench = BuiltBinary("gyre-bench");
   for (const char* f : {"1", "0", "-2"}) {
