@@ -867,7 +867,10 @@ int main(int argc, char** argv) {
             << ", store " << store_url
             << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n"
             << "gyrerun: inspect it with: gyrectl status --store " << store_url << " --job_id "
-            << job_id << "\n";
+            << job_id
+            // gyrectl finds the secret beside a file store in the run folder, not otherwise.
+            << (store_url == "file://" + run_dir + "/store" ? "" : " --secret_file " + secret_file)
+            << "\n";
   launcher::Supervisor supervisor(options);
   Status st = supervisor.Start(std::move(specs));
   if (!st.ok()) {

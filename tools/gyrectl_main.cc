@@ -118,7 +118,13 @@ int Run(int argc, char** argv) {
     credentials.secret = std::move(*secret);
   }
   auto store = store::OpenStore(FLAGS_store, deadline, credentials);
-  if (!store.ok()) return Fail(store.status().ToString());
+  if (!store.ok()) {
+    return Fail(store.status().ToString() +
+                (credentials.secret.empty()
+                     ? " (no secret was given: pass the job's --secret_file, or set "
+                       "GYRE_SECRET_FILE; gyrerun prints it in its 'inspect it with' line)"
+                     : ""));
+  }
   std::vector<std::string> addresses;
   for (int r = 0; r < 1 << 16; ++r) {
     auto v = (*store)->TryGet(job::ControlKey(FLAGS_job_id, r), deadline);

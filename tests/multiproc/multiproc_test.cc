@@ -12,6 +12,7 @@
 #include <chrono>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/subprocess.h"
@@ -600,6 +601,34 @@ TEST(GyrerunTest, TheTestClientsHelpListsItsOwnFlags) {
   EXPECT_NE(r.out.find("gyre-test-client [flags]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("-loop_seconds ("), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("logtostderr"), std::string::npos) << r.out;
+}
+
+// gyrectl finds the secret beside a file store, but not a TCP store's: the command gyrerun
+// prints for one used to be refused by the store ("a different secret").
+TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
+  std::thread asker;
+  CommandResult status;
+  CommandResult r =
+      RunCommand({Gyrerun(), "-n", "2", "--store", "tcp", "--mode", "embedded", "--", Client(),
+                  "--check=false", "--loop_seconds=5"},
+                 {}, 60, [&](const std::string& line) {
+                   static const std::regex inspect(R"(inspect it with: gyrectl (.*)$)");
+                   std::smatch m;
+                   if (asker.joinable() || !std::regex_search(line, m, inspect)) return;
+                   std::vector<std::string> argv = {BinDir() + "/gyrectl"};
+                   std::istringstream words(m[1].str());
+                   for (std::string w; words >> w;) argv.push_back(w);
+                   asker = std::thread([&status, argv] {
+                     std::this_thread::sleep_for(std::chrono::seconds(2));  // the ranks have joined
+                     status = RunCommand(argv, {}, 30);
+                   });
+                 });
+  ASSERT_TRUE(asker.joinable()) << r.err;
+  asker.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n0 +\d+ )"))) << status.out;
+  EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
 }
 
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
