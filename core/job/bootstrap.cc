@@ -17,6 +17,7 @@
 #include "core/job/stall_probe.h"
 #include "core/job/verdict.h"
 #include "core/transport/tcp/tcp_transport.h"
+#include "glog/logging.h"
 
 namespace gyre::job {
 
@@ -216,7 +217,9 @@ StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& d
   const std::string json = comm->recorder()->DumpJson(comm->rank()) + "\n";
   const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
   if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ResourceExhaustedError("cannot write " + path + ": " + std::strerror(errno));
+    const int err = errno;
+    std::remove(tmp.c_str());  // a partial record left behind would look like a record
+    return ResourceExhaustedError("cannot write " + path + ": " + std::strerror(err));
   }
   return path;
 }
@@ -235,7 +238,13 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
                                                 Duration progress_timeout, std::string flight_dir) {
   return [comm, dir, progress_timeout, flight_dir](const OpResult& failed) -> Status {
     auto dump = [&] {
-      if (!flight_dir.empty()) WriteFlightRecord(comm, flight_dir).status().IgnoreError();
+      if (flight_dir.empty()) return;
+      // The failure is reported whatever happens here; a record that cannot be written (a
+      // full disk) is said, so its absence from gyrerun's summary is explained.
+      if (StatusOr<std::string> written = WriteFlightRecord(comm, flight_dir); !written.ok()) {
+        LOG(WARNING) << "rank " << comm->rank()
+                     << ": the flight record was not written: " << written.status();
+      }
     };
     const int self = comm->rank();
     const TimePoint now = SteadyClock::Get()->Now();

@@ -631,6 +631,25 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
 }
 
+// A flight record that cannot be written (here its name is taken by a folder; on a full disk
+// the same) was dropped without a word, and left a partial .tmp file beside it.
+TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) {
+  const std::string dir = TempDir("flight-blocked");
+  ASSERT_EQ(::mkdir((dir + "/flight-rank0.json").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((dir + "/flight-rank0.json/in-the-way").c_str(), 0700), 0);
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--timeout", "10", "--",
+       Client(), "--check=false", "--loop_iters", "200", "--die_rank", "1", "--die_after", "5"},
+      {}, 60);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 0: the flight record was not written: ResourceExhausted: cannot "
+                       "write " +
+                       dir + "/flight-rank0.json"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(::access((dir + "/flight-rank0.json.tmp").c_str(), F_OK), 0) << "left behind";
+}
+
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
   // "-n 3" after the program is the program's, not a second -n for gyrerun.
   CommandResult r = RunCommand(
