@@ -181,7 +181,18 @@ int Run(int argc, char** argv) {
     }
     f << "]}\n";
     if (!f) return Fail("cannot write " + FLAGS_out);
-    std::cout << "gyrectl: timeline of " << p << " ranks written to " << FLAGS_out << "\n";
+    int answered = 0;
+    for (int r = 0; r < p; ++r) {
+      if (results[r].reach == job::Reach::kAnswered) {
+        ++answered;
+      } else {
+        std::cerr << "gyrectl: rank " << r << " did not answer: " << results[r].error << "\n";
+      }
+    }
+    // An empty timeline is no timeline: that is a failure, as dump's is.
+    if (answered == 0) return Fail("no rank answered: the timeline in " + FLAGS_out + " is empty");
+    std::cout << "gyrectl: timeline of " << answered << " of " << p << " ranks written to "
+              << FLAGS_out << "\n";
     return 0;
   }
   if (cmd == "dump") {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,27 @@ TEST(GyrectlCli, MissingStoreFolderIsNamedAndNotCreated) {
     struct stat st;
     EXPECT_NE(::stat((base + "/a").c_str(), &st), 0) << cmd << " created " << base << "/a";
   }
+}
+
+// A control record overwritten with garbage is shown escaped (not written raw onto the
+// terminal), and a timeline with no rank answering is a failure, not an empty file "written".
+TEST(GyrectlCli, AGarbageRecordIsShownEscapedAndAnEmptyTimelineFails) {
+  const std::string dir = EmptyTempDir("gyrectl-garbage");
+  {
+    std::ofstream f(dir + "/k.gyre%2Fcontrol%2Fj%2F0", std::ios::binary);
+    f << std::string("\x01gar\x1b[31mbage\xff:99");
+  }
+  const std::string store = "file://" + dir;
+  CommandResult status =
+      RunTool({BuiltBinary("gyrectl"), "status", "--store", store, "--job_id", "j"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("'\\x01gar\\x1b[31mbage\\xff:99' is not an IPv4 host:port"),
+            std::string::npos)
+      << status.out;
+  EXPECT_EQ(status.out.find('\x1b'), std::string::npos) << "a raw escape byte was printed";
+  ExpectRefused({BuiltBinary("gyrectl"), "timeline", "--store", store, "--job_id", "j", "--out",
+                 dir + "/timeline.json"},
+                {"rank 0 did not answer", "no rank answered"});
 }
 
 TEST(GyrectlCli, StrayPositionalArgumentsAreRefused) {
