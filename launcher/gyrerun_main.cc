@@ -436,9 +436,20 @@ int main(int argc, char** argv) {
     bool remote = false;  // reached through --rsh
   };
   std::vector<Placement> placements;
+  // Two flags for one number must agree: one of them was silently ignored.
+  if (FLAGS_n > 0 && FLAGS_np > 0 && FLAGS_n != FLAGS_np) {
+    return Usage("-n " + std::to_string(FLAGS_n) + " and -np " + std::to_string(FLAGS_np) +
+                 " disagree; give one");
+  }
   int n = FLAGS_n > 0 ? FLAGS_n : FLAGS_np;
   const bool torchrun = FLAGS_nnodes > 1 || FLAGS_nproc_per_node > 0;
   const bool fan_out = !FLAGS_hosts.empty() || !FLAGS_hostfile.empty();
+  if (!FLAGS_hosts.empty() && !FLAGS_hostfile.empty()) {
+    return Usage("--hosts and --hostfile both name the hosts; give one");
+  }
+  if (FLAGS_tail_lines < 0) {
+    return Usage("--tail_lines must be 0 (none) or more, not " + std::to_string(FLAGS_tail_lines));
+  }
   if (torchrun && fan_out) {
     return Usage(
         "--hosts/--hostfile and --nnodes/--nproc_per_node are two ways to place ranks; "
@@ -486,6 +497,11 @@ int main(int argc, char** argv) {
     if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
       return Usage("--node_rank " + std::to_string(FLAGS_node_rank) + " is not in 0.." +
                    std::to_string(FLAGS_nnodes - 1));
+    }
+    if (n > 0 && n != FLAGS_nnodes * FLAGS_nproc_per_node) {
+      return Usage("-n " + std::to_string(n) + " is not --nnodes x --nproc_per_node (" +
+                   std::to_string(FLAGS_nnodes * FLAGS_nproc_per_node) +
+                   "): give the ranks one way");
     }
     n = FLAGS_nnodes * FLAGS_nproc_per_node;
     std::string host = FLAGS_host_name;

@@ -1053,6 +1053,7 @@ std::string Supervisor::BuildSummary() const {
   }
   for (const Child* child : failed) {
     const ProcessResult& r = child->result;
+    if (options_.tail_lines == 0) continue;  // none kept: --tail_lines 0 asked for none
     if (child->tail.empty()) {
       os << "no stderr output from " << r.name << " (pid " << r.pid << ")\n";
       continue;

@@ -650,6 +650,24 @@ TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) 
   EXPECT_NE(::access((dir + "/flight-rank0.json.tmp").c_str(), F_OK), 0) << "left behind";
 }
 
+// Two ways of giving one thing used to take one and drop the other without a word.
+TEST(GyrerunTest, FlagsThatDisagreeAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-n", "2", "-np", "3"}, "-n 2 and -np 3 disagree"},
+      {{"-n", "3", "--nproc_per_node", "2"}, "-n 3 is not --nnodes x --nproc_per_node (2)"},
+      {{"--hosts", "localhost:1", "--hostfile", "/dev/null"}, "--hosts and --hostfile both"},
+      {{"-n", "1", "--tail_lines", "-1"}, "--tail_lines must be 0 (none) or more, not -1"},
+  };
+  for (const auto& [flags, want] : cases) {
+    std::vector<std::string> argv = {Gyrerun()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", "/bin/true"});
+    CommandResult r = RunCommand(argv, {}, 30);
+    EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
+    EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
+  }
+}
+
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
   // "-n 3" after the program is the program's, not a second -n for gyrerun.
   CommandResult r = RunCommand(
