@@ -537,6 +537,9 @@ int main(int argc, char** argv) {
       return Usage("--nnodes " + std::to_string(FLAGS_nnodes) +
                    " needs --store tcp://HOST:PORT (node 0 serves it), not '" + FLAGS_store + "'");
     }
+    if (Status form = store::CheckStoreUrl(FLAGS_store); !form.ok()) {
+      return Usage("--store: " + form.message());
+    }
     if (FLAGS_secret_file.empty()) {
       return Usage("--nnodes " + std::to_string(FLAGS_nnodes) +
                    " needs --secret_file: every host must prove the same job secret");
@@ -725,6 +728,10 @@ int main(int argc, char** argv) {
     store_server = std::move(*server);
     store_url = FLAGS_store;
   } else if (FLAGS_store.rfind("file://", 0) == 0 || FLAGS_store.rfind("tcp://", 0) == 0) {
+    // Checked here, before any rank starts: every rank would fail on it alike.
+    if (Status form = store::CheckStoreUrl(FLAGS_store); !form.ok()) {
+      return Usage("--store: " + form.message());
+    }
     store_url = FLAGS_store;
   } else {
     return Usage("--store must be file, tcp, file:///dir or tcp://host:port, not '" + FLAGS_store +

@@ -129,29 +129,50 @@ Status ParseHostPort(const std::string& url, const std::string& rest, std::strin
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline,
-                                           const auth::Credentials& credentials) {
-  const std::string kFile = "file://";
-  const std::string kTcp = "tcp://";
-  if (url.compare(0, kFile.size(), kFile) == 0) {
-    std::string dir = url.substr(kFile.size());
+namespace {
+
+constexpr char kFileScheme[] = "file://";
+constexpr char kTcpScheme[] = "tcp://";
+
+bool HasScheme(const std::string& url, const std::string& scheme) {
+  return url.compare(0, scheme.size(), scheme) == 0;
+}
+
+}  // namespace
+
+Status CheckStoreUrl(const std::string& url) {
+  if (HasScheme(url, kFileScheme)) {
+    const std::string dir = url.substr(std::string(kFileScheme).size());
     if (dir.empty() || dir[0] != '/') {
       return InvalidArgumentError("store URL '" + url +
                                   "': a file store needs an absolute folder, file:///abs/dir");
     }
-    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir));
-    return std::unique_ptr<Store>(std::move(store));
+    return Status::Ok();
   }
-  if (url.compare(0, kTcp.size(), kTcp) == 0) {
+  if (HasScheme(url, kTcpScheme)) {
     std::string host;
     int port = 0;
-    GYRE_RETURN_IF_ERROR(ParseHostPort(url, url.substr(kTcp.size()), &host, &port));
-    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
-                          TcpStore::Connect(host, port, deadline, credentials));
-    return std::unique_ptr<Store>(std::move(store));
+    return ParseHostPort(url, url.substr(std::string(kTcpScheme).size()), &host, &port);
   }
   return InvalidArgumentError("unsupported store URL '" + url +
                               "'; accepted forms are file:///abs/dir and tcp://host:port");
+}
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url, Deadline deadline,
+                                           const auth::Credentials& credentials) {
+  GYRE_RETURN_IF_ERROR(CheckStoreUrl(url));
+  if (HasScheme(url, kFileScheme)) {
+    GYRE_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store,
+                          FileStore::Open(url.substr(std::string(kFileScheme).size())));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  std::string host;
+  int port = 0;
+  GYRE_RETURN_IF_ERROR(
+      ParseHostPort(url, url.substr(std::string(kTcpScheme).size()), &host, &port));
+  GYRE_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store,
+                        TcpStore::Connect(host, port, deadline, credentials));
+  return std::unique_ptr<Store>(std::move(store));
 }
 
 namespace internal {

@@ -100,5 +100,8 @@ StatusOr<std::vector<std::string>> ReadPublished(Store* store, const std::vector
 StatusOr<std::unique_ptr<Store>> OpenStore(
     const std::string& url, Deadline deadline,
     const auth::Credentials& credentials = auth::Credentials());
+// The error OpenStore would give for the form of `url`, without opening anything: for a
+// launcher to refuse a malformed URL before it starts any rank.
+Status CheckStoreUrl(const std::string& url);
 
 }  // namespace gyre::store

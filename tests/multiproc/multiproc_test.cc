@@ -650,13 +650,18 @@ TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) 
   EXPECT_NE(::access((dir + "/flight-rank0.json.tmp").c_str(), F_OK), 0) << "left behind";
 }
 
-// Two ways of giving one thing used to take one and drop the other without a word.
-TEST(GyrerunTest, FlagsThatDisagreeAreRefused) {
+// Two ways of giving one thing used to take one and drop the other without a word; a
+// malformed store URL started every rank only for each to fail on it.
+TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"-n", "2", "-np", "3"}, "-n 2 and -np 3 disagree"},
       {{"-n", "3", "--nproc_per_node", "2"}, "-n 3 is not --nnodes x --nproc_per_node (2)"},
       {{"--hosts", "localhost:1", "--hostfile", "/dev/null"}, "--hosts and --hostfile both"},
       {{"-n", "1", "--tail_lines", "-1"}, "--tail_lines must be 0 (none) or more, not -1"},
+      {{"-n", "1", "--store", "tcp://127.0.0.1"},
+       "--store: store URL 'tcp://127.0.0.1': expected tcp://host:port"},
+      {{"-n", "1", "--store", "file://relative"},
+       "--store: store URL 'file://relative': a file store needs an absolute folder"},
   };
   for (const auto& [flags, want] : cases) {
     std::vector<std::string> argv = {Gyrerun()};
