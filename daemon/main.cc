@@ -6,10 +6,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -170,6 +172,20 @@ gyre::Status CheckFlags() {
     return InvalidArgumentError("--metrics_port " + std::to_string(FLAGS_metrics_port) +
                                 " is not in 0..65535 (or -1: off)");
   }
+  // The report is written at the end, after the whole workload: a path it cannot go to is
+  // found out now. (Opened for appending, so nothing there is lost if the run fails early.)
+  if (!FLAGS_report_file.empty()) {
+    struct stat st {};
+    if (::stat(FLAGS_report_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return InvalidArgumentError("--report_file " + FLAGS_report_file + " is a directory");
+    }
+    std::FILE* report = std::fopen(FLAGS_report_file.c_str(), "a");
+    if (report == nullptr) {
+      return InvalidArgumentError("--report_file " + FLAGS_report_file +
+                                  " cannot be opened for writing: " + std::strerror(errno));
+    }
+    std::fclose(report);
+  }
   // The communicator appends to the trace file and drops the trace quietly if it cannot:
   // a trace the user asked for is checked here, where the failure can still be said.
   if (!FLAGS_trace_jsonl.empty()) {
@@ -195,6 +211,16 @@ int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
 
   using namespace gyre;
+  // -1 is "from the environment"; any other negative value was taken as that too, and the
+  // error then said the rank could not be told.
+  if (FLAGS_rank < -1) {
+    return Fail("", InvalidArgumentError("--rank " + std::to_string(FLAGS_rank) +
+                                         " must be 0 or more (or unset: from the environment)"));
+  }
+  if (FLAGS_world_size < -1 || FLAGS_world_size == 0) {
+    return Fail("", InvalidArgumentError("--world_size " + std::to_string(FLAGS_world_size) +
+                                         " must be 1 or more (or unset: from the environment)"));
+  }
   job::IdentityOverrides o;
   if (FLAGS_rank >= 0) o.rank = FLAGS_rank;
   if (FLAGS_world_size >= 0) o.world_size = FLAGS_world_size;
@@ -210,10 +236,17 @@ int main(int argc, char** argv) {
   if (Status flags = CheckFlags(); !flags.ok()) return Fail(prefix, flags);
   // A flight recorder that cannot be written would be found out only when it is needed most,
   // after a failure: check the folder now.
-  if (!FLAGS_flight_dir.empty() && ::access(FLAGS_flight_dir.c_str(), W_OK | X_OK) != 0) {
-    return Fail(prefix,
-                gyre::InvalidArgumentError("--flight_dir " + FLAGS_flight_dir +
-                                           " is not a writable folder: " + std::strerror(errno)));
+  if (!FLAGS_flight_dir.empty()) {
+    struct stat st {};
+    if (::stat(FLAGS_flight_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return Fail(prefix, gyre::InvalidArgumentError("--flight_dir " + FLAGS_flight_dir +
+                                                     " is not a folder"));
+    }
+    if (::access(FLAGS_flight_dir.c_str(), W_OK | X_OK) != 0) {
+      return Fail(prefix,
+                  gyre::InvalidArgumentError("--flight_dir " + FLAGS_flight_dir +
+                                             " is not a writable folder: " + std::strerror(errno)));
+    }
   }
   LOG(INFO) << prefix << "rank " << id->rank << " of " << id->world_size << ", job " << id->job_id
             << ", store " << id->store_url << " (identity from " << id->source << ")";
@@ -341,11 +374,14 @@ int main(int argc, char** argv) {
   }
   if (comm.rank() == 0) {
     if (!FLAGS_report_file.empty()) {
+      errno = 0;
       std::ofstream f(FLAGS_report_file);
       f << report.str();
+      f.flush();
       if (!f) {
         return Fail(prefix,
-                    ResourceExhaustedError("cannot write the report to " + FLAGS_report_file));
+                    ResourceExhaustedError("cannot write the report to " + FLAGS_report_file +
+                                           ": " + std::strerror(errno != 0 ? errno : EIO)));
       }
     } else {
       std::cout << report.str();

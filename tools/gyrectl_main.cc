@@ -120,7 +120,7 @@ int Run(int argc, char** argv) {
   auto store = store::OpenStore(FLAGS_store, deadline, credentials);
   if (!store.ok()) {
     return Fail(store.status().ToString() +
-                (credentials.secret.empty()
+                (credentials.secret.empty() && FLAGS_store.rfind("tcp://", 0) == 0
                      ? " (no secret was given: pass the job's --secret_file, or set "
                        "GYRE_SECRET_FILE; gyrerun prints it in its 'inspect it with' line)"
                      : ""));

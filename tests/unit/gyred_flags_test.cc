@@ -81,6 +81,11 @@ TEST_F(GyredFlagsTest, BadFlagIsNamedBeforeJoiningAndLeavesTheJobIdUsable) {
       {"--metrics_port", "-2", "-2"},
       {"--run", "bogus", "'bogus'"},
       {"--timing_runs", "-3", "-3"},
+      {"--flight_dir", "/dev/null", "/dev/null is not a folder"},
+      // Found out only after the whole workload, with no reason given.
+      {"--report_file", "/", "/ is a directory"},
+      {"--report_file", "/nonexistent-gyre-dir/r.txt",
+       "/nonexistent-gyre-dir/r.txt cannot be opened for writing: No such file or directory"},
       {"--bench_max_bytes", "3", "3"},
       // Past a quarter of any host's memory: it was killed by the OOM killer.
       {"--bench_max_bytes", "99999999999999", "99999999999999"},
@@ -100,6 +105,19 @@ TEST_F(GyredFlagsTest, BadFlagIsNamedBeforeJoiningAndLeavesTheJobIdUsable) {
     const std::string again = dir_ + "/" + job + ".again.log";
     EXPECT_EQ(WaitExit(StartGyred(OneRank(job, "selftest", {}), again), Seconds(60)), 0)
         << ReadAll(again);
+  }
+}
+
+// A negative rank or world size was taken as "from the environment", and the error then
+// said the rank could not be told.
+TEST_F(GyredFlagsTest, ANegativeRankOrWorldSizeIsNamed) {
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--rank=-5", "--rank -5 must be 0 or more"},
+           {"--world_size=-3", "--world_size -3 must be 1 or more"},
+           {"--world_size=0", "--world_size 0 must be 1 or more"}}) {
+    const std::string log = dir_ + "/negative.log";
+    EXPECT_EQ(WaitExit(StartGyred(OneRank("negative", "selftest", {flag}), log), Seconds(30)), 1);
+    EXPECT_THAT(ReadAll(log), HasSubstr("gyred: InvalidArgument: " + want)) << flag;
   }
 }
 
