@@ -437,6 +437,12 @@ int Main(int argc, char** argv) {
     comm_or = Comm::FromEnvironment();
   } else if (FLAGS_mode == "embedded") {
     comm_or = Comm::Embedded();
+    // Under a gyrerun in daemon mode the ranks' store is the daemons' to use, and not in this
+    // process's environment: the error about it names flags gyre-bench does not have.
+    if (!comm_or.ok() && socket != nullptr && *socket != '\0') {
+      comm_or = comm_or.status().WithContext(
+          "--mode embedded under a gyrerun that started daemons: run gyrerun --mode embedded");
+    }
   } else if (FLAGS_mode == "daemon") {
     if (socket == nullptr || *socket == '\0') {
       return fail(InvalidArgumentError("--mode daemon needs GYRE_SOCKET (run under gyrerun)"));

@@ -60,6 +60,18 @@ TEST(GyreBenchCli, AWrongDaemonSocketIsNamedNotWaitedOnSilently) {
   RemoveTree(dir);
 }
 
+// Forced embedded under a gyrerun that started daemons, the store error named flags gyre-bench
+// does not have; it now says how to run it.
+TEST(GyreBenchCli, EmbeddedUnderDaemonsSaysToRunGyrerunEmbedded) {
+  CommandResult r = RunCommand({BuiltBinary("gyre-bench"), "--mode", "embedded", "-b", "4"},
+                               {{"GYRE_SOCKET", "/nonexistent/rank0.sock"}}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--mode embedded under a gyrerun that started daemons: run gyrerun "
+                       "--mode embedded"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(GyreBenchCli, FactorBelowTwoIsRefusedWhenTheSeriesMustGrow) {
   const std::string bench = BuiltBinary("gyre-bench");
   for (const char* f : {"1", "0", "-2"}) {
