@@ -19,6 +19,7 @@
 // process's exit code, or 128+signal (see launcher/supervisor.h).
 #include <fcntl.h>
 #include <gflags/gflags.h>
+#include <glog/logging.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -263,6 +264,10 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) items.push_back(item);
   if (!hostfile.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(hostfile, ec)) {
+      return gyre::InvalidArgumentError("--hostfile " + hostfile + " is a directory");
+    }
     std::ifstream f(hostfile);
     if (!f) return gyre::InvalidArgumentError("cannot read --hostfile " + hostfile);
     for (std::string line; std::getline(f, line);) {
@@ -276,6 +281,10 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
                                             "' is not 'host slots=N'");
         }
         host += ":" + slots.substr(6);
+      }
+      if (std::string extra; words >> extra) {
+        return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
+                                          "' has more than 'host slots=N'");
       }
       items.push_back(host);
     }
@@ -296,6 +305,10 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
       h.slots = std::atoi(n.c_str());
     }
     if (h.host.empty()) return gyre::InvalidArgumentError("host '" + item + "' has no name");
+    // "localhost:2:3" was taken as a host named "localhost:2", which only ssh then refused.
+    if (h.host.find(':') != std::string::npos) {
+      return gyre::InvalidArgumentError("host '" + item + "': want 'host' or 'host:slots'");
+    }
     out.push_back(h);
   }
   return out;
@@ -423,6 +436,10 @@ int main(int argc, char** argv) {
   gyre::ParseToolFlags(&flag_argc, &argv,
                        "gyrerun -n N [flags] [-- program args...]\n"
                        "Without a program, runs gyre's main job on N local ranks.");
+  // The TCP store it serves and the address planning log through glog: to stderr, without
+  // glog's "Logging before InitGoogleLogging()" notice in front.
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
   // A reader that goes away (`gyrerun ... | head`) drops the rest of the output; the job runs
   // on and ends in order. The ranks get the default back (Supervisor).
   ::signal(SIGPIPE, SIG_IGN);

@@ -626,6 +626,8 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   ASSERT_TRUE(asker.joinable()) << r.err;
   asker.join();
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The store gyrerun serves logs through glog, initialised first.
+  EXPECT_EQ(r.err.find("Logging before InitGoogleLogging"), std::string::npos) << r.err;
   EXPECT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n0 +\d+ )"))) << status.out;
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
@@ -660,6 +662,8 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
       {{"-n", "1", "--tail_lines", "-1"}, "--tail_lines must be 0 (none) or more, not -1"},
       {{"-n", "1", "--store", "tcp://127.0.0.1"},
        "--store: store URL 'tcp://127.0.0.1': expected tcp://host:port"},
+      {{"--hosts", "localhost:2:3"}, "host 'localhost:2:3': want 'host' or 'host:slots'"},
+      {{"--hostfile", "/"}, "--hostfile / is a directory"},
       {{"-n", "1", "--store", "file://relative"},
        "--store: store URL 'file://relative': a file store needs an absolute folder"},
   };
