@@ -736,7 +736,11 @@ int main(int argc, char** argv) {
     store_options.max_connections = store_connections;
     store_options.max_connections_hint = store_connections_hint;
     const int port = job::PortOf(FLAGS_store.substr(6));
-    auto server = store::TcpStoreServer::Start("0.0.0.0", port, store_options);
+    // Every interface, for the other hosts; but a loopback address given means one host, and
+    // the store then listens there only.
+    const std::string given = job::HostOf(FLAGS_store.substr(6));
+    const std::string bind = job::IsLoopbackIp(given) ? given : "0.0.0.0";
+    auto server = store::TcpStoreServer::Start(bind, port, store_options);
     if (!server.ok()) {
       std::cerr << "gyrerun: node 0 cannot serve the store on port " << port << ": "
                 << server.status() << "\n";

@@ -6,10 +6,12 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -675,6 +677,39 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
     EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
     EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
   }
+}
+
+// Node 0 of a torchrun-style job serves the store on every interface, for the other hosts; a
+// loopback store address means one host, and the store listened on every interface anyway.
+TEST(GyrerunTest, NodeZeroServesALoopbackStoreOnLoopbackOnly) {
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);  // free again for gyrerun to take
+  }
+  const std::string dir = TempDir("node0-store");
+  const std::string secret = dir + "/secret";
+  {
+    std::ofstream f(secret);
+    f << std::string(64, 'a') << "\n";
+  }
+  ::chmod(secret.c_str(), 0600);
+  const std::string store = "tcp://127.0.0.1:" + std::to_string(port);
+  CommandResult r = RunCommand(
+      {Gyrerun(), "--nnodes", "2", "--node_rank", "0", "--nproc_per_node", "1", "--store", store,
+       "--secret_file", secret, "--mode", "embedded", "--", "/bin/true"},
+      {}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("store server listening on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(GyrerunTest, AProgramGivenWithoutDashDashKeepsItsOwnFlags) {
