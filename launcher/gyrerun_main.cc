@@ -568,6 +568,17 @@ int main(int argc, char** argv) {
   if (FLAGS_run != "main" && FLAGS_run != "selftest" && FLAGS_run != "bench") {
     return Usage("--run must be 'main', 'selftest' or 'bench', not '" + FLAGS_run + "'");
   }
+  // Each of these was dropped without a word.
+  if (!program.empty() && !gflags::GetCommandLineFlagInfoOrDie("run").is_default) {
+    return Usage(
+        "--run picks gyrerun's own workload, which a program given after it replaces: "
+        "give one");
+  }
+  if (program.empty() && FLAGS_mode == "embedded") {
+    return Usage(
+        "--mode embedded runs a program's ranks in-process; gyrerun's own workload "
+        "(--run) runs in gyred: give a program, or drop --mode");
+  }
   const std::string bad = gyre::FirstBadSecondsFlag({
       {"--timeout", FLAGS_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},
       {"--rendezvous_timeout", FLAGS_rendezvous_timeout, 0.001, 1e9, "from 0.001 to 1e9 seconds"},

@@ -665,6 +665,7 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
       {{"-n", "1", "--store", "tcp://127.0.0.1"},
        "--store: store URL 'tcp://127.0.0.1': expected tcp://host:port"},
       {{"--hosts", "localhost:2:3"}, "host 'localhost:2:3': want 'host' or 'host:slots'"},
+      {{"-n", "1", "--run", "selftest"}, "--run picks gyrerun's own workload"},
       {{"--hostfile", "/"}, "--hostfile / is a directory"},
       {{"-n", "1", "--store", "file://relative"},
        "--store: store URL 'file://relative': a file store needs an absolute folder"},
@@ -677,6 +678,12 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
     EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
     EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
   }
+  // Without a program, the workload runs in gyred.
+  CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded"}, {}, 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("gyrerun: --mode embedded runs a program's ranks in-process"),
+            std::string::npos)
+      << r.err;
 }
 
 // Node 0 of a torchrun-style job serves the store on every interface, for the other hosts; a
