@@ -368,6 +368,10 @@ Status CheckCountFlags() {
       !bad.empty()) {
     return InvalidArgumentError(bad);
   }
+  if (!FLAGS_calibration_out.empty() && !FLAGS_calibrate) {
+    return InvalidArgumentError("--calibration_out " + FLAGS_calibration_out +
+                                " is written by --calibrate, which was not given");
+  }
   if (FLAGS_c != 0 && FLAGS_c != 1) {
     return InvalidArgumentError("-c " + std::to_string(FLAGS_c) + ": want 1 (check) or 0");
   }

@@ -31,6 +31,9 @@ TEST(GyreBenchCli, TimesAndModelRatesMustBeFiniteAndInRange) {
   ExpectRefused({bench, "--model_gbps", "-3"}, {"--model_gbps -3", "from 1e-6 to 1e6 GB/s"});
   ExpectRefused({bench, "--model_reduce_gbps", "nan"}, {"--model_reduce_gbps nan"});
   ExpectRefused({bench, "--model_alpha_us", "-1"}, {"--model_alpha_us -1"});
+  // Ignored before: no file was written.
+  ExpectRefused({bench, "--calibration_out", "/tmp/never.txt"},
+                {"--calibration_out /tmp/never.txt is written by --calibrate"});
 }
 
 // A wrong GYRE_SOCKET was a minute of silence. Something that is not a socket is named at
