@@ -255,9 +255,12 @@ int Run(int argc, char** argv) {
       continue;
     }
     if (q.reach != job::Reach::kAnswered) {
-      std::printf("%-5d %-8s %-10s %-9s %s\n", r, "-", "-", state.c_str(),
-                  q.reach == job::Reach::kSilent ? "alive but not answering (stopped or frozen)"
-                                                 : ("not reachable: " + q.error).c_str());
+      // The wait is said: a --timeout shorter than a busy rank takes to answer looks the same.
+      const std::string silent = "alive but not answering within " +
+                                 FormatDuration(Seconds(FLAGS_timeout)) + " (stopped or frozen)";
+      std::printf(
+          "%-5d %-8s %-10s %-9s %s\n", r, "-", "-", state.c_str(),
+          q.reach == job::Reach::kSilent ? silent.c_str() : ("not reachable: " + q.error).c_str());
       continue;
     }
     char step[32], recv[48], since[32], waits[16];
