@@ -443,18 +443,19 @@ TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
 // Rank 1 fails at once; rank 0 reports 2 s later. With --settle_time 5 gyrerun waits for that
 // report (rank 0's own exit code in the summary); with 0.3 it stops rank 0 first.
 TEST(GyrerunTest, SettleTimeBoundsTheWaitForTheOthersReports) {
-  const std::string script = "[ \"$GYRE_RANK\" = 1 ] && exit 5; sleep 2; exit 3";
-  CommandResult waited = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--settle_time",
-                                     "5", "--grace_period", "1", "--", "/bin/sh", "-c", script},
-                                    {}, 60);
+  auto run = [](const char* settle) {
+    return RunCommand(
+        {Gyrerun(), "-n", "2", "--mode", "embedded", "--settle_time", settle, "--grace_period", "1",
+         "--", "/bin/sh", "-c", "[ \"$GYRE_RANK\" = 1 ] && exit 5; sleep 2; exit 3"},
+        {}, 60);
+  };
+  CommandResult waited = run("5");
   EXPECT_EQ(waited.exit_code, 5) << waited.err;
   EXPECT_NE(waited.err.find("exit 3"), std::string::npos) << waited.err;
   EXPECT_EQ(waited.err.find("terminated by gyrerun"), std::string::npos) << waited.err;
   // Ended by rank 0's report, not by the 5 s window.
   EXPECT_LT(waited.seconds, 4.5) << waited.err;
-  CommandResult cut = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--settle_time",
-                                  "0.3", "--grace_period", "1", "--", "/bin/sh", "-c", script},
-                                 {}, 60);
+  CommandResult cut = run("0.3");
   EXPECT_EQ(cut.exit_code, 5) << cut.err;
   EXPECT_NE(cut.err.find("terminated by gyrerun (SIGTERM)"), std::string::npos) << cut.err;
   EXPECT_EQ(cut.err.find("exit 3"), std::string::npos) << cut.err;
@@ -689,18 +690,8 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
 // Node 0 of a torchrun-style job serves the store on every interface, for the other hosts; a
 // loopback store address means one host, and the store listened on every interface anyway.
 TEST(GyrerunTest, NodeZeroServesALoopbackStoreOnLoopbackOnly) {
-  int port = 0;
-  {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port = ntohs(a.sin_port);
-    ::close(fd);  // free again for gyrerun to take
-  }
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
   const std::string dir = TempDir("node0-store");
   const std::string secret = dir + "/secret";
   {

@@ -403,13 +403,35 @@ struct TwoDirectRanks {
     return ::stat((store + "/k.gyre%2Fcontrol%2F" + name + "%2F" + std::to_string(r)).c_str(),
                   &st) == 0;
   }
-  // Both ranks are in the job once both control addresses are published; then they loop.
-  bool Joined() const {
+  // Waits up to 30 s for `ranks` to have published; whether they have.
+  bool WaitPublished(std::initializer_list<int> ranks) const {
+    auto all = [&] {
+      for (int r : ranks) {
+        if (!Published(r)) return false;
+      }
+      return true;
+    };
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!(Published(0) && Published(1)) && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!all() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return Published(0) && Published(1);
+    return all();
+  }
+  // Both ranks are in the job once both control addresses are published; then they loop.
+  bool Joined() const { return WaitPublished({0, 1}); }
+  // Once rank 0 has given up on the stopped rank 1 and exited, and `pause` more, resumes
+  // rank 1 and waits for it to end; false (with `why` set) if either does not.
+  bool ResumeRank1OnceRank0HasExited(std::chrono::milliseconds pause, std::string* why) {
+    if (!Exited(0, 30)) {
+      *why = "rank 0 did not end within 30 s: " + Err(0);
+      return false;
+    }
+    std::this_thread::sleep_for(pause);
+    if (::kill(pids[1], SIGCONT) != 0 || !Exited(1, 30)) {
+      *why = "the resumed rank did not end within 30 s";
+      return false;
+    }
+    return true;
   }
   // Waits up to `seconds` for rank r to exit; true if it did (and it is reaped).
   bool Exited(int r, double seconds) {
@@ -445,10 +467,8 @@ TEST(StoppedRankTest, AResumedRankNamesItselfNotTheRanksThatGaveUpOnIt) {
   TwoDirectRanks ranks("resumed", 1500);
   ASSERT_TRUE(ranks.StopRank1InTheLoop()) << "the two ranks never joined";
   // Rank 0 gives up after its 1.5 s timeout and exits; rank 1 stays stopped past that.
-  ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
-  ASSERT_TRUE(ranks.Exited(1, 10)) << "the resumed rank did not end within 10 s";
+  std::string why;
+  ASSERT_TRUE(ranks.ResumeRank1OnceRank0HasExited(std::chrono::milliseconds(1500), &why)) << why;
   const std::string err0 = ranks.Err(0), err1 = ranks.Err(1);
   EXPECT_NE(err0.find("rank 1 stalled"), std::string::npos) << err0;
   EXPECT_NE(err1.find("rank 1 (this rank) was not running: its process did not run for"),
@@ -465,17 +485,11 @@ TEST(StoppedRankTest, ARankStoppedAtRendezvousNamesItselfOnceResumed) {
   TwoDirectRanks ranks("rendezvous-stop", 2000, {}, /*start=*/false);
   ranks.Start(1);
   ASSERT_GT(ranks.pids[1], 0);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!ranks.Published(1) && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(ranks.Published(1)) << ranks.Err(1);
+  ASSERT_TRUE(ranks.WaitPublished({1})) << ranks.Err(1);
   ASSERT_EQ(::kill(ranks.pids[1], SIGSTOP), 0);
   ranks.Start(0);
-  ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
-  ASSERT_TRUE(ranks.Exited(1, 30)) << "the resumed rank did not end within 30 s";
+  std::string why;
+  ASSERT_TRUE(ranks.ResumeRank1OnceRank0HasExited(std::chrono::milliseconds(1000), &why)) << why;
   const std::string err0 = ranks.Err(0), err1 = ranks.Err(1);
   EXPECT_NE(err0.find("rank 1 stalled"), std::string::npos) << err0;
   const std::vector<std::string> failed1 = FailureTexts(err1);
@@ -495,9 +509,8 @@ TEST(StoppedRankTest, ARankStoppedAtRendezvousNamesItselfOnceResumed) {
 TEST(StoppedRankTest, ARankStoppedInItsFirstCallsNamesItselfOnceResumed) {
   TwoDirectRanks ranks("early-stop", 2000, kRank1StopsEarly);
   ASSERT_TRUE(ranks.pids[0] > 0 && ranks.pids[1] > 0);
-  ASSERT_TRUE(ranks.Exited(0, 30)) << ranks.Err(0);
-  ASSERT_EQ(::kill(ranks.pids[1], SIGCONT), 0);
-  ASSERT_TRUE(ranks.Exited(1, 10)) << "the resumed rank did not end within 10 s";
+  std::string why;
+  ASSERT_TRUE(ranks.ResumeRank1OnceRank0HasExited(std::chrono::milliseconds(0), &why)) << why;
   const std::string err0 = ranks.Err(0), err1 = ranks.Err(1);
   const std::vector<std::string> failed0 = FailureTexts(err0), failed1 = FailureTexts(err1);
   for (const std::string& text : failed0) {

@@ -45,6 +45,10 @@ bool RemoveTree(const std::string& dir);
 // The whole of the file at `path` ("" if it cannot be read).
 std::string ReadAll(const std::string& path);
 
+// A TCP port on 127.0.0.1 the kernel just handed out (bound to port 0, then closed), for a
+// program that must be told its port; -1 if none could be had.
+int FreeLoopbackPort();
+
 // Starts `binary` with `args` in the background, its stdout and stderr both going to `log`;
 // the child's pid.
 pid_t StartLogged(const std::string& binary, const std::vector<std::string>& args,
