@@ -122,10 +122,10 @@ void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& nam
   snap_.last_error = why.ToString();
   snap_.failed_seq = seq;
   snap_.refused_seq = seq;
-  CallRecord& r = recent_[recent_next_++ % kRecentCalls];
-  r.seq = seq;
-  r.desc = desc;
-  r.op_name = name;
+  // Not among the recent calls the ranks compare for a divergence: a refused call sent
+  // nothing, and its arguments are the caller's unchecked ones (an algorithm still "auto", a
+  // negative count), which differ from the others' resolved call. Kept, they made the next
+  // call of every rank fail as diverged, naming a rank that had made no mistake.
   pending_aborts_.erase(pending_aborts_.begin(), pending_aborts_.upper_bound(seq));
 }
 

@@ -61,6 +61,8 @@ class OpMonitor {
   void End(uint64_t seq, const Status& status);
   // Call `seq` was refused for its arguments before it ran (Communicator::Refuse): it is
   // started, failed and over at once, and the verdict of a rank waiting on it can quote why.
+  // It is not one of the recent calls (Snapshot().recent, CallAt): those are the calls that
+  // went on the wire, which the ranks compare to find a divergence.
   void Refused(uint64_t seq, const OpDesc& desc, const std::string& name, const Status& why);
 
   // Any thread. Interrupts operation `seq` if it is running, or keeps the abort for when it

@@ -296,6 +296,28 @@ TEST_P(RefusedCallTest, TheOthersNameTheRefusalAndTheNextCallPairsRight) {
   }
 }
 
+// With a short timeout the stall probe asks early: the refusing rank 0, already waiting in
+// its next call while rank 1 is still finding out about the refusal, asked rank 1 and
+// compared its refused call (arguments unchecked: a null input, algorithm "auto") with rank
+// 1's resolved one. Every rank's next call then failed as "rank 1 diverged".
+TEST_P(RefusedCallTest, ARankRunningAheadAfterItsRefusalDoesNotFailTheNextCall) {
+  const int p = 2;
+  const double T = 3;
+  LoopRun r = RunLoop(p, T, {"--refuse_rank=0", "--fault_at=5"}, nullptr, GetParam(), /*loop=*/-10);
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  for (const auto& f : r.failures) {
+    EXPECT_NE(f.text.find("the input buffer is null"), std::string::npos) << f.text;
+    EXPECT_EQ(f.text.find("diverged"), std::string::npos) << f.text;
+  }
+  EXPECT_EQ(r.failures.size(), static_cast<size_t>(p)) << Dump(r);
+  for (int q = 0; q < p; ++q) {
+    EXPECT_NE(
+        r.result.out.find("rank " + std::to_string(q) + ": the call after the refusal: exact"),
+        std::string::npos)
+        << r.result.out;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Verdict, RefusedCallTest, ::testing::Values("daemon", "embedded"));
 
 // An embedded message's Work outlives its Comm: waiting on it then reports Aborted instead
