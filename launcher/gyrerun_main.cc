@@ -67,8 +67,9 @@ DEFINE_double(rendezvous_timeout, 60, "seconds for all ranks to meet");
 DEFINE_double(grace_period, 3, "seconds between SIGTERM and SIGKILL when stopping the job");
 DEFINE_double(settle_time, 1.5,
               "after the first rank fails, seconds to keep collecting the others' exits (their "
-              "verdicts) before naming the root cause and stopping the rest; it ends early once "
-              "no survivor is left to report");
+              "verdicts) before naming the root cause and stopping the rest (a process killed "
+              "by a signal within it is preferred as the root cause over one that exited with "
+              "an error); it ends early once no survivor is left to report");
 DEFINE_double(job_timeout, 0, "stop the whole job after this many seconds (exit 124); 0 = never");
 DEFINE_string(job_id, "", "job id (default: a random one)");
 DEFINE_string(run_dir, "", "folder for the store, sockets and report (default: a new temp dir)");
@@ -282,9 +283,12 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
         }
         host += ":" + slots.substr(6);
       }
-      if (std::string extra; words >> extra) {
-        return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
-                                          "' has more than 'host slots=N'");
+      // Open MPI's max_slots=N may follow (gyre places no more than the slots anyway).
+      for (std::string extra; words >> extra;) {
+        if (extra.rfind("max_slots=", 0) != 0) {
+          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
+                                            "' has more than 'host slots=N [max_slots=M]'");
+        }
       }
       items.push_back(host);
     }
@@ -389,10 +393,13 @@ int Usage(const std::string& why) {
 }
 
 // Holds `dir`/gyrerun.lock (an flock) for as long as gyrerun runs: a second gyrerun given the
-// same --run_dir would otherwise clear the running job's store and secret from under it.
-// Returns the descriptor that holds it, or -1 with `*why` set.
-int LockRunDir(const std::string& dir, std::string* why) {
-  const std::string path = dir + "/gyrerun.lock";
+// same --run_dir would otherwise clear the running job's store and secret from under it. The
+// nodes of one job (`node` >= 0, torchrun style) may share a folder and lock their own
+// gyrerun-node<K>.lock. Returns the descriptor that holds it, -2 where the file system has no
+// locks (said, and the run goes on unprotected, as before), or -1 with `*why` set.
+int LockRunDir(const std::string& dir, int node, std::string* why) {
+  const std::string path =
+      dir + (node >= 0 ? "/gyrerun-node" + std::to_string(node) + ".lock" : "/gyrerun.lock");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     *why = "cannot open " + path + ": " + std::strerror(errno);
@@ -410,9 +417,14 @@ int LockRunDir(const std::string& dir, std::string* why) {
       *why = "the run folder " + dir + " is in use by another gyrerun" +
              (holder.empty() ? "" : " (pid " + holder + ")") +
              ": give each job its own --run_dir, or none (each job then gets a new folder)";
-    } else {
-      *why = "cannot lock " + path + ": " + std::strerror(err);
+      return -1;
     }
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
+      std::cerr << "gyrerun: warning: cannot lock " << path << " (" << std::strerror(err)
+                << "): nothing stops another gyrerun from using this run folder meanwhile\n";
+      return -2;
+    }
+    *why = "cannot lock " + path + ": " + std::strerror(err);
     return -1;
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -588,7 +600,7 @@ int main(int argc, char** argv) {
       {"--hang_timeout", FLAGS_hang_timeout, 0, 1e9, "0 (off) or up to 1e9 seconds"},
   });
   if (!bad.empty()) return Usage(bad);
-  if (FLAGS_timing_runs < 5) {
+  if (program.empty() && FLAGS_timing_runs < 5) {
     return Usage("--timing_runs must be at least 5 (a median of fewer says little), not " +
                  std::to_string(FLAGS_timing_runs));
   }
@@ -616,8 +628,29 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  {
+    // Absolute: it becomes the store's URL (file:// takes no relative folder) and the
+    // sockets' paths, whatever TMPDIR or --run_dir said.
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(run_dir, ec);
+    if (!ec) run_dir = absolute.lexically_normal().string();
+    while (run_dir.size() > 1 && run_dir.back() == '/') run_dir.pop_back();
+  }
+  // A Unix socket's path has at most 107 bytes: with a long TMPDIR or --run_dir every rank's
+  // program failed on its daemon's socket.
+  if (!program.empty() && FLAGS_mode == "daemon") {
+    const std::string longest = run_dir + "/rank" + std::to_string(std::max(n, 1) - 1) + ".sock";
+    if (longest.size() > 107) {
+      std::cerr << "gyrerun: the run folder " << run_dir << " is too long for the daemons' "
+                << "sockets (" << longest << " is " << longest.size()
+                << " bytes; a socket path has at most 107): give a shorter --run_dir or TMPDIR\n";
+      std::error_code ec;
+      if (FLAGS_run_dir.empty()) std::filesystem::remove_all(run_dir, ec);
+      return 1;
+    }
+  }
   std::string lock_problem;
-  if (LockRunDir(run_dir, &lock_problem) < 0) {
+  if (LockRunDir(run_dir, FLAGS_nnodes > 1 ? FLAGS_node_rank : -1, &lock_problem) == -1) {
     std::cerr << "gyrerun: " << lock_problem << "\n";
     std::error_code ec;
     if (FLAGS_run_dir.empty()) std::filesystem::remove_all(run_dir, ec);  // the one made above

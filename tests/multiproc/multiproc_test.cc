@@ -584,6 +584,19 @@ TEST(GyrerunTest, TheRunFolderIsMadeUnderTmpdir) {
   EXPECT_NE(r.err.find("cannot create a run folder in " + tmp + "/missing: No such file"),
             std::string::npos)
       << r.err;
+  // A relative TMPDIR still gives an absolute folder (a file store takes no other).
+  r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--", "/bin/sh", "-c",
+                  "echo \"flight dir: $GYRE_FLIGHT_DIR\""},
+                 {{"TMPDIR", "."}}, 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("flight dir: /"), std::string::npos) << r.out;
+  // One whose sockets would not fit a socket path (107 bytes) is refused by name: every
+  // program failed on its daemon's socket.
+  const std::string deep = tmp + "/" + std::string(100, 'd');
+  ASSERT_EQ(::mkdir(deep.c_str(), 0700), 0);
+  r = RunCommand({Gyrerun(), "-n", "2", "--", "/bin/true"}, {{"TMPDIR", deep}}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("is too long for the daemons' sockets"), std::string::npos) << r.err;
 }
 
 // The README's hung-job recipe loops for a time. Each rank used to stop on its own clock, so
@@ -679,6 +692,15 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
     EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
     EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
   }
+  // Open MPI's max_slots is allowed on a hostfile line.
+  const std::string hostfile = TempDir("max-slots") + "/hosts";
+  {
+    std::ofstream f(hostfile);
+    f << "localhost slots=1 max_slots=4\n";
+  }
+  CommandResult ok = RunCommand(
+      {Gyrerun(), "--hostfile", hostfile, "--mode", "embedded", "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
   // Without a program, the workload runs in gyred.
   CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2) << r.err;
