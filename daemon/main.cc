@@ -173,18 +173,24 @@ gyre::Status CheckFlags() {
                                 " is not in 0..65535 (or -1: off)");
   }
   // The report is written at the end, after the whole workload: a path it cannot go to is
-  // found out now. (Opened for appending, so nothing there is lost if the run fails early.)
-  if (!FLAGS_report_file.empty()) {
+  // found out now. Nothing is opened (a FIFO would block, and serve mode writes no report):
+  // the path must not be a directory, and its folder must be one this process can write in.
+  if (!FLAGS_report_file.empty() && FLAGS_run != "serve") {
     struct stat st {};
-    if (::stat(FLAGS_report_file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      return InvalidArgumentError("--report_file " + FLAGS_report_file + " is a directory");
+    if (::stat(FLAGS_report_file.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) {
+        return InvalidArgumentError("--report_file " + FLAGS_report_file + " is a directory");
+      }
+    } else {
+      const size_t slash = FLAGS_report_file.rfind('/');
+      const std::string folder = slash == std::string::npos ? "."
+                                 : slash == 0               ? "/"
+                                                            : FLAGS_report_file.substr(0, slash);
+      if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+        return InvalidArgumentError("--report_file " + FLAGS_report_file +
+                                    " cannot be created: " + folder + ": " + std::strerror(errno));
+      }
     }
-    std::FILE* report = std::fopen(FLAGS_report_file.c_str(), "a");
-    if (report == nullptr) {
-      return InvalidArgumentError("--report_file " + FLAGS_report_file +
-                                  " cannot be opened for writing: " + std::strerror(errno));
-    }
-    std::fclose(report);
   }
   // The communicator appends to the trace file and drops the trace quietly if it cannot:
   // a trace the user asked for is checked here, where the failure can still be said.

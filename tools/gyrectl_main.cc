@@ -120,7 +120,8 @@ int Run(int argc, char** argv) {
   auto store = store::OpenStore(FLAGS_store, deadline, credentials);
   if (!store.ok()) {
     return Fail(store.status().ToString() +
-                (credentials.secret.empty() && FLAGS_store.rfind("tcp://", 0) == 0
+                (credentials.secret.empty() &&
+                         store.status().message().find("refused the handshake") != std::string::npos
                      ? " (no secret was given: pass the job's --secret_file, or set "
                        "GYRE_SECRET_FILE; gyrerun prints it in its 'inspect it with' line)"
                      : ""));

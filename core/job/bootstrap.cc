@@ -28,9 +28,12 @@ std::string ControlKey(const std::string& job_id, int rank) {
 namespace {
 
 // Ticks a communicator's freeze watchdog (OpMonitor::Tick) every 20 ms from its creation until
-// the stall probe takes over, as the probe does: a rank stopped while it waited at rendezvous
-// and resumed after the others had given up on it then names itself, where it named the
-// first rank it could not reach (they had exited).
+// the job is joined, as the stall probe does from then on (with verdicts on; without them
+// nothing reads the watchdog): a rank stopped while it waited at rendezvous and resumed after
+// the others had given up on it then names itself, where it named the first rank it could
+// not reach (they had exited). A freeze there counts like one in the first call: a whole
+// machine paused that long at rendezvous, then a peer dying in the first call, would be
+// taken for this rank's absence (a case left as it is).
 class JoinTicker {
  public:
   explicit JoinTicker(OpMonitor* monitor)

@@ -607,7 +607,9 @@ TEST(GyrerunTest, ATimedLoopEndsAfterTheSameCallOnEveryRank) {
                                   Client(), "--check=false", "--loop_seconds=1.5"},
                                  {}, 60);
     EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.err;
-    EXPECT_EQ(r.err.find("failed"), std::string::npos) << mode << "\n" << r.err;
+    EXPECT_FALSE(std::regex_search(r.err, std::regex(R"(rank \d+: allreduce \d+ failed)")))
+        << mode << "\n"
+        << r.err;
   }
 }
 
@@ -624,21 +626,29 @@ TEST(GyrerunTest, TheTestClientsHelpListsItsOwnFlags) {
 TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   std::thread asker;
   CommandResult status;
-  CommandResult r =
-      RunCommand({Gyrerun(), "-n", "2", "--store", "tcp", "--mode", "embedded", "--", Client(),
-                  "--check=false", "--loop_seconds=5"},
-                 {}, 60, [&](const std::string& line) {
-                   static const std::regex inspect(R"(inspect it with: gyrectl (.*)$)");
-                   std::smatch m;
-                   if (asker.joinable() || !std::regex_search(line, m, inspect)) return;
-                   std::vector<std::string> argv = {BinDir() + "/gyrectl"};
-                   std::istringstream words(m[1].str());
-                   for (std::string w; words >> w;) argv.push_back(w);
-                   asker = std::thread([&status, argv] {
-                     std::this_thread::sleep_for(std::chrono::seconds(2));  // the ranks have joined
-                     status = RunCommand(argv, {}, 30);
-                   });
-                 });
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--store", "tcp", "--mode", "embedded", "--", Client(),
+       "--check=false", "--loop_seconds=8"},
+      {}, 60, [&](const std::string& line) {
+        static const std::regex inspect(R"(inspect it with: gyrectl (.*)$)");
+        std::smatch m;
+        if (asker.joinable() || !std::regex_search(line, m, inspect)) return;
+        std::vector<std::string> argv = {BinDir() + "/gyrectl"};
+        std::istringstream words(m[1].str());
+        for (std::string w; words >> w;) argv.push_back(w);
+        argv.insert(argv.end(), {"--timeout", "5"});
+        // Asked until both ranks have joined and answer from inside a call (a
+        // loaded machine is slow to start them), for up to 6 s of the job's 8.
+        asker = std::thread([&status, argv] {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+          do {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            status = RunCommand(argv, {}, 30);
+          } while (!(status.exit_code == 0 &&
+                     std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) &&
+                   std::chrono::steady_clock::now() < give_up);
+        });
+      });
   ASSERT_TRUE(asker.joinable()) << r.err;
   asker.join();
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -655,10 +665,27 @@ TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) 
   const std::string dir = TempDir("flight-blocked");
   ASSERT_EQ(::mkdir((dir + "/flight-rank0.json").c_str(), 0700), 0);
   ASSERT_EQ(::mkdir((dir + "/flight-rank0.json/in-the-way").c_str(), 0700), 0);
-  CommandResult r = RunCommand(
-      {Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--timeout", "10", "--",
-       Client(), "--check=false", "--loop_iters", "200", "--die_rank", "1", "--die_after", "5"},
-      {}, 60);
+  CommandResult r = RunCommand({Gyrerun(),
+                                "-n",
+                                "2",
+                                "--mode",
+                                "embedded",
+                                "--run_dir",
+                                dir,
+                                "--timeout",
+                                "10",
+                                "--settle_time",
+                                "4",
+                                "--",
+                                Client(),
+                                "--check=false",
+                                "--loop_iters",
+                                "200",
+                                "--die_rank",
+                                "1",
+                                "--die_after",
+                                "5"},
+                               {}, 60);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("rank 0: the flight record was not written: ResourceExhausted: cannot "
                        "write " +

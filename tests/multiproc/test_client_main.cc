@@ -24,7 +24,8 @@
 DEFINE_bool(check, true, "run and verify every collective x algorithm");
 DEFINE_double(loop_seconds, 0,
               "then loop allreduces for about this long: the loop's own allreduce carries "
-              "whether any rank's time is up, so every rank makes the same number of calls");
+              "whether any rank's time is up, so every rank makes the same number of calls "
+              "(not guaranteed past a fault this program injects, or a call that failed)");
 DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");

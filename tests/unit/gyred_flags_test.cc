@@ -85,7 +85,8 @@ TEST_F(GyredFlagsTest, BadFlagIsNamedBeforeJoiningAndLeavesTheJobIdUsable) {
       // Found out only after the whole workload, with no reason given.
       {"--report_file", "/", "/ is a directory"},
       {"--report_file", "/nonexistent-gyre-dir/r.txt",
-       "/nonexistent-gyre-dir/r.txt cannot be opened for writing: No such file or directory"},
+       "/nonexistent-gyre-dir/r.txt cannot be created: /nonexistent-gyre-dir: No such file or "
+       "directory"},
       {"--bench_max_bytes", "3", "3"},
       // Past a quarter of any host's memory: it was killed by the OOM killer.
       {"--bench_max_bytes", "99999999999999", "99999999999999"},
