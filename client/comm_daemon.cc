@@ -68,7 +68,7 @@ class DaemonComm final : public CommBase {
       const uint32_t region = next_region_++;
       GYRE_ASSIGN_OR_RETURN(void* data, MapShared(std::max<size_t>(bytes, 1), region));
       blocks_[reinterpret_cast<uintptr_t>(data)] =
-          Block{PageRound(std::max<size_t>(bytes, 1)), region};
+          Block{PageRound(std::max<size_t>(bytes, 1)), region, bytes};
       block = data;
       return Status::Ok();
     }));
@@ -152,6 +152,14 @@ class DaemonComm final : public CommBase {
       return Refuse(spec, apart);
     }
     // A buffer inside a block from AllocBuffer is used where it is; any other is staged.
+    if (in_bytes > 0) {
+      if (Status fits = CheckBlockEnd(in, in_bytes, "input"); !fits.ok()) return Refuse(spec, fits);
+    }
+    if (out_bytes > 0) {
+      if (Status fits = CheckBlockEnd(out, out_bytes, "output"); !fits.ok()) {
+        return Refuse(spec, fits);
+      }
+    }
     const std::optional<Place> in_block = in_bytes > 0 ? InBlock(in, in_bytes) : std::nullopt;
     const std::optional<Place> out_block = out_bytes > 0 ? InBlock(out, out_bytes) : std::nullopt;
     const bool stage_in = in_bytes > 0 && !in_block;
@@ -240,13 +248,30 @@ class DaemonComm final : public CommBase {
     uint64_t offset;
   };
   struct Block {
-    size_t bytes;
+    size_t bytes;  // mapped: whole pages
     uint32_t region;
+    size_t asked;  // what AllocBuffer was asked for
   };
 
   static size_t PageRound(size_t v) { return (v + 4095) & ~size_t{4095}; }
 
   // The block that holds all of [p, p + n), if any.
+  // A buffer that starts inside a block from AllocBuffer but runs past its end: the call would
+  // read or write memory the program does not own (staged, it crashed the program later).
+  Status CheckBlockEnd(const void* p, size_t n, const char* what) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return Status::Ok();
+    --it;
+    const uintptr_t off = a - it->first;
+    const size_t asked = std::max<size_t>(it->second.asked, 1);
+    if (off >= it->second.bytes || (off < asked && n <= asked - off)) return Status::Ok();
+    return InvalidArgumentError(std::string("the ") + what + " buffer (" + std::to_string(n) +
+                                " bytes at offset " + std::to_string(off) +
+                                ") runs past the end of its AllocBuffer block of " +
+                                std::to_string(it->second.asked) + " bytes");
+  }
+
   std::optional<Place> InBlock(const void* p, size_t n) const {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = blocks_.upper_bound(a);
@@ -290,6 +315,7 @@ class DaemonComm final : public CommBase {
       return InvalidArgumentError(what + ": the buffer is null but must hold " +
                                   std::to_string(count) + " elements");
     }
+    if (bytes > 0) GYRE_RETURN_IF_ERROR(CheckBlockEnd(buf, bytes, "message"));
     const std::optional<Place> block = bytes > 0 ? InBlock(buf, bytes) : std::nullopt;
     const bool staged = bytes > 0 && !block;
     if (staged) GYRE_RETURN_IF_ERROR(EnsureMapped(bytes));

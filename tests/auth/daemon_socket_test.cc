@@ -319,6 +319,31 @@ TEST_F(DaemonTest, AllocatedBuffersAreUsedInPlaceAndHeapBuffersAreStaged) {
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
 }
 
+// A buffer that starts in a block from AllocBuffer but runs past its end is refused naming the
+// block: staged through the socket instead, the copy read and wrote past the block, and the
+// program crashed later. The Comm goes on.
+TEST_F(DaemonTest, ABufferRunningPastItsBlockIsRefused) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  auto block = (*comm)->AllocBuffer(400);
+  ASSERT_TRUE(block.ok()) << block.status();
+  auto* q = static_cast<int32_t*>(*block);
+  Status s = (*comm)->Allreduce(q, q, 2000, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the input buffer (8000 bytes at offset 0) runs past the end of its "
+                             "AllocBuffer block of 400 bytes"),
+            std::string::npos)
+      << s;
+  // From the middle, past the 400 bytes asked for (though inside the page they were given).
+  s = (*comm)->Allreduce(q + 90, q + 90, 20, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  // What fits is used in place.
+  ASSERT_TRUE((*comm)->Allreduce(q, q, 100, DataType::kInt32, ReduceOp::kSum).ok());
+  EXPECT_EQ((*comm)->last().bytes_staged, 0);
+  EXPECT_TRUE((*comm)->FreeBuffer(*block).ok());
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+}
+
 // Shared memory is reserved when it is made, and more than the host has available is refused
 // before the reservation (which would end in the OOM killer): a clear error, never a SIGBUS
 // later, and calls that fit go on.
