@@ -54,6 +54,14 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
   }
   // "Forever" (Duration::max()) is 1e9 s: a progress deadline is the last progress plus it.
   c.timeout = std::min<Duration>(o.timeout, kMaxCallTimeout);
+  // A deadline already passed is this caller's alone: refused here, in its place in the
+  // sequence (the others hear "refused"), not run until it fails and others are blamed for
+  // it, nor (through the daemon, where it went as 1 ms) run anyway.
+  if (!o.deadline.infinite() && o.deadline.Expired(*SteadyClock::Get())) {
+    return DeadlineExceededError("the call's deadline (Options::deadline) had passed " +
+                                 FormatDuration(SteadyClock::Get()->Now() - o.deadline.when()) +
+                                 " before the call started");
+  }
   c.deadline = o.deadline;
   return c;
 }

@@ -344,6 +344,23 @@ TEST_F(DaemonTest, ABufferRunningPastItsBlockIsRefused) {
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
 }
 
+// A deadline that has already passed is refused at once, in the call's place in the sequence:
+// it went to the daemon as 1 ms and a small call could still run and pass, or a large one
+// fail with the others blamed. The next call runs.
+TEST_F(DaemonTest, ACallWhoseDeadlineHasPassedIsRefused) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  Options o;
+  o.deadline = Deadline::After(*SteadyClock::Get(), Duration::zero());
+  std::vector<int32_t> v(16, 1);
+  Status s = (*comm)->Allreduce(v.data(), v.data(), 16, DataType::kInt32, ReduceOp::kSum, o);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("the call's deadline (Options::deadline) had passed"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+}
+
 // Shared memory is reserved when it is made, and more than the host has available is refused
 // before the reservation (which would end in the OOM killer): a clear error, never a SIGBUS
 // later, and calls that fit go on.

@@ -4,6 +4,10 @@
 // behave the same: every call is bounded by deadlines and returns a Status whose message
 // carries the full explanation from the rank that saw the failure.
 //
+// Collectives are matched across ranks by the order each rank makes them in: calls from
+// several threads on one Comm run one at a time, in an order the ranks do not agree on, so
+// give each thread its own order (one thread per Comm, or the async calls from one thread).
+//
 //   auto comm = gyre::Comm::FromEnvironment();   // gyrerun sets the environment
 //   if (!comm.ok()) { ... }
 //   std::vector<float> grad(n);
@@ -35,7 +39,9 @@ struct Options {
   // Progress timeout; zero: the job default; negative is refused; at most kMaxCallTimeout
   // (longer ones, Duration::max() included, are taken as that).
   Duration timeout = Duration::zero();
-  Deadline deadline = Deadline::Infinite();  // total deadline of the call
+  // Total deadline of the call. One already passed when the call starts is refused at once
+  // (DeadlineExceeded), in the call's place in the sequence: the other ranks hear "refused".
+  Deadline deadline = Deadline::Infinite();
 };
 
 // What the last call did.
