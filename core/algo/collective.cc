@@ -226,6 +226,9 @@ Status CheckBufferOverlap(const CollectiveSpec& s, int rank, const void* in, con
   std::ostringstream os;
   os << name << ": the input (" << in_bytes << " B at " << in << ") and the output (" << out_bytes
      << " B at " << out << ") overlap";
+  // Two separate buffers overlap only by the count: too large for them (a count of 2^40 on
+  // two small vectors read as an overlap and nothing more).
+  os << " (if they are separate buffers, the count " << s.count << " is larger than they are)";
   if (in_place) {
     os << " without being the same memory; an in-place " << name << " passes one buffer as both";
   } else {
