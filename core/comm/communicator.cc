@@ -68,9 +68,26 @@ OpDesc MakeOpDesc(const CollectiveSpec& spec) {
   return d;
 }
 
+namespace {
+
+// The transport's seq/tag text (DescribeSeqTag): a point-to-point message's fields as
+// PointToPointSeq packs them; a collective's step as its schedule names it.
+std::string FormatSeqTag(uint64_t seq, uint64_t tag) {
+  if ((seq >> 63) != 0) {
+    return "point-to-point message " + std::to_string(seq & ((uint64_t{1} << 23) - 1)) +
+           " from rank " + std::to_string((seq >> 51) & 0xfff) + " to rank " +
+           std::to_string((seq >> 39) & 0xfff) + " with tag " +
+           std::to_string((seq >> 23) & 0xffff);
+  }
+  return "seq " + std::to_string(seq) + ", step " + algo::FormatTag(tag);
+}
+
+}  // namespace
+
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions options)
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
+  SetSeqTagFormatter(&FormatSeqTag);
   if (!options_.trace_jsonl.empty()) trace_ = std::fopen(options_.trace_jsonl.c_str(), "a");
   std::string calibration = options_.calibration_file;
   if (calibration.empty() && std::getenv("GYRE_CALIBRATION") != nullptr) {

@@ -22,15 +22,15 @@ std::vector<std::unique_ptr<Transport>> LoopbackHub::CreateWorld(int world_size,
 Status LoopbackHub::Mismatch(int src, int dst, const MessageHeader& h, size_t sent_bytes,
                              const OpDesc& sent_desc, size_t want_bytes, const OpDesc& want_desc) {
   if (sent_desc != want_desc) {
-    return InvalidArgumentError("mismatched collective calls at seq=" + std::to_string(h.seq) +
-                                ": rank " + std::to_string(src) + " called " +
-                                DescribeOpDesc(sent_desc) + " but rank " + std::to_string(dst) +
-                                " called " + DescribeOpDesc(want_desc));
+    return InvalidArgumentError("mismatched calls at " + DescribeSeqTag(h.seq, h.tag) + ": rank " +
+                                std::to_string(src) + " called " + DescribeOpDesc(sent_desc) +
+                                " but rank " + std::to_string(dst) + " called " +
+                                DescribeOpDesc(want_desc));
   }
-  return InvalidArgumentError("message size mismatch at seq=" + std::to_string(h.seq) + ": rank " +
-                              std::to_string(src) + " sent " + std::to_string(sent_bytes) +
-                              " bytes but rank " + std::to_string(dst) + " expected " +
-                              std::to_string(want_bytes));
+  return InvalidArgumentError("message size mismatch at " + DescribeSeqTag(h.seq, h.tag) +
+                              ": rank " + std::to_string(src) + " sent " +
+                              std::to_string(sent_bytes) + " bytes but rank " +
+                              std::to_string(dst) + " expected " + std::to_string(want_bytes));
 }
 
 int LoopbackTransport::size() const { return hub_->n_; }

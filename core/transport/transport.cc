@@ -13,10 +13,18 @@ std::string DefaultFormatter(const OpDesc& d) {
 
 std::atomic<OpDescFormatter> g_formatter{&DefaultFormatter};
 
+std::string DefaultSeqTag(uint64_t seq, uint64_t tag) {
+  return "seq " + std::to_string(seq) + " tag " + std::to_string(tag);
+}
+
+std::atomic<SeqTagFormatter> g_seq_tag{&DefaultSeqTag};
+
 }  // namespace
 
 std::string DescribeOpDesc(const OpDesc& d) { return g_formatter.load()(d); }
 void SetOpDescFormatter(OpDescFormatter f) { g_formatter.store(f ? f : &DefaultFormatter); }
+std::string DescribeSeqTag(uint64_t seq, uint64_t tag) { return g_seq_tag.load()(seq, tag); }
+void SetSeqTagFormatter(SeqTagFormatter f) { g_seq_tag.store(f ? f : &DefaultSeqTag); }
 
 std::string Transport::DescribePeer(int peer) const { return "rank " + std::to_string(peer); }
 

@@ -50,6 +50,12 @@ static_assert(sizeof(OpDesc) == 16, "OpDesc is part of the wire format");
 std::string DescribeOpDesc(const OpDesc& d);
 using OpDescFormatter = std::string (*)(const OpDesc&);
 void SetOpDescFormatter(OpDescFormatter f);
+// A message's sequence number and tag as a user reads them ("seq 12, step p1.r0.s0", or a
+// point-to-point message's sender, receiver and tag): installed by the same layer, the raw
+// numbers until then.
+std::string DescribeSeqTag(uint64_t seq, uint64_t tag);
+using SeqTagFormatter = std::string (*)(uint64_t seq, uint64_t tag);
+void SetSeqTagFormatter(SeqTagFormatter f);
 
 struct MessageHeader {
   uint64_t seq = 0;  // operation sequence number within the communicator

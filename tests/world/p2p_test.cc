@@ -221,6 +221,8 @@ TEST_P(P2PTest, MismatchedCountNamesBothSides) {
   EXPECT_NE(st[1].message().find("count=10"), std::string::npos) << st[1];
   EXPECT_NE(st[1].message().find("count=12"), std::string::npos) << st[1];
   EXPECT_NE(st[1].message().find("recv from rank 0 (tag 3"), std::string::npos) << st[1];
+  // The message's sequence number is shown decoded, not as the 64-bit number it travels as.
+  EXPECT_EQ(st[1].message().find("92233"), std::string::npos) << st[1];
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
   // Nothing was written into the receiver's buffer.
   EXPECT_EQ(b, std::vector<float>(12, 0.0f));

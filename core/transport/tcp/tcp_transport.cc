@@ -1205,9 +1205,9 @@ Status TcpTransport::Impl::CheckMatch(int peer, const FrameHeader& frame,
   bool desc_differs = frame.desc != recv.header.desc;
   if (!size_differs && !desc_differs) return Status::Ok();
   return InvalidArgumentError(
-      std::string(desc_differs ? "mismatched calls" : "mismatched sizes") + " at seq " +
-      std::to_string(frame.seq) + " tag " + std::to_string(frame.tag) + ": " + DescribePeer(peer) +
-      " sent " + DescribeOpDesc(frame.desc) + " with " + std::to_string(frame.payload_len) +
+      std::string(desc_differs ? "mismatched calls" : "mismatched sizes") + " at " +
+      DescribeSeqTag(frame.seq, frame.tag) + ": " + DescribePeer(peer) + " sent " +
+      DescribeOpDesc(frame.desc) + " with " + std::to_string(frame.payload_len) +
       " bytes, but this rank (rank " + std::to_string(options_.rank) + ") expected " +
       DescribeOpDesc(recv.header.desc) + " with " + std::to_string(recv.bytes) + " bytes");
 }
@@ -1822,16 +1822,16 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
     }
     size_t charge = static_cast<size_t>(f.payload_len) + kBufferedMessageOverhead;
     if (unexpected_bytes_ + charge > options_.max_unexpected_bytes) {
-      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for seq " +
-                         std::to_string(f.seq) + " tag " + std::to_string(f.tag) +
+      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for " +
+                         DescribeSeqTag(f.seq, f.tag) +
                          " before the receive was posted, over max_unexpected_bytes (" +
                          std::to_string(unexpected_bytes_) + " of " +
                          std::to_string(options_.max_unexpected_bytes) + " bytes in use)");
     }
     PooledBuffer buffer = early_pool_.Take(static_cast<size_t>(f.payload_len));
     if (buffer.data == nullptr) {
-      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for seq " +
-                         std::to_string(f.seq) + " tag " + std::to_string(f.tag) +
+      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for " +
+                         DescribeSeqTag(f.seq, f.tag) +
                          " before the receive was posted, and this rank cannot allocate a "
                          "buffer of that size to hold them");
     }
