@@ -152,16 +152,14 @@ class DaemonComm final : public CommBase {
       return Refuse(spec, apart);
     }
     // A buffer inside a block from AllocBuffer is used where it is; any other is staged.
-    if (in_bytes > 0) {
-      if (Status fits = CheckBlockEnd(in, in_bytes, "input"); !fits.ok()) return Refuse(spec, fits);
-    }
-    if (out_bytes > 0) {
-      if (Status fits = CheckBlockEnd(out, out_bytes, "output"); !fits.ok()) {
-        return Refuse(spec, fits);
-      }
-    }
-    const std::optional<Place> in_block = in_bytes > 0 ? InBlock(in, in_bytes) : std::nullopt;
-    const std::optional<Place> out_block = out_bytes > 0 ? InBlock(out, out_bytes) : std::nullopt;
+    StatusOr<std::optional<Place>> in_where = std::optional<Place>();
+    if (in_bytes > 0) in_where = InBlock(in, in_bytes, "input");
+    if (!in_where.ok()) return Refuse(spec, in_where.status());
+    StatusOr<std::optional<Place>> out_where = std::optional<Place>();
+    if (out_bytes > 0) out_where = InBlock(out, out_bytes, "output");
+    if (!out_where.ok()) return Refuse(spec, out_where.status());
+    const std::optional<Place> in_block = *in_where;
+    const std::optional<Place> out_block = *out_where;
     const bool stage_in = in_bytes > 0 && !in_block;
     const bool stage_out = out_bytes > 0 && !out_block;
     // In place (allreduce, or broadcast at the root): one staged area serves as both, so the
@@ -256,30 +254,24 @@ class DaemonComm final : public CommBase {
   static size_t PageRound(size_t v) { return (v + 4095) & ~size_t{4095}; }
 
   // The block that holds all of [p, p + n), if any.
-  // A buffer that starts inside a block from AllocBuffer but runs past its end: the call would
-  // read or write memory the program does not own (staged, it crashed the program later).
-  Status CheckBlockEnd(const void* p, size_t n, const char* what) const {
+  // Where a buffer lies in a block from AllocBuffer: nullopt when in none (it is staged); an
+  // error when it starts in one but runs past what was asked for, as the call would read or
+  // write memory the program does not own (staged, it crashed the program later).
+  StatusOr<std::optional<Place>> InBlock(const void* p, size_t n, const char* what) const {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = blocks_.upper_bound(a);
-    if (it == blocks_.begin()) return Status::Ok();
+    if (it == blocks_.begin()) return std::optional<Place>();
     --it;
     const uintptr_t off = a - it->first;
+    if (off >= it->second.bytes) return std::optional<Place>();
     const size_t asked = std::max<size_t>(it->second.asked, 1);
-    if (off >= it->second.bytes || (off < asked && n <= asked - off)) return Status::Ok();
-    return InvalidArgumentError(std::string("the ") + what + " buffer (" + std::to_string(n) +
-                                " bytes at offset " + std::to_string(off) +
-                                ") runs past the end of its AllocBuffer block of " +
-                                std::to_string(it->second.asked) + " bytes");
-  }
-
-  std::optional<Place> InBlock(const void* p, size_t n) const {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    auto it = blocks_.upper_bound(a);
-    if (it == blocks_.begin()) return std::nullopt;
-    --it;
-    const uintptr_t off = a - it->first;
-    if (off > it->second.bytes || n > it->second.bytes - off) return std::nullopt;
-    return Place{it->second.region, off};
+    if (off >= asked || n > asked - off) {
+      return InvalidArgumentError(std::string("the ") + what + " buffer (" + std::to_string(n) +
+                                  " bytes at offset " + std::to_string(off) +
+                                  ") runs past the end of its AllocBuffer block of " +
+                                  std::to_string(it->second.asked) + " bytes");
+    }
+    return std::optional<Place>(Place{it->second.region, off});
   }
 
   // Records what the daemon says the call did, and the bytes this side staged.
@@ -315,8 +307,10 @@ class DaemonComm final : public CommBase {
       return InvalidArgumentError(what + ": the buffer is null but must hold " +
                                   std::to_string(count) + " elements");
     }
-    if (bytes > 0) GYRE_RETURN_IF_ERROR(CheckBlockEnd(buf, bytes, "message"));
-    const std::optional<Place> block = bytes > 0 ? InBlock(buf, bytes) : std::nullopt;
+    std::optional<Place> block;
+    if (bytes > 0) {
+      GYRE_ASSIGN_OR_RETURN(block, InBlock(buf, bytes, "message"));
+    }
     const bool staged = bytes > 0 && !block;
     if (staged) GYRE_RETURN_IF_ERROR(EnsureMapped(bytes));
     if (staged && send) std::memcpy(map_, buf, bytes);

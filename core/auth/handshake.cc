@@ -27,15 +27,6 @@ bool KnownChannel(uint32_t channel) {
          channel <= static_cast<uint32_t>(Channel::kControl);
 }
 
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text.substr(0, 64)) {
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-  }
-  if (text.size() > 64) out += "...";
-  return out;
-}
-
 }  // namespace
 
 const char* ChannelName(Channel channel) {

@@ -53,4 +53,20 @@ Status ResourceExhaustedError(std::string m) {
   return Status(StatusCode::kResourceExhausted, std::move(m));
 }
 
+std::string Printable(const std::string& text) {
+  constexpr size_t kMost = 64;
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMost; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+    }
+  }
+  if (text.size() > kMost) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 }  // namespace gyre

@@ -64,6 +64,10 @@ Status NotFoundError(std::string message);
 Status AlreadyExistsError(std::string message);
 Status ResourceExhaustedError(std::string message);
 
+// `text` from outside (a peer's hello, a store record) for an error message: a byte outside
+// printable ASCII as \xNN, at most 64 bytes shown, then "... (N bytes)".
+std::string Printable(const std::string& text);
+
 // A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] StatusOr {

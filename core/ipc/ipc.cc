@@ -474,38 +474,16 @@ StatusOr<int> ListenTcp(const std::string& host, int port, std::string* bound) {
   return fd;
 }
 
-namespace {
-
-// `text` for an error message: a byte outside printable ASCII as \xNN, and at most 64 bytes
-// shown. An address comes from the store, where anything may have been written.
-std::string Shown(const std::string& text) {
-  constexpr size_t kMost = 64;
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < kMost; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static const char kHex[] = "0123456789abcdef";
-      out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
-    }
-  }
-  if (text.size() > kMost) out += "... (" + std::to_string(text.size()) + " bytes)";
-  return out;
-}
-
-}  // namespace
-
 StatusOr<int> ConnectTcp(const std::string& address, Deadline deadline) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
-    return InvalidArgumentError("'" + Shown(address) + "' is not host:port");
+    return InvalidArgumentError("'" + Printable(address) + "' is not host:port");
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(std::atoi(address.c_str() + colon + 1)));
   if (::inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-    return InvalidArgumentError("'" + Shown(address) + "' is not an IPv4 host:port");
+    return InvalidArgumentError("'" + Printable(address) + "' is not an IPv4 host:port");
   }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
