@@ -31,6 +31,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -46,6 +48,7 @@
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
 #include "core/job/inquiry.h"
+#include "core/job/verdict.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
@@ -131,28 +134,76 @@ std::string RandomJobId() {
   return os.str();
 }
 
+struct FlightEvent {
+  std::string kind;
+  std::string detail;  // as escaped in the record
+};
+
+// The events of rank r's flight record in the run folder, oldest first; nullopt if it wrote
+// none.
+std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_dir, int r) {
+  static const std::regex event(
+      R"re(\{"t_us": (\d+), "kind": "([a-z_]+)", "seq": (\d+), "detail": "((?:[^"\\]|\\.)*)"\})re");
+  std::ifstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
+  if (!f) return std::nullopt;
+  std::stringstream buf;
+  buf << f.rdbuf();
+  const std::string text = buf.str();
+  std::vector<FlightEvent> events;
+  for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
+    events.push_back({(*it)[2], (*it)[4]});
+  }
+  return events;
+}
+
+// The rank most of the ranks' verdicts blame (each record's last blame event; a tie goes to
+// the lower rank), for the supervisor's summary.
+gyre::launcher::Blame BlameFromFlightRecords(const std::string& run_dir, int n) {
+  std::map<int, int> votes;
+  std::map<int, gyre::job::Blamed> seen;
+  for (int r = 0; r < n; ++r) {
+    const auto events = ReadFlightRecord(run_dir, r);
+    if (!events) continue;
+    gyre::job::Blamed last;
+    for (const FlightEvent& e : *events) {
+      gyre::job::Blamed b;
+      if (e.kind == gyre::job::kBlameEvent && gyre::job::ParseBlame(e.detail, &b)) last = b;
+    }
+    if (last.rank < 0 || last.rank >= n) continue;
+    ++votes[last.rank];
+    seen.emplace(last.rank, last);
+  }
+  gyre::launcher::Blame blame;
+  int best = 0;
+  for (const auto& [rank, count] : votes) {
+    if (count > best) {
+      best = count;
+      blame.rank = rank;
+      blame.pid = seen[rank].pid;
+      blame.what = seen[rank].what;
+    }
+  }
+  return blame;
+}
+
 // After a failure: what each rank's flight recorder says it reached, side by side.
 void PrintMergedView(const std::string& run_dir, int n) {
-  const std::regex event(
-      R"re(\{"t_us": (\d+), "kind": "([a-z_]+)", "seq": (\d+), "detail": "((?:[^"\\]|\\.)*)"\})re");
   std::ostringstream view;
   std::string verdict;  // the first verdict any rank computed
   int found = 0;
   for (int r = 0; r < n; ++r) {
-    std::ifstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
-    if (!f) continue;
-    std::stringstream buf;
-    buf << f.rdbuf();
-    const std::string text = buf.str();
+    const auto events = ReadFlightRecord(run_dir, r);
+    if (!events) continue;
     std::string started, ended;
-    for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
-      const std::string kind = (*it)[2];
-      if (kind == "verdict" && verdict.empty()) verdict = (*it)[4];
-      if (kind == "op_start") {
-        started = (*it)[4];
+    for (const FlightEvent& e : *events) {
+      if (e.kind == "verdict" && verdict.empty()) verdict = e.detail;
+      if (e.kind == "op_start") {
+        started = e.detail;
         ended.clear();  // what ended before belongs to an earlier operation
       }
-      if (kind == "op_end" || kind == "verdict" || kind == "abort_received") ended = (*it)[4];
+      if (e.kind == "op_end" || e.kind == "verdict" || e.kind == "abort_received") {
+        ended = e.detail;
+      }
     }
     ++found;
     if (ended.size() > 220) ended = ended.substr(0, 217) + "...";
@@ -959,6 +1010,7 @@ int main(int argc, char** argv) {
             // gyrectl finds the secret beside a file store in the run folder, not otherwise.
             << (store_url == "file://" + run_dir + "/store" ? "" : " --secret_file " + secret_file)
             << "\n";
+  options.blame = [run_dir, n] { return BlameFromFlightRecords(run_dir, n); };
   launcher::Supervisor supervisor(options);
   Status st = supervisor.Start(std::move(specs));
   if (!st.ok()) {

@@ -998,14 +998,45 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
 
 }  // namespace
 
+const Supervisor::Child* Supervisor::BlamedOverFirstFailure(std::string* how) const {
+  if (root_cause_ == nullptr || !options_.blame) return nullptr;
+  const ProcessResult& first = root_cause_->result;
+  // A crash, or a process that never ran, is a fact of its own; a verdict does not outrank it.
+  if (first.signaled || !first.launch_error.empty()) return nullptr;
+  const Blame blame = options_.blame();
+  if (blame.rank < 0 || blame.rank == first.rank) return nullptr;
+  const Child* found = nullptr;
+  for (const auto& child : children_) {
+    if (child->spec.rank != blame.rank) continue;
+    // A stalled rank is the process the others found not answering (a daemon, say); a rank
+    // that did not make the call, or made another, is its program.
+    if (blame.what == "stalled" && blame.pid != 0 && child->result.pid == blame.pid) {
+      found = child.get();
+      break;
+    }
+    // Else the rank's program rather than the daemon serving it.
+    if (found == nullptr || (found->spec.service && !child->spec.service)) found = child.get();
+  }
+  if (found != nullptr) *how = blame.what;
+  return found;
+}
+
 std::string Supervisor::BuildSummary() const {
   std::ostringstream os;
+  std::string blamed_how;
+  const Child* blamed = BlamedOverFirstFailure(&blamed_how);
   if (launcher_signal_ != 0) {
     os << "gyrerun: job stopped: gyrerun received " << SignalName(launcher_signal_) << "\n";
   } else if (stopped_on_request_) {
     os << "gyrerun: job stopped: " << shutdown_reason_ << "\n";
   } else if (deadline_fired_) {
     os << "gyrerun: " << shutdown_reason_ << "\n";
+  } else if (blamed != nullptr) {
+    const ProcessResult& b = blamed->result;
+    const ProcessResult& r = root_cause_->result;
+    os << "gyrerun: job failed: " << b.name << " (pid " << b.pid << ") " << blamed_how
+       << ", as the ranks' verdict says; the first to exit was " << r.name << " (pid " << r.pid
+       << "), with code " << r.exit_code << " after " << FormatDuration(r.run_time) << "\n";
   } else if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
     os << "gyrerun: job failed: " << r.name << " (pid " << r.pid << ") ";
@@ -1027,7 +1058,12 @@ std::string Supervisor::BuildSummary() const {
     const ProcessResult& r = child->result;
     std::string end = DescribeEnd(
         r, sigterm_time_ == TimePoint{} ? Duration::zero() : sigkill_time_ - sigterm_time_);
-    if (r.root_cause) end += "  <- root cause";
+    if (blamed != nullptr) {
+      if (child.get() == blamed) end += "  <- root cause (verdict: " + blamed_how + ")";
+      if (r.root_cause) end += "  <- first to exit";
+    } else if (r.root_cause) {
+      end += "  <- root cause";
+    }
     rows.push_back({std::to_string(r.rank), r.name, std::to_string(r.pid), r.host, end});
   }
   std::vector<size_t> widths(rows[0].size(), 0);
@@ -1045,9 +1081,10 @@ std::string Supervisor::BuildSummary() const {
 
   // The root cause first, then everything else that failed without being told to.
   std::vector<const Child*> failed;
-  if (root_cause_ != nullptr) failed.push_back(root_cause_);
+  if (blamed != nullptr) failed.push_back(blamed);
+  if (root_cause_ != nullptr && root_cause_ != blamed) failed.push_back(root_cause_);
   for (const auto& child : children_) {
-    if (child.get() != root_cause_ && child->result.failed_on_its_own()) {
+    if (child.get() != root_cause_ && child.get() != blamed && child->result.failed_on_its_own()) {
       failed.push_back(child.get());
     }
   }

@@ -73,6 +73,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -120,6 +121,13 @@ struct ProcessSpec {
   bool service = false;
 };
 
+// The rank a failed job's own verdict blames, and how ("stalled", "diverged", ...).
+struct Blame {
+  int rank = -1;    // none
+  int64_t pid = 0;  // the rank's process it saw, when known: a daemon, say, not its program
+  std::string what;
+};
+
 struct SupervisorOptions {
   // From SIGTERM to SIGKILL during a shutdown.
   Duration grace_period = Seconds(3);
@@ -148,6 +156,13 @@ struct SupervisorOptions {
   // How long a ProcessSpec::service process may outlive the rest of its rank (a daemon
   // normally exits with its client at once, and lingers up to 3 s after a failed call).
   Duration service_linger = Seconds(5);
+  // Asked once, when the summary of a failed job is written: the rank the ranks' own verdict
+  // blames (gyrerun reads their flight records). When it names a rank other than that of
+  // the first process to fail, and that process was not killed by a signal, the summary
+  // names the blamed rank as the root cause: ranks that time out on a stopped or late rank
+  // all exit reporting it, and the first of them to exit is only the fastest reporter. The
+  // exit status stays the first failure's.
+  std::function<Blame()> blame;
 };
 
 // What became of one process. Filled in as the job runs; final once Wait() returned.
@@ -259,6 +274,9 @@ class Supervisor {
   std::unordered_map<int, RankPrograms> ProgramsByRank() const;
   int ComputeExitStatus() const;
   std::string BuildSummary() const;
+  // The process the verdict blames over the first failure (SupervisorOptions::blame), or
+  // null; *how says how the verdict classed its rank.
+  const Child* BlamedOverFirstFailure(std::string* how) const;
 
   SupervisorOptions options_;
   const Clock* clock_ = SteadyClock::Get();

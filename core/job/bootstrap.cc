@@ -262,8 +262,11 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       return me;
     };
     // Records the verdict, writes the flight record, and gives the failure its explanation.
-    auto explained = [&](const std::string& verdict) {
+    // `v` is the verdict this rank classified itself, whose blamed rank the record keeps in
+    // a form gyrerun reads (a verdict told by another rank is in that rank's record).
+    auto explained = [&](const std::string& verdict, const Verdict* v) {
       comm->recorder()->Record("verdict", failed.seq, verdict);
+      RecordBlame(comm->recorder(), failed.seq, v, comm->rank());
       dump();
       return Status(failed.status.code(), verdict + " [rank " + std::to_string(self) +
                                               " saw: " + failed.status.message() + "]");
@@ -278,7 +281,8 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       if (failed.status.code() == StatusCode::kAborted && snap.failed_seq == failed.seq) {
         const LocalFailure me = local_failure(snap);
         if (NotRunningLongEnoughToBlameOthers(me)) {
-          return explained(Classify(me, std::vector<PeerView>(comm->size())).text);
+          const Verdict own = Classify(me, std::vector<PeerView>(comm->size()));
+          return explained(own.text, &own);
         }
       }
       dump();
@@ -309,7 +313,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
       const TimePoint until = now + VerdictTurnWait(self, p, progress_timeout);
       while (SteadyClock::Get()->Now() < until) {
         if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {
-          return explained(told->message());
+          return explained(told->message(), nullptr);
         }
         std::this_thread::sleep_for(Millis(5));
       }
@@ -323,7 +327,7 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     TellTheOthers(*dir, self, in, failed.seq, v.text,
                   mismatch ? OpMonitor::AbortKind::kMismatch : OpMonitor::AbortKind::kFailure,
                   query_timeout);
-    return explained(v.text);
+    return explained(v.text, &v);
   };
 }
 

@@ -1,7 +1,10 @@
 #include "core/job/verdict.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -290,6 +293,7 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   }
   const PeerView& pv = peers[v.root];
   const proto::RankState& st = pv.state;
+  if (v.root != me.rank) v.root_pid = pv.reach == Reach::kAnswered ? pv.state.pid() : pv.pid;
   if (v.root == me.rank && v.root_class == RankClass::kSelf) {
     os << "rank " << v.root << " (this rank) was not running: its process did not run for "
        << FormatDuration(std::max(me.frozen, me.frozen_in_call))
@@ -379,6 +383,34 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   }
   v.text = os.str();
   return v;
+}
+
+void RecordBlame(FlightRecorder* recorder, uint64_t seq, const Verdict* v, int self) {
+  if (recorder == nullptr || v == nullptr || v->root < 0) return;
+  const int64_t pid = v->root == self ? static_cast<int64_t>(::getpid()) : v->root_pid;
+  recorder->Record(
+      kBlameEvent, seq,
+      std::to_string(v->root) + " " + std::to_string(pid) + " " + RankClassName(v->root_class));
+}
+
+bool ParseBlame(const std::string& detail, Blamed* out) {
+  // Two numbers, then the class: "2 31927 stalled".
+  size_t at = 0;
+  int64_t numbers[2] = {0, 0};
+  for (int64_t& n : numbers) {
+    const size_t start = at;
+    while (at < detail.size() && at - start < 18 && detail[at] >= '0' && detail[at] <= '9') {
+      n = n * 10 + (detail[at] - '0');
+      ++at;
+    }
+    if (at == start || at >= detail.size() || detail[at] != ' ') return false;
+    ++at;
+  }
+  if (at >= detail.size() || numbers[0] > std::numeric_limits<int>::max()) return false;
+  out->rank = static_cast<int>(numbers[0]);
+  out->pid = numbers[1];
+  out->what = detail.substr(at);
+  return true;
 }
 
 }  // namespace gyre::job

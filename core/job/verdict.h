@@ -9,6 +9,7 @@
 
 #include "core/base/clock.h"
 #include "core/base/status.h"
+#include "core/comm/flight_recorder.h"
 #include "core/exec/monitor.h"
 #include "core/job/control.h"
 #include "core/transport/transport.h"
@@ -64,7 +65,8 @@ struct LocalFailure {
 };
 
 struct Verdict {
-  int root = -1;  // the rank at fault, -1 if none could be named
+  int root = -1;         // the rank at fault, -1 if none could be named
+  int64_t root_pid = 0;  // its process, as it answered or published it (0: this rank)
   RankClass root_class = RankClass::kUnknown;
   std::vector<RankClass> classes;  // per rank
   std::string text;                // the whole error message
@@ -76,6 +78,21 @@ struct Verdict {
 
 // `peers` has one entry per rank (this rank's own entry is ignored).
 Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers);
+
+// A verdict that names a rank is also kept in the flight record as a "blame" event whose
+// detail is "<rank> <pid> <class>" ("2 31927 stalled"): gyrerun reads it to mark that rank as the
+// root cause, where the first process to exit is only a survivor reporting it. Nothing is recorded
+// for a null verdict or one that names no rank.
+inline constexpr char kBlameEvent[] = "blame";
+// `self`: this rank (a verdict naming it names this process).
+void RecordBlame(FlightRecorder* recorder, uint64_t seq, const Verdict* v, int self);
+struct Blamed {
+  int rank = -1;
+  int64_t pid = 0;   // the blamed rank's process the verdict saw (0: not known)
+  std::string what;  // its class: "stalled", "diverged", ...
+};
+// Reads a blame event's detail back; false when it is not one.
+bool ParseBlame(const std::string& detail, Blamed* out);
 
 // This rank's own process did not run for long enough that the others' deadlines ran out on
 // it (`frozen` at least T, or `frozen_in_call` at least T/2): Classify names it itself.

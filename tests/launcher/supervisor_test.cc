@@ -482,6 +482,93 @@ TEST_F(SupervisorTest, ASignalThatTakesTheBlameFromAnEarlierErrorSaysSo) {
       HasSubstr("before rank 0 was killed by SIGABRT; the signal is taken as the root cause"));
 }
 
+// Ranks that time out on a stopped rank all exit with code 1 reporting it; the first of them
+// to exit is only the fastest reporter. The ranks' verdict (SupervisorOptions::blame) names
+// the rank at fault, and the summary marks that rank, keeping the first exit's status.
+TEST_F(SupervisorTest, TheRankTheVerdictBlamesIsTheRootCauseOverTheFirstToExit) {
+  SupervisorOptions options = Options();
+  int asked = 0;
+  options.blame = [&asked] {
+    ++asked;
+    return Blame{2, 0, "stalled"};
+  };
+  const int status =
+      Run({Rank(0, {"--sleep_ms=100", "--exit_code=1"}),
+           Rank(1, {"--sleep_ms=300", "--exit_code=1"}), Rank(2, {"--sleep_ms=30000"})},
+          options);
+  EXPECT_EQ(status, 1);  // the first failure's status, as before
+  EXPECT_EQ(asked, 1);
+  const std::vector<ProcessResult> results = supervisor_->results();
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("job failed: rank 2 (pid " + std::to_string(results[2].pid) +
+                                 ") stalled, as the ranks' verdict says; the first to exit was "
+                                 "rank 0 (pid " +
+                                 std::to_string(results[0].pid) + "), with code 1"));
+  EXPECT_THAT(SummaryRow(summary, "rank 2"),
+              HasSubstr("terminated by gyrerun (SIGTERM)  <- root cause (verdict: stalled)"));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("exit 1  <- first to exit"));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), Not(HasSubstr("root cause")));
+  EXPECT_THAT(SummaryRow(summary, "rank 1"), Not(HasSubstr("<-")));
+  // The blamed rank's tail first.
+  EXPECT_LT(summary.find("stderr output from rank 2"), summary.find("stderr output from rank 0"));
+  ExpectNoProcessLeft();
+}
+
+// A stalled rank's process is the one the verdict saw not answering: with a daemon beside the
+// program, the daemon whose pid the verdict gives. A rank that did not make the call is its
+// program.
+TEST_F(SupervisorTest, AVerdictNamesTheStalledProcessOfARankAndOtherwiseItsProgram) {
+  for (const std::string what : {"stalled", "not entered"}) {
+    SCOPED_TRACE(what);
+    SupervisorOptions options = Options();
+    options.service_linger = Seconds(60);
+    pid_t service_pid = 0;
+    options.blame = [&] { return Blame{1, service_pid, what}; };
+    ProcessSpec first = Rank(0, {"--sleep_ms=100", "--exit_code=1"});
+    first.name = "rank 0 program";
+    ProcessSpec program = Rank(1, {"--sleep_ms=30000"});
+    program.name = "rank 1 program";
+    supervisor_ = std::make_unique<Supervisor>(options);
+    ASSERT_TRUE(supervisor_->Start({Service(0), first, Service(1), program}).ok());
+    service_pid = supervisor_->results()[2].pid;
+    EXPECT_EQ(supervisor_->Wait(), 1);
+    const std::string summary = supervisor_->FailureSummary();
+    const std::string blamed = what == "stalled" ? "rank 1 gyred" : "rank 1 program";
+    const std::string other = what == "stalled" ? "rank 1 program" : "rank 1 gyred";
+    EXPECT_THAT(SummaryRow(summary, blamed), HasSubstr("<- root cause (verdict: " + what + ")"));
+    EXPECT_THAT(SummaryRow(summary, other), Not(HasSubstr("root cause")));
+    EXPECT_THAT(summary, HasSubstr("job failed: " + blamed));
+    ExpectNoProcessLeft();
+  }
+}
+
+// What a verdict does not outrank: a process killed by a signal (a crash is a fact of its
+// own), and a verdict naming the rank that failed first anyway.
+TEST_F(SupervisorTest, AVerdictDoesNotOutrankACrashOrNameTheFirstFailureTwice) {
+  {
+    SupervisorOptions options = Options();
+    options.blame = [] { return Blame{1, 0, "stalled"}; };
+    EXPECT_EQ(Run({Rank(0, {"--sleep_ms=100", "--signal=SIGKILL"}), Rank(1, {"--sleep_ms=30000"})},
+                  options),
+              128 + SIGKILL);
+    const std::string summary = supervisor_->FailureSummary();
+    EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("signal SIGKILL (9)  <- root cause"));
+    EXPECT_THAT(summary, Not(HasSubstr("verdict")));
+  }
+  {
+    SupervisorOptions options = Options();
+    options.blame = [] { return Blame{0, 0, "dead"}; };
+    EXPECT_EQ(
+        Run({Rank(0, {"--sleep_ms=100", "--exit_code=3"}), Rank(1, {"--sleep_ms=30000"})}, options),
+        3);
+    const std::string summary = supervisor_->FailureSummary();
+    EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("exit 3  <- root cause"));
+    EXPECT_THAT(summary, HasSubstr("job failed: rank 0 (pid "));
+    EXPECT_THAT(summary, Not(HasSubstr("first to exit")));
+  }
+  ExpectNoProcessLeft();
+}
+
 TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingTheJob) {
   // Rank 0's service would serve for a minute; its program ends after 0.5 s without a word
   // to it. Rank 1 has no service.

@@ -119,6 +119,15 @@ std::string Dump(const LoopRun& r) {
   return s + r.result.err.substr(r.result.err.size() > 4000 ? r.result.err.size() - 4000 : 0);
 }
 
+// The row of gyrerun's summary table that carries the root-cause mark ("" if none).
+std::string RootCauseRow(const LoopRun& r) {
+  std::istringstream lines(r.result.err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  ", 0) == 0 && line.find("<- root cause") != std::string::npos) return line;
+  }
+  return "";
+}
+
 class KilledRankTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(KilledRankTest, EverySurvivorNamesTheDeadRankWellBeforeTheTimeout) {
@@ -146,8 +155,11 @@ TEST(StoppedRankTest, AllSevenSurvivorsNameTheStoppedRankBetweenTAndTPlusSlack) 
   const int victim = 5;
   const double T = 3;
   const double slack = std::max(1.0, T / 4);
-  LoopRun r =
-      RunLoop(p, T, {}, [&](const std::vector<pid_t>& pids) { ::kill(pids[victim], SIGSTOP); });
+  pid_t stopped = 0;
+  LoopRun r = RunLoop(p, T, {}, [&](const std::vector<pid_t>& pids) {
+    stopped = pids[victim];
+    ::kill(stopped, SIGSTOP);
+  });
   int named = 0;
   for (const auto& f : r.failures) {
     EXPECT_NE(f.text.find("rank " + std::to_string(victim) + " stalled"), std::string::npos)
@@ -160,6 +172,11 @@ TEST(StoppedRankTest, AllSevenSurvivorsNameTheStoppedRankBetweenTAndTPlusSlack) 
     ++named;
   }
   EXPECT_EQ(named, p - 1) << Dump(r);
+  // gyrerun's summary marks the stopped daemon, not the first survivor to exit reporting it.
+  const std::string row = RootCauseRow(r);
+  EXPECT_NE(row.find("rank " + std::to_string(victim) + " gyred"), std::string::npos) << Dump(r);
+  EXPECT_NE(row.find(" " + std::to_string(stopped) + " "), std::string::npos) << Dump(r);
+  EXPECT_NE(row.find("(verdict: stalled)"), std::string::npos) << Dump(r);
 }
 
 // Beyond kAllAskAtOnce ranks the survivors, all timing out at once, ask in turn: the first
@@ -230,6 +247,9 @@ TEST_P(MismatchTest, BothRanksAndBothCallsAreNamedOnEveryRank) {
     ++named;
   }
   EXPECT_GE(named, p - 1) << Dump(r);
+  // Every rank exits with code 1; gyrerun's summary marks rank 1's program whichever exited
+  // first.
+  EXPECT_NE(RootCauseRow(r).find("  1     rank 1  "), std::string::npos) << Dump(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Verdict, MismatchTest,

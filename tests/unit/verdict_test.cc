@@ -3,6 +3,7 @@
 #include "core/job/verdict.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "core/comm/communicator.h"
 #include "core/job/bootstrap.h"
@@ -98,6 +99,47 @@ TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
   // Every other rank of the ring waits on it, directly or through its predecessors.
   EXPECT_NE(v.text.find("ranks 0,1,2,4,5,6,7 waiting on it"), std::string::npos) << v.text;
   EXPECT_EQ(v.text.find("rank 6 stalled"), std::string::npos);
+}
+
+// The flight record keeps the blamed rank, its process and class in a form gyrerun reads
+// back; this rank's own process when the verdict names this rank.
+TEST(VerdictTest, TheBlamedRankIsRecordedForTheLauncherToRead) {
+  std::vector<PeerView> views(8);
+  for (int q = 0; q < 8; ++q) views[q] = Waiting(q, 41, (q + 7) % 8);
+  views[3] = PeerView{};
+  views[3].rank = 3;
+  views[3].reach = Reach::kSilent;
+  views[3].pid = 1003;
+  const Verdict v = Classify(Me(7, 6), views);
+  ASSERT_EQ(v.root, 3);
+  EXPECT_EQ(v.root_pid, 1003);
+  FlightRecorder recorder;
+  RecordBlame(&recorder, 41, &v, /*self=*/7);
+  RecordBlame(&recorder, 42, &v, /*self=*/3);
+  RecordBlame(&recorder, 43, nullptr, 7);
+  Verdict none;
+  RecordBlame(&recorder, 44, &none, 7);
+  ASSERT_EQ(recorder.size(), 2u);
+  const std::string json = recorder.DumpJson(7);
+  EXPECT_NE(json.find(R"("kind": "blame", "seq": 41, "detail": "3 1003 stalled")"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("kind": "blame", "seq": 42, "detail": "3 )" + std::to_string(getpid()) +
+                      " stalled\""),
+            std::string::npos)
+      << json;
+
+  Blamed b;
+  ASSERT_TRUE(ParseBlame("3 1003 not entered", &b));
+  EXPECT_EQ(b.rank, 3);
+  EXPECT_EQ(b.pid, 1003);
+  EXPECT_EQ(b.what, "not entered");
+  for (const char* bad : {"", "3", "3 1003", "3 1003 ", "x 1003 stalled", "3 x stalled",
+                          " 3 1003 stalled", "99999999999 1 stalled", "3  stalled"}) {
+    Blamed out;
+    EXPECT_FALSE(ParseBlame(bad, &out)) << "'" << bad << "'";
+    EXPECT_EQ(out.rank, -1) << "'" << bad << "'";
+  }
 }
 
 // Rank 0 waits on 3, 3 waits on 2, and 2 does not answer; rank 1's control port refuses (it
