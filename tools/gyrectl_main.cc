@@ -226,7 +226,10 @@ int Run(int argc, char** argv) {
     const proto::RankState& s = q.response.state();
     std::string state;
     if (q.reach == job::Reach::kAnswered) {
-      state = s.in_op() ? "in op" : "idle";
+      state = s.in_op()               ? "in op"
+              : s.waiting_size() == 0 ? "idle"
+              : s.waiting(0).send()   ? "in send"
+                                      : "in recv";
     } else if (q.reach == job::Reach::kSilent) {
       state = "silent";
     } else if (q.reach == job::Reach::kRefused) {
@@ -249,6 +252,15 @@ int Run(int argc, char** argv) {
                   << ", \"bytes_expected\": " << s.bytes_expected()
                   << ", \"seconds_since_progress\": " << s.seconds_since_progress()
                   << ", \"last_error\": \"" << JsonEscape(s.last_error()) << "\"";
+        std::cout << ", \"waiting\": [";
+        for (int i = 0; i < s.waiting_size(); ++i) {
+          const proto::WaitingMessage& w = s.waiting(i);
+          std::cout << (i ? ", " : "") << "{\"name\": \"" << JsonEscape(w.name())
+                    << "\", \"peer\": " << w.peer()
+                    << ", \"send\": " << (w.send() ? "true" : "false")
+                    << ", \"seconds\": " << w.seconds() << "}";
+        }
+        std::cout << "]";
       } else {
         std::cout << ", \"error\": \"" << JsonEscape(q.error) << "\"";
       }
@@ -273,6 +285,18 @@ int Run(int argc, char** argv) {
                   s.waiting_on() >= 0 ? ("rank " + std::to_string(s.waiting_on())).c_str() : "-");
     std::string op =
         s.in_op() ? s.op_name() : "last completed seq=" + std::to_string(s.last_completed_seq());
+    if (!s.in_op() && s.waiting_size() > 0) {
+      // Between collectives, blocked in a message: that message, its peer and how long.
+      const proto::WaitingMessage& w = s.waiting(0);
+      op = w.name() +
+           (s.waiting_size() > 1 ? " (+" + std::to_string(s.waiting_size() - 1) + " more)" : "");
+      std::snprintf(waits, sizeof(waits), "rank %d", w.peer());
+      std::snprintf(since, sizeof(since), "%.2f s", w.seconds());
+      std::printf("%-5d %-8lld %-10s %-9s %-42s %-9s %-8s %-16s %s\n", r,
+                  static_cast<long long>(s.pid()), s.host().c_str(), state.c_str(), op.c_str(), "-",
+                  waits, "-", since);
+      continue;
+    }
     std::printf("%-5d %-8lld %-10s %-9s %-42s %-9s %-8s %-16s %s\n", r,
                 static_cast<long long>(s.pid()), s.host().c_str(), state.c_str(), op.c_str(),
                 s.in_op() ? step : "-", s.in_op() ? waits : "-", s.in_op() ? recv : "-",

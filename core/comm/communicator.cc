@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -510,8 +511,36 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   return m;
 }
 
+std::vector<MessageWait> Communicator::WaitingMessages(size_t max) const {
+  const TimePoint now = transport_->clock().Now();
+  std::vector<MessageWait> out;
+  {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    for (const PendingMessage* m : waiting_) {
+      out.push_back(MessageWait{m->name, m->peer, m->send, now - m->posted});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const MessageWait& a, const MessageWait& b) { return a.waited > b.waited; });
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
 Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Deadline return_by) {
   const Clock& clock = transport_->clock();
+  // Listed while this thread waits, for the control path (WaitingMessages).
+  struct Listed {
+    Communicator* comm;
+    const PendingMessage* m;
+    Listed(Communicator* c, const PendingMessage* pm) : comm(c), m(pm) {
+      std::lock_guard<std::mutex> lock(comm->waits_mu_);
+      comm->waiting_.push_back(m);
+    }
+    ~Listed() {
+      std::lock_guard<std::mutex> lock(comm->waits_mu_);
+      comm->waiting_.erase(std::find(comm->waiting_.begin(), comm->waiting_.end(), m));
+    }
+  } listed(this, &m);
   const Duration timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   Status st;
   {

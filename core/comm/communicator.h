@@ -100,6 +100,15 @@ struct PendingMessage {
   bool accounted = false;  // counted in the communicator's totals
 };
 
+// A point-to-point message a thread is blocked on in WaitMessage, for the control path: a
+// rank waiting in a receive is not idle.
+struct MessageWait {
+  std::string name;  // PendingMessage::name
+  int peer = -1;
+  bool send = false;
+  Duration waited{};  // since it was posted
+};
+
 struct OpResult {
   uint64_t seq = 0;
   algo::CollectiveSpec spec;  // with the algorithm actually run
@@ -161,6 +170,9 @@ class Communicator {
   // bounded: without `return_by` the progress timeout still ends the wait.
   Status WaitMessage(PendingMessage& message, const CallOptions& opts = {},
                      Deadline return_by = Deadline::Infinite());
+  // The messages threads are blocked on in WaitMessage now, the longest waited first; at
+  // most `max`.
+  std::vector<MessageWait> WaitingMessages(size_t max = 4) const;
   Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
               const CallOptions& opts = {});
   Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
@@ -247,6 +259,9 @@ class Communicator {
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;
+  // The messages in WaitMessage now, once per waiting thread (the caller holds each alive).
+  mutable std::mutex waits_mu_;
+  std::vector<const PendingMessage*> waiting_;
 };
 
 // Point-to-point messages travel under sequence numbers of their own, outside the

@@ -322,6 +322,12 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       if (st.in_op()) {
         os << ", still in seq=" << st.seq() << " (" << st.op_name() << ") step " << st.steps_done()
            << "/" << st.steps_total();
+      } else if (st.waiting_size() > 0) {
+        // Blocked in a point-to-point message of the program's own (a receive whose sender
+        // is in this collective, say): the program's order of calls, not the network.
+        os << ", blocked in " << st.waiting(0).name() << " for "
+           << FormatDuration(std::chrono::duration_cast<Duration>(
+                  std::chrono::duration<double>(st.waiting(0).seconds())));
       } else {
         os << ", idle";
         // It stopped because its own previous call failed (a peer of its died, say): that

@@ -39,7 +39,11 @@ DEFINE_int32(refuse_rank, -1,
              "after that call's error and ends with a checked int32 allreduce");
 DEFINE_bool(keep_going, false,
             "go on after a loop call fails (its error is printed); exit 1 at the end if any did");
-DEFINE_int32(fault_at, 10, "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank");
+DEFINE_int32(recv_rank, -1,
+             "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
+             "of making the loop's call: the others wait in the collective, it in the receive");
+DEFINE_int32(fault_at, 10,
+             "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank / --recv_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
 DEFINE_bool(outlive, false,
             "post a receive nobody answers and a send, destroy the Comm, then wait on both: "
@@ -354,6 +358,12 @@ int main(int argc, char** argv) {
         } else {  // root: everyone else calls reduce(root=0) for this kind
           s = comm.Reduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kSum, 1);
         }
+      } else if (r == FLAGS_recv_rank && iter == FLAGS_fault_at) {
+        std::printf("rank %d receives instead of call %d\n", r, iter);
+        std::fflush(stdout);
+        gyre::Options patient;  // outlasts the others' progress timeout: they give up first
+        patient.timeout = std::chrono::seconds(60);
+        s = comm.Recv(g.data(), 4, DataType::kFloat32, (r + 1) % comm.size(), 7, patient);
       } else if (r == FLAGS_refuse_rank && iter == FLAGS_fault_at) {
         s = comm.Allreduce(nullptr, g.data(), static_cast<int64_t>(g.size()), DataType::kFloat32,
                            ReduceOp::kAvg);

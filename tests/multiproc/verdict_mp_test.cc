@@ -684,6 +684,52 @@ TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
   EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
 }
 
+// A rank blocked in a point-to-point receive of its own while the others wait in a
+// collective (the program's calls out of order) is not idle: gyrectl shows it in the
+// receive, and the verdict names the message it is blocked in.
+class BlockedInRecvTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BlockedInRecvTest, TheVerdictAndGyrectlNameTheReceiveARankIsBlockedIn) {
+  const std::string mode = GetParam();
+  std::string status;
+  const std::function<void(const LoopRun&, const std::vector<pid_t>&)> look =
+      [&](const LoopRun& run, const std::vector<pid_t>&) {
+        // Until rank 2 shows the receive, or the job has ended (the others give up after T).
+        for (int i = 0; i < 40 && status.find("\"state\": \"in recv\"") == std::string::npos; ++i) {
+          status = RunCommand({BinDir() + "/gyrectl", "status", "--json", "--store", run.store,
+                               "--job_id", run.job_id},
+                              {}, 30)
+                       .out;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      };
+  // The probe needs the daemons' lines to start: embedded, the verdict alone is checked.
+  LoopRun r = RunLoop(3, 6, {"--recv_rank=2", "--fault_at=20"}, nullptr, mode, /*iterations*/ -100,
+                      mode == "daemon" ? look : decltype(look){});
+  EXPECT_NE(r.result.exit_code, 0);
+  int named = 0;
+  for (const auto& f : r.failures) {
+    if (f.rank == 2) continue;  // its receive fails once the others leave
+    EXPECT_NE(f.text.find("rank 2 not entered"), std::string::npos) << f.text;
+    EXPECT_NE(f.text.find("blocked in recv from rank 0 (tag 7, 4 x float32) on rank 2"),
+              std::string::npos)
+        << f.text;
+    ++named;
+  }
+  EXPECT_EQ(named, 2) << Dump(r);
+  if (mode == "daemon") {
+    EXPECT_TRUE(std::regex_search(
+        status,
+        std::regex(R"(\{"rank": 2, "state": "in recv".*"waiting": \[\{"name": "recv from )"
+                   R"(rank 0 \(tag 7, 4 x float32\) on rank 2 #0", "peer": 0, "send": false)")))
+        << status;
+    EXPECT_TRUE(std::regex_search(status, std::regex(R"(\{"rank": 0, "state": "in op")")))
+        << status;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, BlockedInRecvTest, ::testing::Values("daemon", "embedded"));
+
 // The control endpoint proves the job's secret like every other connection: a stranger's
 // query (here gyrectl with another secret) learns nothing and the job goes on.
 TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {

@@ -257,6 +257,25 @@ TEST(VerdictTest, IdleRankIsNotEntered) {
       << v.text;
 }
 
+// Between collectives but blocked in a receive of its own: the verdict says which.
+TEST(VerdictTest, ARankBlockedInAReceiveIsNotEnteredAndSaysWhere) {
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  IdleAfterSeq40(&views[2]);
+  proto::WaitingMessage* w = views[2].state.add_waiting();
+  w->set_name("recv from rank 0 (tag 7, 4 x float32) on rank 2 #0");
+  w->set_peer(0);
+  w->set_seconds(12.5);
+  Verdict v = Classify(Me(0, 2), views);
+  EXPECT_EQ(v.root, 2);
+  EXPECT_EQ(v.root_class, RankClass::kNotEntered);
+  EXPECT_NE(v.text.find("never started seq=41: last completed seq=40, blocked in recv from rank 0 "
+                        "(tag 7, 4 x float32) on rank 2 #0 for 12.50 s"),
+            std::string::npos)
+      << v.text;
+  EXPECT_EQ(v.text.find("idle"), std::string::npos) << v.text;
+}
+
 // Rank 0 has moved on to seq=41 and waits on rank 1, which is still in seq=40 waiting on
 // rank 3, which does not answer: rank 1 is behind only because of that wait, so rank 3 is
 // named, not rank 1 as "not entered". A rank that is idle (not inside seq=40) still is.
