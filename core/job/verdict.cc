@@ -394,9 +394,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
 void RecordBlame(FlightRecorder* recorder, uint64_t seq, const Verdict* v, int self) {
   if (recorder == nullptr || v == nullptr || v->root < 0) return;
   const int64_t pid = v->root == self ? static_cast<int64_t>(::getpid()) : v->root_pid;
-  recorder->Record(
-      kBlameEvent, seq,
-      std::to_string(v->root) + " " + std::to_string(pid) + " " + RankClassName(v->root_class));
+  // A rank naming itself for not having run is what the others saw as stalled.
+  const char* what =
+      v->root_class == RankClass::kSelf ? "not running" : RankClassName(v->root_class);
+  recorder->Record(kBlameEvent, seq,
+                   std::to_string(v->root) + " " + std::to_string(pid) + " " + what);
 }
 
 bool ParseBlame(const std::string& detail, Blamed* out) {

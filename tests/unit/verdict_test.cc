@@ -129,6 +129,16 @@ TEST(VerdictTest, TheBlamedRankIsRecordedForTheLauncherToRead) {
             std::string::npos)
       << json;
 
+  // A rank that names itself for not having run is recorded as such, not as "self".
+  Verdict self_named;
+  self_named.root = 7;
+  self_named.root_class = RankClass::kSelf;
+  FlightRecorder own;
+  RecordBlame(&own, 45, &self_named, /*self=*/7);
+  EXPECT_NE(own.DumpJson(7).find("\"detail\": \"7 " + std::to_string(getpid()) + " not running\""),
+            std::string::npos)
+      << own.DumpJson(7);
+
   Blamed b;
   ASSERT_TRUE(ParseBlame("3 1003 not entered", &b));
   EXPECT_EQ(b.rank, 3);
