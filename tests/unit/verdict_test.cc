@@ -84,7 +84,7 @@ LocalFailure Me(int rank, int waiting_on) {
 }
 
 // A ring of 8 where rank 3 is stopped: rank 7 waits on 6, 6 on 5, 5 on 4, 4 on 3.
-TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
+std::vector<PeerView> RingWithRank3Stopped() {
   std::vector<PeerView> views(8);
   for (int q = 0; q < 8; ++q) views[q] = Waiting(q, 41, (q + 7) % 8);
   views[3] = PeerView{};
@@ -92,7 +92,11 @@ TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
   views[3].reach = Reach::kSilent;
   views[3].pid = 1003;
   views[3].host = "h";
-  Verdict v = Classify(Me(7, 6), views);
+  return views;
+}
+
+TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
+  Verdict v = Classify(Me(7, 6), RingWithRank3Stopped());
   EXPECT_EQ(v.root, 3);
   EXPECT_EQ(v.root_class, RankClass::kStalled);
   EXPECT_NE(v.text.find("rank 3 stalled (pid 1003 on host h"), std::string::npos) << v.text;
@@ -104,13 +108,7 @@ TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
 // The flight record keeps the blamed rank, its process and class in a form gyrerun reads
 // back; this rank's own process when the verdict names this rank.
 TEST(VerdictTest, TheBlamedRankIsRecordedForTheLauncherToRead) {
-  std::vector<PeerView> views(8);
-  for (int q = 0; q < 8; ++q) views[q] = Waiting(q, 41, (q + 7) % 8);
-  views[3] = PeerView{};
-  views[3].rank = 3;
-  views[3].reach = Reach::kSilent;
-  views[3].pid = 1003;
-  const Verdict v = Classify(Me(7, 6), views);
+  const Verdict v = Classify(Me(7, 6), RingWithRank3Stopped());
   ASSERT_EQ(v.root, 3);
   EXPECT_EQ(v.root_pid, 1003);
   FlightRecorder recorder;
