@@ -31,10 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <optional>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -48,8 +45,8 @@
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
 #include "core/job/inquiry.h"
-#include "core/job/verdict.h"
 #include "core/store/tcp_store_server.h"
+#include "launcher/flight_records.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
 
@@ -134,56 +131,13 @@ std::string RandomJobId() {
   return os.str();
 }
 
-struct FlightEvent {
-  std::string kind;
-  std::string detail;  // as escaped in the record
-};
-
-// The events of rank r's flight record in the run folder, oldest first; nullopt if it wrote
-// none.
-std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_dir, int r) {
-  static const std::regex event(
-      R"re(\{"t_us": (\d+), "kind": "([a-z_]+)", "seq": (\d+), "detail": "((?:[^"\\]|\\.)*)"\})re");
-  std::ifstream f(run_dir + "/flight-rank" + std::to_string(r) + ".json");
-  if (!f) return std::nullopt;
-  std::stringstream buf;
-  buf << f.rdbuf();
-  const std::string text = buf.str();
-  std::vector<FlightEvent> events;
-  for (std::sregex_iterator it(text.begin(), text.end(), event), end; it != end; ++it) {
-    events.push_back({(*it)[2], (*it)[4]});
-  }
-  return events;
-}
-
-// The rank most of the ranks' verdicts blame (each record's last blame event; a tie goes to
-// the lower rank), for the supervisor's summary.
+// The rank the ranks' verdicts blame, from the flight records in the run folder.
 gyre::launcher::Blame BlameFromFlightRecords(const std::string& run_dir, int n) {
-  std::map<int, int> votes;
-  std::map<int, gyre::job::Blamed> seen;
+  std::vector<std::vector<gyre::launcher::FlightEvent>> records;
   for (int r = 0; r < n; ++r) {
-    const auto events = ReadFlightRecord(run_dir, r);
-    if (!events) continue;
-    gyre::job::Blamed last;
-    for (const FlightEvent& e : *events) {
-      gyre::job::Blamed b;
-      if (e.kind == gyre::job::kBlameEvent && gyre::job::ParseBlame(e.detail, &b)) last = b;
-    }
-    if (last.rank < 0 || last.rank >= n) continue;
-    ++votes[last.rank];
-    seen.emplace(last.rank, last);
+    if (auto events = gyre::launcher::ReadFlightRecord(run_dir, r)) records.push_back(*events);
   }
-  gyre::launcher::Blame blame;
-  int best = 0;
-  for (const auto& [rank, count] : votes) {
-    if (count > best) {
-      best = count;
-      blame.rank = rank;
-      blame.pid = seen[rank].pid;
-      blame.what = seen[rank].what;
-    }
-  }
-  return blame;
+  return gyre::launcher::BlameOf(records, n);
 }
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
@@ -192,10 +146,10 @@ void PrintMergedView(const std::string& run_dir, int n) {
   std::string verdict;  // the first verdict any rank computed
   int found = 0;
   for (int r = 0; r < n; ++r) {
-    const auto events = ReadFlightRecord(run_dir, r);
+    const auto events = gyre::launcher::ReadFlightRecord(run_dir, r);
     if (!events) continue;
     std::string started, ended;
-    for (const FlightEvent& e : *events) {
+    for (const gyre::launcher::FlightEvent& e : *events) {
       if (e.kind == "verdict" && verdict.empty()) verdict = e.detail;
       if (e.kind == "op_start") {
         started = e.detail;

@@ -999,7 +999,11 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
 }  // namespace
 
 const Supervisor::Child* Supervisor::BlamedOverFirstFailure(std::string* how) const {
-  if (root_cause_ == nullptr || !options_.blame) return nullptr;
+  // Only where the summary names a failure: not under a stop, a signal or the job deadline.
+  if (root_cause_ == nullptr || !options_.blame || launcher_signal_ != 0 || stopped_on_request_ ||
+      deadline_fired_) {
+    return nullptr;
+  }
   const ProcessResult& first = root_cause_->result;
   // A crash, or a process that never ran, is a fact of its own; a verdict does not outrank it.
   if (first.signaled || !first.launch_error.empty()) return nullptr;
@@ -1008,9 +1012,11 @@ const Supervisor::Child* Supervisor::BlamedOverFirstFailure(std::string* how) co
   const Child* found = nullptr;
   for (const auto& child : children_) {
     if (child->spec.rank != blame.rank) continue;
-    // A stalled rank is the process the others found not answering (a daemon, say); a rank
-    // that did not make the call, or made another, is its program.
-    if (blame.what == "stalled" && blame.pid != 0 && child->result.pid == blame.pid) {
+    // A stalled rank is the process the others found not answering (a daemon, say), and one
+    // that names itself for not running is the process that did not; a rank that did not
+    // make the call, or made another, is its program.
+    const bool by_pid = blame.what == "stalled" || blame.what == "not running";
+    if (by_pid && blame.pid != 0 && child->result.pid == blame.pid) {
       found = child.get();
       break;
     }

@@ -288,8 +288,8 @@ int Run(int argc, char** argv) {
     if (!s.in_op() && s.waiting_size() > 0) {
       // Between collectives, blocked in a message: that message, its peer and how long.
       const proto::WaitingMessage& w = s.waiting(0);
-      op = w.name() +
-           (s.waiting_size() > 1 ? " (+" + std::to_string(s.waiting_size() - 1) + " more)" : "");
+      const int more = std::max(s.waiting_count(), s.waiting_size()) - 1;
+      op = w.name() + (more > 0 ? " (+" + std::to_string(more) + " more)" : "");
       std::snprintf(waits, sizeof(waits), "rank %d", w.peer());
       std::snprintf(since, sizeof(since), "%.2f s", w.seconds());
       std::printf("%-5d %-8lld %-10s %-9s %-42s %-9s %-8s %-16s %s\n", r,

@@ -511,15 +511,16 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   return m;
 }
 
-std::vector<MessageWait> Communicator::WaitingMessages(size_t max) const {
+std::vector<MessageWait> Communicator::WaitingMessages(size_t max, size_t* total) const {
   const TimePoint now = transport_->clock().Now();
   std::vector<MessageWait> out;
   {
     std::lock_guard<std::mutex> lock(waits_mu_);
-    for (const PendingMessage* m : waiting_) {
-      out.push_back(MessageWait{m->name, m->peer, m->send, now - m->posted});
+    for (const auto& [m, since] : waiting_) {
+      out.push_back(MessageWait{m->name, m->peer, m->send, now - since});
     }
   }
+  if (total != nullptr) *total = out.size();
   std::stable_sort(out.begin(), out.end(),
                    [](const MessageWait& a, const MessageWait& b) { return a.waited > b.waited; });
   if (out.size() > max) out.resize(max);
@@ -532,15 +533,16 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
   struct Listed {
     Communicator* comm;
     const PendingMessage* m;
-    Listed(Communicator* c, const PendingMessage* pm) : comm(c), m(pm) {
+    Listed(Communicator* c, const PendingMessage* pm, TimePoint now) : comm(c), m(pm) {
       std::lock_guard<std::mutex> lock(comm->waits_mu_);
-      comm->waiting_.push_back(m);
+      comm->waiting_.emplace_back(m, now);
     }
     ~Listed() {
       std::lock_guard<std::mutex> lock(comm->waits_mu_);
-      comm->waiting_.erase(std::find(comm->waiting_.begin(), comm->waiting_.end(), m));
+      comm->waiting_.erase(std::find_if(comm->waiting_.begin(), comm->waiting_.end(),
+                                        [this](const auto& w) { return w.first == m; }));
     }
-  } listed(this, &m);
+  } listed(this, &m, clock.Now());
   const Duration timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   Status st;
   {

@@ -106,7 +106,7 @@ struct MessageWait {
   std::string name;  // PendingMessage::name
   int peer = -1;
   bool send = false;
-  Duration waited{};  // since it was posted
+  Duration waited{};  // since this wait on it began
 };
 
 struct OpResult {
@@ -171,8 +171,8 @@ class Communicator {
   Status WaitMessage(PendingMessage& message, const CallOptions& opts = {},
                      Deadline return_by = Deadline::Infinite());
   // The messages threads are blocked on in WaitMessage now, the longest waited first; at
-  // most `max`.
-  std::vector<MessageWait> WaitingMessages(size_t max = 4) const;
+  // most `max`, and *total (if given) says how many there are.
+  std::vector<MessageWait> WaitingMessages(size_t max = 4, size_t* total = nullptr) const;
   Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag,
               const CallOptions& opts = {});
   Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag,
@@ -259,9 +259,10 @@ class Communicator {
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;
-  // The messages in WaitMessage now, once per waiting thread (the caller holds each alive).
+  // The messages in WaitMessage now, once per waiting thread (the caller holds each alive),
+  // each with when that wait began.
   mutable std::mutex waits_mu_;
-  std::vector<const PendingMessage*> waiting_;
+  std::vector<std::pair<const PendingMessage*, TimePoint>> waiting_;
 };
 
 // Point-to-point messages travel under sequence numbers of their own, outside the

@@ -182,13 +182,15 @@ void ControlServer::Handle(int fd) {
     }
     if (req.has_dump()) resp.set_dump_json(comm_->recorder()->DumpJson(info_.rank));
     *resp.mutable_state() = StateOf(comm_->monitor()->Snapshot(), info_);
-    for (const MessageWait& w : comm_->WaitingMessages()) {
+    size_t waiting = 0;
+    for (const MessageWait& w : comm_->WaitingMessages(4, &waiting)) {
       proto::WaitingMessage* out = resp.mutable_state()->add_waiting();
       out->set_name(w.name);
       out->set_peer(w.peer);
       out->set_send(w.send);
       out->set_seconds(std::chrono::duration<double>(w.waited).count());
     }
+    resp.mutable_state()->set_waiting_count(static_cast<int32_t>(waiting));
     ipc::WriteMessage(fd, resp, deadline, "control response").IgnoreError();
   }
   ::close(fd);

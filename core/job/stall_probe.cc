@@ -124,7 +124,6 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   const bool diverged = v.root_class == RankClass::kDiverged && in.answered == p && v.voters == p;
   if (!diverged && v.root_class != RankClass::kRefused) return false;
   comm_->recorder()->Record("verdict", snap.seq, v.text);
-  RecordBlame(comm_->recorder(), snap.seq, &v, self);
   const std::string mine = v.text + " [rank " + std::to_string(self) +
                            " saw: " + (diverged ? "a mismatched call" : "a refused call") +
                            " while quiet for " + FormatDuration(snap.since_progress) + "]";
@@ -132,6 +131,7 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
                                OpMonitor::AbortKind::kMismatch)) {
     return false;
   }
+  RecordBlame(comm_->recorder(), snap.seq, &v, self);
   TellTheOthers(*dir_, self, in, snap.seq, v.text, OpMonitor::AbortKind::kMismatch, query_timeout);
   return true;
 }

@@ -328,6 +328,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
         os << ", blocked in " << st.waiting(0).name() << " for "
            << FormatDuration(std::chrono::duration_cast<Duration>(
                   std::chrono::duration<double>(st.waiting(0).seconds())));
+        if (IdleAfterOwnFailure(st, S) && !st.last_error().empty()) {
+          os << " (after its seq=" << st.failed_seq() << " failed: " << st.last_error() << ")";
+        }
       } else {
         os << ", idle";
         // It stopped because its own previous call failed (a peer of its died, say): that

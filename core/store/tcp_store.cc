@@ -285,8 +285,8 @@ StatusOr<proto::StoreResponse> TcpStore::Impl::Call(proto::StoreRequest* request
     request->set_deadline_ms(
         std::chrono::duration_cast<std::chrono::milliseconds>(remaining - margin).count());
   }
-  // And its answer, due at the server's deadline, is waited for a little past ours (at most
-  // a quarter of the wait, 10-100 ms): on a loaded machine it came 4-11 ms after a 100 ms
+  // And its answer, due at the server's deadline, is waited for a little past ours: a quarter
+  // of the wait, kept within 10-100 ms. On a loaded machine it came 4-11 ms after a 100 ms
   // deadline, and "no answer to Wait for 'a', 'present', 'b'" lost which keys were missing.
   const Deadline answer_by =
       deadline.infinite()

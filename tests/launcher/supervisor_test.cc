@@ -514,11 +514,11 @@ TEST_F(SupervisorTest, TheRankTheVerdictBlamesIsTheRootCauseOverTheFirstToExit) 
   ExpectNoProcessLeft();
 }
 
-// A stalled rank's process is the one the verdict saw not answering: with a daemon beside the
-// program, the daemon whose pid the verdict gives. A rank that did not make the call is its
-// program.
+// A stalled rank's process is the one the verdict saw not answering, and one that names itself
+// for not running the one that did not: with a daemon beside the program, the daemon whose
+// pid the verdict gives. A rank that did not make the call is its program.
 TEST_F(SupervisorTest, AVerdictNamesTheStalledProcessOfARankAndOtherwiseItsProgram) {
-  for (const std::string what : {"stalled", "not entered"}) {
+  for (const std::string what : {"stalled", "not running", "not entered"}) {
     SCOPED_TRACE(what);
     SupervisorOptions options = Options();
     options.service_linger = Seconds(60);
@@ -533,8 +533,9 @@ TEST_F(SupervisorTest, AVerdictNamesTheStalledProcessOfARankAndOtherwiseItsProgr
     service_pid = supervisor_->results()[2].pid;
     EXPECT_EQ(supervisor_->Wait(), 1);
     const std::string summary = supervisor_->FailureSummary();
-    const std::string blamed = what == "stalled" ? "rank 1 gyred" : "rank 1 program";
-    const std::string other = what == "stalled" ? "rank 1 program" : "rank 1 gyred";
+    const bool daemon = what != "not entered";
+    const std::string blamed = daemon ? "rank 1 gyred" : "rank 1 program";
+    const std::string other = daemon ? "rank 1 program" : "rank 1 gyred";
     EXPECT_THAT(SummaryRow(summary, blamed), HasSubstr("<- root cause (verdict: " + what + ")"));
     EXPECT_THAT(SummaryRow(summary, other), Not(HasSubstr("root cause")));
     EXPECT_THAT(summary, HasSubstr("job failed: " + blamed));

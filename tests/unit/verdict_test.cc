@@ -282,6 +282,14 @@ TEST(VerdictTest, ARankBlockedInAReceiveIsNotEnteredAndSaysWhere) {
             std::string::npos)
       << v.text;
   EXPECT_EQ(v.text.find("idle"), std::string::npos) << v.text;
+
+  // Blocked there after its own previous call failed: that failure is said too.
+  views[2].state.set_failed_seq(40);
+  views[2].state.set_last_completed_seq(39);
+  views[2].state.set_last_error("rank 0 dead");
+  v = Classify(Me(0, 2), views);
+  EXPECT_NE(v.text.find("for 12.50 s (after its seq=40 failed: rank 0 dead)"), std::string::npos)
+      << v.text;
 }
 
 // Rank 0 has moved on to seq=41 and waits on rank 1, which is still in seq=40 waiting on

@@ -1,0 +1,35 @@
+// Reading the ranks' flight records (core/comm/flight_recorder.h) that a failed job leaves in
+// its run folder: what each rank reached, and which rank the ranks' own verdicts blame.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/supervisor.h"
+
+namespace gyre::launcher {
+
+struct FlightEvent {
+  std::string kind;
+  uint64_t seq = 0;
+  std::string detail;  // as escaped in the record
+};
+
+// The events of a record (FlightRecorder::DumpJson), oldest first. A scan, not a regex: a
+// record's details (verdicts of large jobs) may run to many kilobytes, over which
+// std::regex recurses per character.
+std::vector<FlightEvent> ParseFlightRecord(const std::string& json);
+
+// Rank r's record in `run_dir` (flight-rank<r>.json), nullopt if it wrote none.
+std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_dir, int r);
+
+// The rank the ranks' verdicts blame, from each record's blame event
+// (core/job/verdict.h): the rank most records name (a tie goes to the lower rank), with the
+// class most of them gave it and the pid recorded with that class. A record's blame counts
+// only if the rank started no later operation: a failure the program went on from is not the
+// one that ended the job.
+Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size);
+
+}  // namespace gyre::launcher
