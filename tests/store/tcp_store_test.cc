@@ -459,6 +459,36 @@ class OldServer {
   std::thread thread_;
 };
 
+// A Wait that times out is answered by the server with the keys still missing, a moment
+// before the client's deadline. On a loaded machine that answer comes a few ms late; the
+// client waits a quarter of the wait more for it (within 10-100 ms), then gives up.
+TEST(TcpStoreTest, AWaitsLateAnswerIsTakenWithinAQuarterOfTheWaitAndNoLonger) {
+  for (const int late_ms : {40, 300}) {
+    SCOPED_TRACE("answered " + std::to_string(late_ms) + " ms after the server's deadline");
+    OldServer server([late_ms](const proto::StoreRequest& request, proto::StoreResponse* response) {
+      std::this_thread::sleep_for(Millis(request.deadline_ms() + late_ms));
+      internal::SetResponseStatus(DeadlineExceededError("2 of 2 keys missing: 'a', 'b'"), response);
+    });
+    auto store = ConnectTo(server.port());
+    ASSERT_NE(store, nullptr);
+    const TimePoint start = SteadyClock::Get()->Now();
+    const Status s = store->Wait({"a", "b"}, In(Millis(400)));
+    const Duration took = SteadyClock::Get()->Now() - start;
+    ASSERT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+    if (late_ms == 40) {
+      // The server's deadline is 20 ms before the client's, so this answer comes 20 ms after
+      // the client's, inside the 100 ms a 400 ms wait allows: it names the missing keys.
+      EXPECT_THAT(s.message(), ::testing::HasSubstr("2 of 2 keys missing")) << s;
+    } else {
+      // Past it: the client's own error at its deadline plus 100 ms (500 ms), not at the
+      // answer (680 ms).
+      EXPECT_THAT(s.message(), ::testing::HasSubstr("no answer to Wait")) << s;
+      EXPECT_GE(took, Millis(490));
+      EXPECT_LT(took, Millis(650));
+    }
+  }
+}
+
 // Against that server TryGetMany reads the keys one TryGet each, and asks it only once.
 TEST(TcpStoreTest, TryGetManyFromAServerThatPredatesItReadsKeyByKey) {
   OldServer old;
