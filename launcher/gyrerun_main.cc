@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -131,22 +132,40 @@ std::string RandomJobId() {
   return os.str();
 }
 
-// The rank the ranks' verdicts blame, from the flight records in the run folder.
-gyre::launcher::Blame BlameFromFlightRecords(const std::string& run_dir, int n) {
-  std::vector<std::vector<gyre::launcher::FlightEvent>> records;
-  for (int r = 0; r < n; ++r) {
-    if (auto events = gyre::launcher::ReadFlightRecord(run_dir, r)) records.push_back(*events);
+// The flight records a failed job left in its run folder, by rank, read once: the summary's
+// blame and the merged view below both use them.
+class RunRecords {
+ public:
+  RunRecords(std::string run_dir, int n) : run_dir_(std::move(run_dir)), n_(n) {}
+  const std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>>& ByRank() {
+    if (by_rank_.empty()) {
+      for (int r = 0; r < n_; ++r)
+        by_rank_.push_back(gyre::launcher::ReadFlightRecord(run_dir_, r));
+    }
+    return by_rank_;
   }
-  return gyre::launcher::BlameOf(records, n);
-}
+  // The rank the ranks' verdicts blame.
+  gyre::launcher::Blame Blame() {
+    std::vector<std::vector<gyre::launcher::FlightEvent>> present;
+    for (const auto& events : ByRank()) {
+      if (events) present.push_back(*events);
+    }
+    return gyre::launcher::BlameOf(present, n_);
+  }
+
+ private:
+  const std::string run_dir_;
+  const int n_;
+  std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>> by_rank_;
+};
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
-void PrintMergedView(const std::string& run_dir, int n) {
+void PrintMergedView(RunRecords& records, int n) {
   std::ostringstream view;
   std::string verdict;  // the first verdict any rank computed
   int found = 0;
   for (int r = 0; r < n; ++r) {
-    const auto events = gyre::launcher::ReadFlightRecord(run_dir, r);
+    const auto& events = records.ByRank()[static_cast<size_t>(r)];
     if (!events) continue;
     std::string started, ended;
     for (const gyre::launcher::FlightEvent& e : *events) {
@@ -964,7 +983,8 @@ int main(int argc, char** argv) {
             // gyrectl finds the secret beside a file store in the run folder, not otherwise.
             << (store_url == "file://" + run_dir + "/store" ? "" : " --secret_file " + secret_file)
             << "\n";
-  options.blame = [run_dir, n] { return BlameFromFlightRecords(run_dir, n); };
+  RunRecords records(run_dir, n);
+  options.blame = [&records] { return records.Blame(); };
   launcher::Supervisor supervisor(options);
   Status st = supervisor.Start(std::move(specs));
   if (!st.ok()) {
@@ -983,7 +1003,7 @@ int main(int argc, char** argv) {
   const int code = supervisor.Wait();
   done = true;
   if (watcher.joinable()) watcher.join();
-  if (code != 0) PrintMergedView(run_dir, n);
+  if (code != 0) PrintMergedView(records, n);
   if (code != 0 && remote) {
     std::vector<std::string> remote_hosts;
     for (const Placement& p : placements) {

@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/job/identity.h"
+
 namespace gyre::job {
 namespace {
 
@@ -405,22 +407,18 @@ void RecordBlame(FlightRecorder* recorder, uint64_t seq, const Verdict* v, int s
 }
 
 bool ParseBlame(const std::string& detail, Blamed* out) {
-  // Two numbers, then the class: "2 31927 stalled".
-  size_t at = 0;
-  int64_t numbers[2] = {0, 0};
-  for (int64_t& n : numbers) {
-    const size_t start = at;
-    while (at < detail.size() && at - start < 18 && detail[at] >= '0' && detail[at] <= '9') {
-      n = n * 10 + (detail[at] - '0');
-      ++at;
-    }
-    if (at == start || at >= detail.size() || detail[at] != ' ') return false;
-    ++at;
-  }
-  if (at >= detail.size() || numbers[0] > std::numeric_limits<int>::max()) return false;
-  out->rank = static_cast<int>(numbers[0]);
-  out->pid = numbers[1];
-  out->what = detail.substr(at);
+  // Two whole numbers, then the class: "2 31927 stalled".
+  const size_t first = detail.find(' ');
+  const size_t second = first == std::string::npos ? first : detail.find(' ', first + 1);
+  if (second == std::string::npos || second + 1 >= detail.size()) return false;
+  const auto rank =
+      ParseEnvInteger("blamed rank", detail.substr(0, first), 0, std::numeric_limits<int>::max());
+  const auto pid = ParseEnvInteger("blamed pid", detail.substr(first + 1, second - first - 1), 0,
+                                   std::numeric_limits<int64_t>::max());
+  if (!rank.ok() || !pid.ok()) return false;
+  out->rank = static_cast<int>(*rank);
+  out->pid = *pid;
+  out->what = detail.substr(second + 1);
   return true;
 }
 
