@@ -8,6 +8,24 @@ function(gyre_library)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
 endfunction()
 
+# One precompiled header for every test binary, made by the first gyre_test call: GoogleTest,
+# GoogleMock and the standard headers the tests share take about 2 s of each test file's
+# compile, which about 100 test files would otherwise pay again, in each of CI's two builds.
+# Only headers from outside the project go in, so editing gyre's headers rebuilds no more
+# than before. A compiler that refuses the header for a test's flags reads the text instead.
+function(gyre_test_pch)
+  if(TARGET gyre_test_pch)
+    return()
+  endif()
+  add_library(gyre_test_pch STATIC ${PROJECT_SOURCE_DIR}/tests/support/test_pch.cc)
+  target_link_libraries(gyre_test_pch PUBLIC GTest::gtest GTest::gmock)
+  target_compile_options(gyre_test_pch PRIVATE ${GYRE_WARNINGS})
+  target_precompile_headers(gyre_test_pch PRIVATE
+    <gtest/gtest.h> <gmock/gmock.h>
+    <algorithm> <atomic> <chrono> <cstdint> <cstdio> <cstdlib> <cstring> <fstream>
+    <functional> <map> <memory> <mutex> <random> <set> <sstream> <string> <thread> <vector>)
+endfunction()
+
 # gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds): one GoogleTest binary;
 # each of its test cases becomes a CTest test with that timeout and those labels.
 function(gyre_test)
@@ -20,6 +38,8 @@ function(gyre_test)
   add_executable(${G_NAME} ${G_SRCS})
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
+  gyre_test_pch()
+  target_precompile_headers(${G_NAME} REUSE_FROM gyre_test_pch)
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   # Several labels must reach the property as one list, not as extra property names.
   string(REPLACE ";" "\\;" labels "${G_LABELS}")
