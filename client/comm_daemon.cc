@@ -50,6 +50,7 @@ class DaemonComm final : public CommBase {
   DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     StopCalls();
+    SayGoodbye();
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     if (bell_mem_ != nullptr) ::munmap(bell_mem_, ipc::Doorbell::kBlockBytes);
     for (const auto& [start, block] : blocks_) {
@@ -367,6 +368,26 @@ class DaemonComm final : public CommBase {
   // After a failure of the channel itself (the daemon gone, silent, or answering out of turn)
   // the request may still run in the daemon later, over the staging area a next call would
   // fill: every later call fails at once with that first failure instead.
+  // Tells the daemon that the program closes its communicator on purpose: a connection that
+  // closes without it reads as a program killed or crashed, and the daemon tells the other
+  // ranks so (daemon/client_server.cc). Waits a second at most for the answer.
+  void SayGoodbye() {
+    if (!broken_.ok() || !bell_.valid()) return;
+    proto::ClientRequest req;
+    req.set_id(++next_id_);
+    req.mutable_goodbye();
+    uint32_t seq = 0;
+    if (!bell_.PostRequest(req, &seq).ok()) return;
+    const Clock& clock = *SteadyClock::Get();
+    const Deadline until = Deadline::After(clock, Seconds(1));
+    // bounded: by `until`, and by the daemon hanging up
+    while (!bell_.WaitAnswer(seq, ipc::DoorbellPolicy(spin_, kAnswerSpin), Millis(20))) {
+      if (until.Expired(clock) || DaemonHungUp()) return;
+    }
+    proto::ClientResponse resp;
+    bell_.ReadAnswer(&resp).IgnoreError();
+  }
+
   Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
     if (!broken_.ok()) return broken_;
     uint32_t seq = 0;

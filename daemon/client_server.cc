@@ -325,6 +325,11 @@ Status ClientServer::NextRequest(ipc::Doorbell& bell, int fd, ipc::MessageReader
   return bell.ReadRequest(req, seq);
 }
 
+std::optional<ClientServer::Departure> ClientServer::departure() const {
+  std::lock_guard<std::mutex> lock(departure_mu_);
+  return departure_;
+}
+
 ClientServer::ClientServer(Communicator* comm, std::string job_id, std::string log_prefix)
     : comm_(comm), job_id_(std::move(job_id)), prefix_(std::move(log_prefix)) {}
 
@@ -440,6 +445,8 @@ void ClientServer::Serve(bool until_first_client_leaves) {
 void ClientServer::HandleConnection(int fd) {
   Regions regions;
   bool said_hello = false;
+  int64_t client_pid = 0;
+  bool goodbye = false;  // the program closed its communicator
   const std::string what = "client connection";
   const bool authenticated = Authenticate(fd).ok();
   // Once the client attaches one, requests and answers go through this shared block.
@@ -469,6 +476,15 @@ void ClientServer::HandleConnection(int fd) {
     if (!rs.ok()) {
       if (rs.code() != StatusCode::kUnavailable) {
         LOG(WARNING) << prefix_ << "dropping a client connection: " << rs.message();
+      } else if (said_hello && !goodbye && !stopping_) {
+        // Its process ended (or closed the socket) with the communicator still open: the
+        // other ranks hear of it from main.cc, so that they name the program, not this daemon.
+        const std::string how =
+            "its connection to gyred closed without a goodbye (the program was killed, crashed, "
+            "or exited without closing its communicator)";
+        LOG(WARNING) << prefix_ << "client pid " << client_pid << " went away: " << how;
+        std::lock_guard<std::mutex> lock(departure_mu_);
+        departure_ = Departure{client_pid, how};
       } else {
         LOG(INFO) << prefix_ << "client disconnected";
       }
@@ -484,8 +500,12 @@ void ClientServer::HandleConnection(int fd) {
       resp.set_world_size(comm_->size());
       resp.set_job_id(job_id_);
       LOG(INFO) << prefix_ << "client pid " << req.hello().client_pid() << " connected";
+      client_pid = req.hello().client_pid();
     } else if (!said_hello) {
       result = InvalidArgumentError("the first request on a connection must be hello");
+    } else if (req.has_goodbye()) {
+      goodbye = true;
+      LOG(INFO) << prefix_ << "client pid " << client_pid << " closed its communicator";
     } else if (req.has_map_buffer()) {
       auto mfd = RequestFd(reader, bell.valid());
       result = mfd.ok() ? regions.Map(req.map_buffer().region(), *mfd, req.map_buffer().bytes())

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,13 @@ class ClientServer {
   void RequestStop();
 
   int64_t calls_served() const { return calls_.load(); }
+  // A program that said hello and then went away without its Goodbye: killed, crashed, or
+  // exited without closing its communicator. Empty when none did.
+  struct Departure {
+    int64_t program_pid = 0;
+    std::string how;
+  };
+  std::optional<Departure> departure() const;
   const auth::RefusalCounters& refusals() const { return refusals_; }
 
  private:
@@ -76,6 +84,8 @@ class ClientServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> client_left_{false};
   std::atomic<int64_t> calls_{0};
+  mutable std::mutex departure_mu_;
+  std::optional<Departure> departure_;  // guarded by departure_mu_
   std::mutex call_mu_;
   std::mutex write_mu_;  // heartbeats and answers share a client's socket
   std::mutex threads_mu_;

@@ -26,6 +26,7 @@
 #include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
 #include "core/job/identity.h"
+#include "core/job/inquiry.h"
 #include "daemon/client_server.h"
 #include "daemon/workloads.h"
 
@@ -341,6 +342,18 @@ int main(int argc, char** argv) {
     g_server = &server;
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
+    if (const auto gone = server.departure(); gone && !g_stop) {
+      // Before the peer connections close: a rank that then finds this one gone names the
+      // program and how it went, not this daemon's pid.
+      const uint64_t done = comm.monitor()->Snapshot().last_completed_seq;
+      comm.recorder()->Record("program_gone", done,
+                              "pid " + std::to_string(gone->program_pid) + ": " + gone->how);
+      const int told = job::TellDeparture(*joined->directory, comm.rank(), gone->program_pid,
+                                          gone->how, done, job::QueryTimeoutFor(jo.comm.timeout));
+      LOG(WARNING) << prefix << "its program (pid " << gone->program_pid
+                   << ") went away after seq=" << done << "; told " << told << " of "
+                   << comm.size() - 1 << " other ranks";
+    }
     const gyre::OpSnapshot last = comm.monitor()->Snapshot();
     if (!g_stop && last.failed_seq != 0 && last.failed_seq == last.last_started_seq) {
       // The others may still be composing their verdict on this failure: a rank that

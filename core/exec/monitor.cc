@@ -179,6 +179,15 @@ OpMonitor::Progress OpMonitor::CurrentProgress() const {
   return p;
 }
 
+void OpMonitor::NoteDeparture(PeerDeparture d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& list = snap_.departures;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const PeerDeparture& e) { return e.rank == d.rank; }),
+             list.end());
+  list.push_back(std::move(d));
+}
+
 OpSnapshot OpMonitor::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   OpSnapshot s = snap_;

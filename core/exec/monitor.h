@@ -27,6 +27,15 @@ struct CallRecord {
   std::string op_name;
 };
 
+// A peer's daemon said that its program went away without closing its communicator
+// (core/job/control.h): the verdict of a later failure names that program, not the daemon.
+struct PeerDeparture {
+  int rank = -1;
+  int64_t program_pid = 0;
+  std::string how;
+  uint64_t last_completed_seq = 0;  // the peer's, when its program went
+};
+
 struct OpSnapshot {
   bool in_op = false;
   uint64_t seq = 0;
@@ -45,7 +54,8 @@ struct OpSnapshot {
   // The last call refused for its arguments before it ran (its error is last_error when it
   // is also failed_seq): it took its place in the sequence but sent nothing.
   uint64_t refused_seq = 0;
-  std::vector<CallRecord> recent;  // the last kRecentCalls calls, oldest first
+  std::vector<CallRecord> recent;         // the last kRecentCalls calls, oldest first
+  std::vector<PeerDeparture> departures;  // at most one per peer, as told
 };
 
 inline constexpr size_t kRecentCalls = 16;
@@ -81,6 +91,10 @@ class OpMonitor {
   // completed without seeing it (the root of a broadcast whose root differs elsewhere): the
   // first such call and that rank's verdict, once; this rank's next call reports it.
   std::optional<std::pair<uint64_t, Status>> TakeLateDivergence();
+
+  // Any thread. Keeps what a peer's daemon told of its program's departure (one per rank,
+  // the last told).
+  void NoteDeparture(PeerDeparture d);
 
   OpSnapshot Snapshot() const;
   // The fingerprint of call `seq`, if it is among the last kRecentCalls calls.

@@ -170,6 +170,21 @@ void ControlServer::Handle(int fd) {
           a.seq(), reason,
           a.mismatch() ? OpMonitor::AbortKind::kMismatch : OpMonitor::AbortKind::kFailure);
     }
+    if (req.has_departure()) {
+      const auto& d = req.departure();
+      // Only a peer's word about itself counts; the text is the peer's own, cut to a line.
+      if (d.from_rank() >= 0 && d.from_rank() < comm_->size() && d.from_rank() != info_.rank) {
+        PeerDeparture gone;
+        gone.rank = d.from_rank();
+        gone.program_pid = d.program_pid();
+        gone.how = d.how().substr(0, 512);
+        gone.last_completed_seq = d.last_completed_seq();
+        comm_->recorder()->Record("peer_program_gone", d.last_completed_seq(),
+                                  "rank " + std::to_string(gone.rank) + "'s program (pid " +
+                                      std::to_string(gone.program_pid) + "): " + gone.how);
+        comm_->monitor()->NoteDeparture(std::move(gone));
+      }
+    }
     if (req.has_status() && req.status().probing_seq() != 0) {
       {
         std::lock_guard<std::mutex> lock(heard_mu_);

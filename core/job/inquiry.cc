@@ -20,6 +20,7 @@ LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_
   me.bytes_received = snap.bytes_received;
   me.bytes_expected = snap.bytes_expected;
   me.recent = snap.recent;
+  me.departures = snap.departures;
   return me;
 }
 
@@ -83,6 +84,23 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
     }
   }
   QueryAll(tell, abort, timeout, dir.credentials);
+}
+
+int TellDeparture(const JobDirectory& dir, int self, int64_t program_pid, const std::string& how,
+                  uint64_t last_completed_seq, Duration timeout) {
+  std::vector<std::string> tell = dir.control_addresses;
+  if (self >= 0 && self < static_cast<int>(tell.size())) tell[self].clear();
+  proto::ControlRequest req;
+  proto::Departure* d = req.mutable_departure();
+  d->set_from_rank(self);
+  d->set_program_pid(program_pid);
+  d->set_how(how);
+  d->set_last_completed_seq(last_completed_seq);
+  int told = 0;
+  for (const QueryResult& r : QueryAll(tell, req, timeout, dir.credentials)) {
+    if (r.reach == Reach::kAnswered) ++told;
+  }
+  return told;
 }
 
 }  // namespace gyre::job

@@ -80,6 +80,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   Verdict v;
   v.classes.assign(p, RankClass::kUnknown);
   std::vector<int> waiting_on(p, -1);
+  // What peers' daemons said of their programs leaving, by rank.
+  std::vector<const PeerDeparture*> gone(p, nullptr);
+  for (const PeerDeparture& d : me.departures) {
+    if (d.rank >= 0 && d.rank < p && d.rank != me.rank) gone[d.rank] = &d;
+  }
   for (int q = 0; q < p; ++q) {
     if (q == me.rank) {
       v.classes[q] = RankClass::kSelf;
@@ -87,6 +92,13 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       continue;
     }
     const PeerView& pv = peers[q];
+    // Its program went away: it will make no call after the last it completed, whatever its
+    // daemon (gone, or still answering on its way out) shows.
+    if (gone[q] != nullptr &&
+        (pv.reach != Reach::kAnswered || pv.state.last_completed_seq() < S || S == 0)) {
+      v.classes[q] = RankClass::kDead;
+      continue;
+    }
     if (pv.reach == Reach::kRefused) {
       v.classes[q] = RankClass::kDead;
       continue;
@@ -296,6 +308,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   const PeerView& pv = peers[v.root];
   const proto::RankState& st = pv.state;
   if (v.root != me.rank) v.root_pid = pv.reach == Reach::kAnswered ? pv.state.pid() : pv.pid;
+  const PeerDeparture* root_gone =
+      v.root_class == RankClass::kDead && v.root != me.rank ? gone[v.root] : nullptr;
+  if (root_gone != nullptr && root_gone->program_pid > 0) v.root_pid = root_gone->program_pid;
   if (v.root == me.rank && v.root_class == RankClass::kSelf) {
     os << "rank " << v.root << " (this rank) was not running: its process did not run for "
        << FormatDuration(std::max(me.frozen, me.frozen_in_call))
@@ -309,6 +324,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   }
   switch (v.root_class) {
     case RankClass::kDead:
+      if (root_gone != nullptr) {
+        // That pid is its daemon's; the program driving it is the one that went.
+        os << "its program (pid " << root_gone->program_pid << ") is gone: " << root_gone->how;
+        break;
+      }
       os << "its process is gone (" << (pv.error.empty() ? "connection refused" : pv.error) << ")";
       break;
     case RankClass::kUnreachable:
@@ -357,8 +377,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     default:
       break;
   }
-  if (v.root_class == RankClass::kStalled || v.root_class == RankClass::kDead ||
-      v.root_class == RankClass::kUnreachable) {
+  if (root_gone != nullptr) {
+    // Its daemon said where its program's calls ended.
+    os << "; last completed seq=" << root_gone->last_completed_seq << ", in seq=" << S;
+  } else if (v.root_class == RankClass::kStalled || v.root_class == RankClass::kDead ||
+             v.root_class == RankClass::kUnreachable) {
     os << "; last completed seq=" << (S > 0 ? S - 1 : 0) << " or earlier, in seq=" << S;
   }
   // A partition cuts off every rank behind it: name them all, by host.

@@ -62,6 +62,9 @@ struct LocalFailure {
   int64_t bytes_received = 0;
   int64_t bytes_expected = 0;
   std::vector<CallRecord> recent;  // this rank's recent calls (core/exec/monitor.h)
+  // Peers whose daemon said their program went away (OpSnapshot::departures): such a rank
+  // is dead unless it completed this call, and the verdict names its program.
+  std::vector<PeerDeparture> departures;
 };
 
 struct Verdict {

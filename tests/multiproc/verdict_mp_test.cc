@@ -369,6 +369,49 @@ TEST(EmbeddedVerdictTest, KilledProgramIsNamedByTheOthers) {
   EXPECT_EQ(named, 2) << Dump(r);
 }
 
+// Daemon mode: the program is killed, its gyred stays up and exits. Its gyred tells the others
+// first, so they name the program that went and its pid, not the daemon's process as "gone".
+TEST(DaemonVerdictTest, AKilledProgramIsNamedByItsPidNotItsDaemons) {
+  const double T = 20;
+  LoopRun r = RunLoop(3, T, {"--die_rank=1", "--die_after=40"}, nullptr, "daemon");
+  EXPECT_EQ(r.result.exit_code, 128 + SIGKILL) << Dump(r);
+  std::smatch m;
+  const std::string all = r.result.out + r.result.err;
+  ASSERT_TRUE(std::regex_search(all, m, std::regex(R"(client rank 1 of 3 pid=(\d+))"))) << all;
+  const std::string program_pid = m[1];
+  int named = 0;
+  for (const auto& f : r.failures) {
+    if (f.rank == 1) continue;
+    EXPECT_NE(f.text.find("rank 1 dead"), std::string::npos) << f.text;
+    EXPECT_NE(f.text.find("its program (pid " + program_pid +
+                          ") is gone: its connection to gyred closed without a goodbye"),
+              std::string::npos)
+        << f.text;
+    ++named;
+  }
+  EXPECT_EQ(named, 2) << Dump(r);
+  EXPECT_TRUE(std::regex_search(
+      r.result.err, std::regex(R"(\[rank 1 gyred\].*its program \(pid )" + program_pid +
+                               R"(\) went away after seq=\d+; told 2 of 2 other ranks)")))
+      << r.result.err;
+}
+
+// A program that closes its communicator says so: its daemon does not take the exit for a
+// death, and tells nobody.
+TEST(DaemonVerdictTest, AProgramThatClosesItsCommunicatorIsNotTakenForDead) {
+  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", "2", "--mode", "daemon", "--",
+                                BinDir() + "/gyre-test-client", "--loop_iters=20"},
+                               {}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(
+        std::regex_search(r.err, std::regex("\\[rank " + std::to_string(rank) +
+                                            R"( gyred\].*client pid \d+ closed its communicator)")))
+        << r.err;
+  }
+  EXPECT_EQ(r.err.find("went away"), std::string::npos) << r.err;
+}
+
 // The texts of the "rank R: allreduce N failed: <text>" lines of gyre-test-client's stderr.
 std::vector<std::string> FailureTexts(const std::string& err) {
   static const std::regex fail_re(R"(rank \d+: allreduce \d+ failed: (.*))");

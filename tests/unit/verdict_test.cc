@@ -217,6 +217,54 @@ TEST(VerdictTest, OffTheChainDeadBeatsStalled) {
   EXPECT_EQ(v.classes[2], RankClass::kStalled);
 }
 
+// Daemon mode, its program killed: rank 2's gyred told the others before it left, so the rank
+// named dead is named by its program's pid and how it went, not by the daemon's pid alone.
+TEST(VerdictTest, ARankWhoseProgramWentAwayIsNamedByItsProgram) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  views[2] = Refused(2);  // its daemon left after telling
+  LocalFailure me = Me(3, 2);
+  me.status = UnavailableError("connection from rank 2 closed: End of file");
+  me.elapsed = Millis(120);
+  me.departures.push_back(PeerDeparture{2, 4569, "its connection to gyred closed", 40});
+  const Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root, 2) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kDead);
+  EXPECT_EQ(v.root_pid, 4569);
+  EXPECT_NE(v.text.find("rank 2 dead (pid 1002 on host h2): its program (pid 4569) is gone: its "
+                        "connection to gyred closed; last completed seq=40, in seq=41"),
+            std::string::npos)
+      << v.text;
+
+  // Its daemon still answering on its way out, idle after seq=40: dead all the same, not
+  // "not entered" (it never will), and named by the program.
+  views[2] = Waiting(2, 40, -1);
+  IdleAfterSeq40(&views[2]);
+  const Verdict answering = Classify(me, views);
+  EXPECT_EQ(answering.root, 2) << answering.text;
+  EXPECT_EQ(answering.root_class, RankClass::kDead);
+  EXPECT_EQ(answering.root_pid, 4569);
+
+  // A rank whose program left after completing this very call did its part: not the cause.
+  views[2] = Waiting(2, 41, -1);
+  views[2].state.set_in_op(false);
+  views[2].state.set_last_completed_seq(41);
+  views[1] = Refused(1);
+  me.departures[0].last_completed_seq = 41;
+  const Verdict after = Classify(me, views);
+  EXPECT_EQ(after.classes[2], RankClass::kDone) << after.text;
+  EXPECT_EQ(after.root, 1) << after.text;
+  EXPECT_NE(after.text.find("its process is gone"), std::string::npos) << after.text;
+
+  // Without a word from its daemon, the pid named is the one the rank published.
+  me.departures.clear();
+  views[2] = Refused(2);
+  views[1] = Waiting(1, 41, 0);
+  const Verdict unknown = Classify(me, views);
+  EXPECT_EQ(unknown.root_pid, 1002) << unknown.text;
+  EXPECT_EQ(unknown.text.find("its program"), std::string::npos) << unknown.text;
+}
+
 // A partition between two hosts: ranks 2 and 3 on host "b" answer no connect from host "h".
 // They are named unreachable, by host, not "dead" or "stalled".
 TEST(VerdictTest, RanksBehindAPartitionAreUnreachableByHost) {
