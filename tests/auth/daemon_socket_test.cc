@@ -337,6 +337,18 @@ TEST_F(DaemonTest, ABufferRunningPastItsBlockIsRefused) {
   // From the middle, past the 400 bytes asked for (though inside the page they were given).
   s = (*comm)->Allreduce(q + 90, q + 90, 20, DataType::kInt32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  // A send's or receive's buffer the same, before anything goes to the daemon.
+  s = (*comm)->Send(q + 50, 60, DataType::kInt32, 0, 7);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the message buffer (240 bytes at offset 200) runs past the end of "
+                             "its AllocBuffer block of 400 bytes"),
+            std::string::npos)
+      << s;
+  s = (*comm)->Recv(q, 101, DataType::kInt32, 0, 7);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("the message buffer (404 bytes at offset 0) runs past"),
+            std::string::npos)
+      << s;
   // What fits is used in place.
   ASSERT_TRUE((*comm)->Allreduce(q, q, 100, DataType::kInt32, ReduceOp::kSum).ok());
   EXPECT_EQ((*comm)->last().bytes_staged, 0);

@@ -573,6 +573,27 @@ TEST(GyrerunTest, ARunFolderInUseIsRefusedAndLeftAlone) {
   EXPECT_EQ(third.exit_code, 0) << third.err;
 }
 
+// A --run_dir that names a file (or a path through one) is refused with the reason before any
+// rank starts, and the file is left as it was.
+TEST(GyrerunTest, ARunFolderThatIsAFileIsRefusedAndLeftAlone) {
+  const std::string file = TempDir("run-dir-file") + "/notes.txt";
+  {
+    std::ofstream f(file);
+    f << "keep me\n";
+  }
+  for (const std::string& dir : {file, file + "/sub"}) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir,
+                                  "--", "/bin/sh", "-c", "echo started"},
+                                 {}, 30);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("gyrerun: cannot use --run_dir " + dir + ": Not a directory"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out.find("started"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(ReadAll(file), "keep me\n");
+}
+
 TEST(GyrerunTest, TheRunFolderIsMadeUnderTmpdir) {
   const std::string tmp = TempDir("tmpdir");
   CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--", "/bin/sh", "-c",
