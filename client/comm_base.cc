@@ -66,8 +66,20 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
   return c;
 }
 
+Status CommBase::RefuseIfClosed() const {
+  if (!closed_.load()) return Status::Ok();
+  return InvalidArgumentError("this Comm was closed (Comm::Close): no call may follow it");
+}
+
 Status CommBase::Blocking(CollectiveSpec spec, const void* in, void* out, const Options& o) {
+  GYRE_RETURN_IF_ERROR(RefuseIfClosed());
   return queue_.RunInline([&] { return Call(spec, in, out, o); });
+}
+
+std::shared_ptr<Work> CommBase::Submitted(const CollectiveSpec& spec, const void* in, void* out,
+                                          const Options& o) {
+  if (Status closed = RefuseIfClosed(); !closed.ok()) return FinishedWork(closed);
+  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
 Status CommBase::Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
@@ -112,28 +124,45 @@ Status CommBase::Barrier(const Options& o) {
                   nullptr, nullptr, o);
 }
 
+Status CommBase::Close(const Options& o) {
+  GYRE_RETURN_IF_ERROR(RefuseIfClosed());
+  // The barrier runs after every call made before it, as any call does; one made meanwhile
+  // on another thread is refused from here on.
+  const Status met =
+      Blocking(algo::MakeSpec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0),
+               nullptr, nullptr, o);
+  closed_ = true;
+  queue_
+      .RunInline([this] {
+        Closing();
+        return Status::Ok();
+      })
+      .IgnoreError();
+  return met;
+}
+
 std::shared_ptr<Work> CommBase::AllreduceAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, ReduceOp op, const Options& o) {
   CollectiveSpec spec = algo::MakeSpec(Collective::kAllreduce, count, dtype, op, 0);
-  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+  return Submitted(spec, in, out, o);
 }
 
 std::shared_ptr<Work> CommBase::BroadcastAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, int root, const Options& o) {
   CollectiveSpec spec = algo::MakeSpec(Collective::kBroadcast, count, dtype, ReduceOp::kSum, root);
-  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+  return Submitted(spec, in, out, o);
 }
 
 std::shared_ptr<Work> CommBase::AllgatherAsync(const void* in, void* out, int64_t count,
                                                DataType dtype, const Options& o) {
   CollectiveSpec spec = algo::MakeSpec(Collective::kAllgather, count, dtype, ReduceOp::kSum, 0);
-  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+  return Submitted(spec, in, out, o);
 }
 
 std::shared_ptr<Work> CommBase::ReduceScatterAsync(const void* in, void* out, int64_t count,
                                                    DataType dtype, ReduceOp op, const Options& o) {
   CollectiveSpec spec = algo::MakeSpec(Collective::kReduceScatter, count, dtype, op, 0);
-  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+  return Submitted(spec, in, out, o);
 }
 
 namespace {
@@ -166,11 +195,13 @@ Status CommBase::Recv(void* buf, int64_t count, DataType dtype, int peer, int ta
 
 std::shared_ptr<Work> CommBase::SendAsync(const void* buf, int64_t count, DataType dtype, int peer,
                                           int tag, const Options& o) {
+  if (Status closed = RefuseIfClosed(); !closed.ok()) return FinishedWork(closed);
   return StartMessage(true, const_cast<void*>(buf), count, dtype, peer, tag, o);
 }
 
 std::shared_ptr<Work> CommBase::RecvAsync(void* buf, int64_t count, DataType dtype, int peer,
                                           int tag, const Options& o) {
+  if (Status closed = RefuseIfClosed(); !closed.ok()) return FinishedWork(closed);
   return StartMessage(false, buf, count, dtype, peer, tag, o);
 }
 

@@ -371,8 +371,11 @@ class DaemonComm final : public CommBase {
   // Tells the daemon that the program closes its communicator on purpose: a connection that
   // closes without it reads as a program killed or crashed, and the daemon tells the other
   // ranks so (daemon/client_server.cc). Waits a second at most for the answer.
+  void Closing() override { SayGoodbye(); }
+
   void SayGoodbye() {
-    if (!broken_.ok() || !bell_.valid()) return;
+    if (said_goodbye_ || !broken_.ok() || !bell_.valid()) return;
+    said_goodbye_ = true;
     proto::ClientRequest req;
     req.set_id(++next_id_);
     req.mutable_goodbye();
@@ -431,6 +434,7 @@ class DaemonComm final : public CommBase {
   }
 
   Status broken_;
+  bool said_goodbye_ = false;  // by Close or the destructor, once
 
   // Whether the daemon closed the socket: once the doorbell is attached it writes nothing
   // there, so anything readable is its EOF.

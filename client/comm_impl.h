@@ -2,6 +2,7 @@
 // CollectiveSpec and one Call(); asynchronous calls go through a CallQueue.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -35,6 +36,7 @@ class CommBase : public Comm {
   Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
                  const Options& o) override;
   Status Barrier(const Options& o) override;
+  Status Close(const Options& o) override;
   std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count, DataType dtype,
                                        ReduceOp op, const Options& o) override;
   std::shared_ptr<Work> BroadcastAsync(const void* in, void* out, int64_t count, DataType dtype,
@@ -71,16 +73,23 @@ class CommBase : public Comm {
   void StopCalls() { queue_.Shutdown(); }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
+  // After Close's barrier: the daemon Comm says goodbye to gyred here.
+  virtual void Closing() {}
+  // InvalidArgument once Close has begun: no call may follow it.
+  Status RefuseIfClosed() const;
   void SetLast(const CallInfo& info);
 
  private:
   Status Blocking(algo::CollectiveSpec spec, const void* in, void* out, const Options& o);
+  std::shared_ptr<Work> Submitted(const algo::CollectiveSpec& spec, const void* in, void* out,
+                                  const Options& o);
 
   mutable std::mutex last_mu_;
   CallInfo last_;
   std::mutex blocks_mu_;
   std::set<void*> blocks_;  // from the heap AllocBuffer
   CallQueue queue_;
+  std::atomic<bool> closed_{false};
 };
 
 // A Work that is already done with `status` (a call refused before it started).

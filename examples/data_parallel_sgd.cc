@@ -82,6 +82,12 @@ int main() {
     for (int f = 0; f < kFeatures; ++f) pred += w[f] * x[f];
     loss += (pred - y) * (pred - y) / total;
   }
+  // The end of this rank's part: a barrier that would also report a last call the ranks made
+  // differently (Comm::Close).
+  if (gyre::Status closed = comm.Close(); !closed.ok()) {
+    std::fprintf(stderr, "sgd: rank %d: %s\n", r, closed.ToString().c_str());
+    return 1;
+  }
   if (r == 0) {
     // Sums of p partial gradients in another order than the single process: the weights
     // may differ only by rounding, bounded here by 1e-9.

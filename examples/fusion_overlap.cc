@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
         FLAGS_layers, static_cast<long long>(FLAGS_grad_bytes), Median(serial), Median(overlapped),
         Median(serial) / Median(overlapped));
   }
+  if (gyre::Status closed = comm.Close(); !closed.ok()) return Fail(r, closed);
   std::printf("rank %d: %s\n", r, exact ? "fusion results exact" : "WRONG RESULTS");
   return exact ? 0 : 1;
 }

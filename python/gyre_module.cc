@@ -523,6 +523,13 @@ py::object Barrier(py::object self, bool async_op, const CallArgs& a) {
       self, held, [opts](Comm& c) { return c.Barrier(opts); }, async_op);
 }
 
+py::object Close(py::object self, const CallArgs& a) {
+  auto held = NewHeld("close");
+  Options opts = a.ToOptions();
+  return self.cast<PyComm&>().Run(
+      self, held, [opts](Comm& c) { return c.Close(opts); }, false);
+}
+
 std::unique_ptr<PyComm> Made(StatusOr<std::unique_ptr<Comm>> comm, const char* what) {
   if (!comm.ok()) ThrowIfError(comm.status(), what);
   return std::make_unique<PyComm>(std::move(*comm));
@@ -749,6 +756,15 @@ PYBIND11_MODULE(_gyre, m) {
              std::optional<double> t) {
             return Barrier(self, async_op, CallArgs{alg, det, t});
           },
-          GYRE_OPTS);
+          GYRE_OPTS)
+      .def(
+          "close",
+          [](py::object self, std::optional<double> t) {
+            return Close(self, CallArgs{"", std::nullopt, t});
+          },
+          "Ends this rank's part in the job (Comm::Close): a barrier that also reports a call "
+          "the ranks made differently that this rank finished without seeing; every later call "
+          "raises.",
+          py::kw_only(), py::arg("timeout") = py::none());
 #undef GYRE_OPTS
 }

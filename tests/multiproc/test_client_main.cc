@@ -39,6 +39,9 @@ DEFINE_int32(refuse_rank, -1,
              "after that call's error and ends with a checked int32 allreduce");
 DEFINE_bool(keep_going, false,
             "go on after a loop call fails (its error is printed); exit 1 at the end if any did");
+DEFINE_bool(close, false,
+            "end with Comm::Close (printing \"rank R: closed\", or \"rank R: close failed: ...\" "
+            "and exit 1)");
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
@@ -405,6 +408,15 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (!exact) return 1;
     }
+  }
+  if (FLAGS_close) {
+    const Status closed = comm.Close();
+    if (!closed.ok()) {
+      std::fprintf(stderr, "rank %d: close failed: %s\n", r, closed.ToString().c_str());
+      return 1;
+    }
+    std::printf("rank %d: closed\n", r);
+    std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;
 }

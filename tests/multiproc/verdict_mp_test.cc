@@ -283,6 +283,32 @@ TEST_P(DivergedRootTest, EveryRankHearsOfABroadcastWithAnotherRoot) {
   EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
 }
 
+// The same mismatch as the job's last call, on 2 ranks: each is the root of its own broadcast,
+// sends, and returns; no rank has a later call to fail. Comm::Close (a barrier) is that call:
+// both ranks report the divergence there instead of ending as if their call had succeeded.
+TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
+  const double T = 30;
+  LoopRun r = RunLoop(2, T,
+                      {"--mismatch_rank=1", "--fault_at=19", "--mismatch_kind=broadcast_root",
+                       "--keep_going", "--close"},
+                      nullptr, GetParam(), /*loop=*/-20);
+  EXPECT_NE(r.result.exit_code, 0) << Dump(r);
+  const std::regex close_failed(
+      R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: barrier seq=21 .* the ranks' )"
+      R"(calls diverged at seq=20: rank \d .* sent a message of broadcast\(count=65536, float32, )"
+      R"(root=(\d).*where this rank called broadcast\(count=65536, float32, root=(\d))");
+  std::set<int> told;
+  std::istringstream lines(r.result.out + r.result.err);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, close_failed)) continue;
+    told.insert(std::stoi(m[1]));
+    EXPECT_NE(m[2], m[3]) << line;  // the sender's root, and this rank's own
+  }
+  EXPECT_EQ(told, (std::set<int>{0, 1})) << Dump(r);
+  EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
+}
+
 INSTANTIATE_TEST_SUITE_P(Verdict, DivergedRootTest, ::testing::Values("daemon", "embedded"));
 
 // A call one rank refuses for its arguments (a null input) takes its place in the sequence

@@ -33,4 +33,12 @@ staged = comm.last()["bytes_staged"]
 assert staged == (2 * 4000 if comm.mode == "daemon" else 0), (comm.mode, staged)
 del v, buf
 print("alloc_buffer ok: rank %d, mode %s" % (rank, comm.mode), flush=True)
+# Close ends the rank's part (a barrier); any later call is refused, Close included.
+comm.close()
+for late in (lambda: comm.allreduce(h), lambda: comm.close()):
+    try:
+        late()
+        raise AssertionError("a call after close() was not refused")
+    except gyre.GyreError as e:
+        assert "this Comm was closed" in str(e), e
 print("from_environment ok: rank %d of %d, mode %s" % (rank, size, comm.mode), flush=True)
