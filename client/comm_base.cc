@@ -1,4 +1,6 @@
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "client/comm_impl.h"
 #include "core/job/identity.h"
@@ -125,20 +127,27 @@ Status CommBase::Barrier(const Options& o) {
 }
 
 Status CommBase::Close(const Options& o) {
-  GYRE_RETURN_IF_ERROR(RefuseIfClosed());
-  // The barrier runs after every call made before it, as any call does; one made meanwhile
-  // on another thread is refused from here on.
-  const Status met =
-      Blocking(algo::MakeSpec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0),
-               nullptr, nullptr, o);
-  closed_ = true;
+  // The first Close wins; a call made from here on, on any thread, is refused.
+  if (closed_.exchange(true)) return RefuseIfClosed();
+  // Every rank hears directly from every other (an alltoall of one byte each, pairwise): a
+  // message of an earlier call still on its way from any rank comes on the same connection
+  // before that rank's message here, so it has been read, and checked, when this completes.
+  // A barrier's rounds would not hear from every rank, and could finish first.
+  const int p = size();
+  std::vector<uint8_t> sent(static_cast<size_t>(p), 1), heard(static_cast<size_t>(p), 0);
+  Options exchange = o;
+  exchange.algorithm = "pairwise";
+  const CollectiveSpec spec =
+      algo::MakeSpec(Collective::kAlltoall, 1, DataType::kUint8, ReduceOp::kSum, 0);
+  Status met = queue_.RunInline([&] { return Call(spec, sent.data(), heard.data(), exchange); });
   queue_
       .RunInline([this] {
         Closing();
         return Status::Ok();
       })
       .IgnoreError();
-  return met;
+  if (!met.ok()) return met.WithContext("Comm::Close on rank " + std::to_string(rank()));
+  return Status::Ok();
 }
 
 std::shared_ptr<Work> CommBase::AllreduceAsync(const void* in, void* out, int64_t count,

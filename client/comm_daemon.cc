@@ -360,19 +360,11 @@ class DaemonComm final : public CommBase {
 
   static constexpr Duration kDaemonSilence = std::chrono::seconds(10);
 
-  // One request and its answer through the doorbell. The daemon bounds a call by its own
-  // progress and total deadlines and always answers; between sleeps this looks at the socket,
-  // whose EOF means the daemon died, and at the daemon's heartbeat counter, which ticks every
-  // second while a call runs: kDaemonSilence without a tick means the daemon is stopped or
-  // frozen, and the call fails rather than waiting on it.
-  // After a failure of the channel itself (the daemon gone, silent, or answering out of turn)
-  // the request may still run in the daemon later, over the staging area a next call would
-  // fill: every later call fails at once with that first failure instead.
-  // Tells the daemon that the program closes its communicator on purpose: a connection that
-  // closes without it reads as a program killed or crashed, and the daemon tells the other
-  // ranks so (daemon/client_server.cc). Waits a second at most for the answer.
+  // Tells the daemon that the program closes its communicator on purpose (Close, or the
+  // destructor): a connection that closes without it reads as a program killed or crashed,
+  // and the daemon tells the other ranks so (daemon/client_server.cc). Once; waits a second at
+  // most for the answer.
   void Closing() override { SayGoodbye(); }
-
   void SayGoodbye() {
     if (said_goodbye_ || !broken_.ok() || !bell_.valid()) return;
     said_goodbye_ = true;
@@ -381,16 +373,18 @@ class DaemonComm final : public CommBase {
     req.mutable_goodbye();
     uint32_t seq = 0;
     if (!bell_.PostRequest(req, &seq).ok()) return;
-    const Clock& clock = *SteadyClock::Get();
-    const Deadline until = Deadline::After(clock, Seconds(1));
-    // bounded: by `until`, and by the daemon hanging up
-    while (!bell_.WaitAnswer(seq, ipc::DoorbellPolicy(spin_, kAnswerSpin), Millis(20))) {
-      if (until.Expired(clock) || DaemonHungUp()) return;
-    }
     proto::ClientResponse resp;
-    bell_.ReadAnswer(&resp).IgnoreError();
+    AwaitAnswer(req, seq, &resp, Deadline::After(*SteadyClock::Get(), Seconds(1))).IgnoreError();
   }
 
+  // One request and its answer through the doorbell. The daemon bounds a call by its own
+  // progress and total deadlines and always answers; between sleeps this looks at the socket,
+  // whose EOF means the daemon died, and at the daemon's heartbeat counter, which ticks every
+  // second while a call runs: kDaemonSilence without a tick means the daemon is stopped or
+  // frozen, and the call fails rather than waiting on it.
+  // After a failure of the channel itself (the daemon gone, silent, or answering out of turn)
+  // the request may still run in the daemon later, over the staging area a next call would
+  // fill: every later call fails at once with that first failure instead.
   Status RingDaemon(const proto::ClientRequest& req, proto::ClientResponse* resp) {
     if (!broken_.ok()) return broken_;
     uint32_t seq = 0;
@@ -404,7 +398,10 @@ class DaemonComm final : public CommBase {
     return s;
   }
 
-  Status AwaitAnswer(const proto::ClientRequest& req, uint32_t seq, proto::ClientResponse* resp) {
+  // `give_up`: a bound of the caller's own, besides the daemon's silence.
+  Status AwaitAnswer(const proto::ClientRequest& req, uint32_t seq, proto::ClientResponse* resp,
+                     // bounded: without give_up, by the daemon's heartbeat (kDaemonSilence)
+                     Deadline give_up = Deadline::Infinite()) {
     const Clock& clock = *SteadyClock::Get();
     ipc::WaitPolicy policy = ipc::DoorbellPolicy(spin_, kAnswerSpin);
     uint64_t beat = bell_.heartbeat();
@@ -418,6 +415,9 @@ class DaemonComm final : public CommBase {
       if (DaemonHungUp()) {
         return UnavailableError("gyre client talking to daemon at " + path_ +
                                 ": connection closed by the other side (the daemon exited)");
+      }
+      if (give_up.Expired(clock)) {
+        return DeadlineExceededError("the daemon at " + path_ + " did not answer in time");
       }
       if (now - heard >= kDaemonSilence) {
         return DeadlineExceededError("the daemon at " + path_ + " sent nothing for " +

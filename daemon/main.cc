@@ -342,10 +342,16 @@ int main(int argc, char** argv) {
     g_server = &server;
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
-    if (const auto gone = server.departure(); gone && !g_stop) {
+    const gyre::OpSnapshot at_exit = comm.monitor()->Snapshot();
+    const bool own_call_failed =
+        at_exit.failed_seq != 0 && at_exit.failed_seq == at_exit.last_started_seq;
+    // Not after a call of its own failed: its program then left because of that failure, and
+    // the others, still finding out who caused it, must not take this rank for the cause
+    // (the linger below answers them instead).
+    if (const auto gone = server.departure(); gone && !g_stop && !own_call_failed) {
       // Before the peer connections close: a rank that then finds this one gone names the
       // program and how it went, not this daemon's pid.
-      const uint64_t done = comm.monitor()->Snapshot().last_completed_seq;
+      const uint64_t done = at_exit.last_completed_seq;
       comm.recorder()->Record("program_gone", done,
                               "pid " + std::to_string(gone->program_pid) + ": " + gone->how);
       const int told = job::TellDeparture(*joined->directory, comm.rank(), gone->program_pid,
@@ -354,11 +360,10 @@ int main(int argc, char** argv) {
                    << ") went away after seq=" << done << "; told " << told << " of "
                    << comm.size() - 1 << " other ranks";
     }
-    const gyre::OpSnapshot last = comm.monitor()->Snapshot();
-    if (!g_stop && last.failed_seq != 0 && last.failed_seq == last.last_started_seq) {
+    if (!g_stop && own_call_failed) {
       // The others may still be composing their verdict on this failure: a rank that
       // vanished now would look dead to them and be named instead of the real cause.
-      LOG(INFO) << prefix << "client left after seq=" << last.failed_seq
+      LOG(INFO) << prefix << "client left after seq=" << at_exit.failed_seq
                 << " failed; answering control queries for " << FLAGS_linger_after_failure
                 << " s more";
       const auto until = std::chrono::steady_clock::now() +

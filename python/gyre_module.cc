@@ -762,9 +762,9 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, std::optional<double> t) {
             return Close(self, CallArgs{"", std::nullopt, t});
           },
-          "Ends this rank's part in the job (Comm::Close): a barrier that also reports a call "
-          "the ranks made differently that this rank finished without seeing; every later call "
-          "raises.",
+          "Ends this rank's part in the job (Comm::Close): waits for every rank, and reports a "
+          "call the ranks made differently that this rank finished without seeing; every later "
+          "call raises.",
           py::kw_only(), py::arg("timeout") = py::none());
 #undef GYRE_OPTS
 }

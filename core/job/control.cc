@@ -172,7 +172,8 @@ void ControlServer::Handle(int fd) {
     }
     if (req.has_departure()) {
       const auto& d = req.departure();
-      // Only a peer's word about itself counts; the text is the peer's own, cut to a line.
+      // Sent by the departed rank's daemon, which the handshake proved to be of this job; the
+      // text is that daemon's, cut to a line.
       if (d.from_rank() >= 0 && d.from_rank() < comm_->size() && d.from_rank() != info_.rank) {
         PeerDeparture gone;
         gone.rank = d.from_rank();

@@ -92,11 +92,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       continue;
     }
     const PeerView& pv = peers[q];
-    // Its program went away: it will make no call after the last it completed, whatever its
-    // daemon (gone, or still answering on its way out) shows.
-    if (gone[q] != nullptr &&
-        (pv.reach != Reach::kAnswered || pv.state.last_completed_seq() < S || S == 0)) {
-      v.classes[q] = RankClass::kDead;
+    // Its program went away: before completing this call, it will make no call after the
+    // last it completed, whatever its daemon (gone, or idle on its way out) shows; after, it
+    // did its part in this call and left.
+    if (gone[q] != nullptr && (pv.reach != Reach::kAnswered || !pv.state.in_op())) {
+      v.classes[q] = gone[q]->last_completed_seq < S ? RankClass::kDead : RankClass::kDone;
       continue;
     }
     if (pv.reach == Reach::kRefused) {

@@ -284,8 +284,9 @@ TEST_P(DivergedRootTest, EveryRankHearsOfABroadcastWithAnotherRoot) {
 }
 
 // The same mismatch as the job's last call, on 2 ranks: each is the root of its own broadcast,
-// sends, and returns; no rank has a later call to fail. Comm::Close (a barrier) is that call:
-// both ranks report the divergence there instead of ending as if their call had succeeded.
+// sends, and returns; no rank has a later call to fail. Comm::Close is that call: both ranks
+// report the divergence there, from the other's message, instead of ending as if their call
+// had succeeded.
 TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
   const double T = 30;
   LoopRun r = RunLoop(2, T,
@@ -294,9 +295,10 @@ TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
                       nullptr, GetParam(), /*loop=*/-20);
   EXPECT_NE(r.result.exit_code, 0) << Dump(r);
   const std::regex close_failed(
-      R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: barrier seq=21 .* the ranks' )"
-      R"(calls diverged at seq=20: rank \d .* sent a message of broadcast\(count=65536, float32, )"
-      R"(root=(\d).*where this rank called broadcast\(count=65536, float32, root=(\d))");
+      R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on rank \d: )"
+      R"(alltoall seq=21 .* the ranks' calls diverged at seq=20: rank \d .* sent a message of )"
+      R"(broadcast\(count=65536, float32, root=(\d).*where this rank called )"
+      R"(broadcast\(count=65536, float32, root=(\d))");
   std::set<int> told;
   std::istringstream lines(r.result.out + r.result.err);
   for (std::string line; std::getline(lines, line);) {
@@ -307,6 +309,32 @@ TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
   }
   EXPECT_EQ(told, (std::set<int>{0, 1})) << Dump(r);
   EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
+}
+
+// On 4 ranks the two roots (0, and 1 calling itself one) return at once; ranks 2 and 3 see
+// the mismatch in the call and tell the others, and the roots report it at Close.
+TEST_P(DivergedRootTest, OnFourRanksBothRootsReportTheDivergenceAtClose) {
+  const double T = 30;
+  LoopRun r = RunLoop(4, T,
+                      {"--mismatch_rank=1", "--fault_at=19", "--mismatch_kind=broadcast_root",
+                       "--keep_going", "--close"},
+                      nullptr, GetParam(), /*loop=*/-20);
+  EXPECT_NE(r.result.exit_code, 0) << Dump(r);
+  const std::regex close_failed(
+      R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on rank \d: )"
+      R"(alltoall seq=21 .*diverged at seq=20)");
+  std::set<int> closed_failed;
+  std::istringstream lines(r.result.out + r.result.err);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, close_failed)) closed_failed.insert(std::stoi(m[1]));
+  }
+  std::set<int> in_call;
+  for (const auto& f : r.failures) {
+    if (f.text.find("rank 1 diverged") != std::string::npos) in_call.insert(f.rank);
+  }
+  EXPECT_EQ(closed_failed, (std::set<int>{0, 1})) << Dump(r);
+  EXPECT_EQ(in_call, (std::set<int>{2, 3})) << Dump(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Verdict, DivergedRootTest, ::testing::Values("daemon", "embedded"));
@@ -424,18 +452,29 @@ TEST(DaemonVerdictTest, AKilledProgramIsNamedByItsPidNotItsDaemons) {
 
 // A program that closes its communicator says so: its daemon does not take the exit for a
 // death, and tells nobody.
+// Destroyed, or closed with Comm::Close first (which says goodbye once, not again on
+// destruction).
 TEST(DaemonVerdictTest, AProgramThatClosesItsCommunicatorIsNotTakenForDead) {
-  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", "2", "--mode", "daemon", "--",
-                                BinDir() + "/gyre-test-client", "--loop_iters=20"},
-                               {}, 60);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(
-        std::regex_search(r.err, std::regex("\\[rank " + std::to_string(rank) +
-                                            R"( gyred\].*client pid \d+ closed its communicator)")))
-        << r.err;
+  for (const bool close : {false, true}) {
+    std::vector<std::string> argv = {
+        BinDir() + "/gyrerun", "-n", "2", "--mode", "daemon", "--", BinDir() + "/gyre-test-client",
+        "--loop_iters=20"};
+    if (close) argv.push_back("--close");
+    CommandResult r = RunCommand(argv, {}, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::regex goodbye("\\[rank " + std::to_string(rank) +
+                               R"( gyred\][^\n]*client pid \d+ closed its communicator)");
+      const auto n = std::distance(std::sregex_iterator(r.err.begin(), r.err.end(), goodbye),
+                                   std::sregex_iterator());
+      EXPECT_EQ(n, 1) << "close=" << close << "\n" << r.err;
+      if (close) {
+        EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": closed"), std::string::npos)
+            << r.out;
+      }
+    }
+    EXPECT_EQ(r.err.find("went away"), std::string::npos) << r.err;
   }
-  EXPECT_EQ(r.err.find("went away"), std::string::npos) << r.err;
 }
 
 // The texts of the "rank R: allreduce N failed: <text>" lines of gyre-test-client's stderr.

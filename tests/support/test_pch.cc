@@ -1,1 +1,2 @@
-// Compiled only to build the tests' precompiled header (CMakeLists.txt beside it).
+// Compiled only to build the tests' precompiled header (gyre_test_pch in
+// cmake/GyreHelpers.cmake).

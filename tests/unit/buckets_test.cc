@@ -16,7 +16,6 @@ namespace {
 
 class FakeComm : public Comm {
  public:
-  Status Close(const Options&) override { return Status::Ok(); }
   std::vector<int64_t> counts;  // each allreduce call's count
   int fail_call = -1;           // this call (0-based) fails
 

@@ -255,6 +255,12 @@ TEST(VerdictTest, ARankWhoseProgramWentAwayIsNamedByItsProgram) {
   EXPECT_EQ(after.classes[2], RankClass::kDone) << after.text;
   EXPECT_EQ(after.root, 1) << after.text;
   EXPECT_NE(after.text.find("its process is gone"), std::string::npos) << after.text;
+  // The same with its daemon gone too: its daemon's word says it completed the call.
+  views[2] = Refused(2);
+  const Verdict after_gone = Classify(me, views);
+  EXPECT_EQ(after_gone.classes[2], RankClass::kDone) << after_gone.text;
+  EXPECT_EQ(after_gone.root, 1) << after_gone.text;
+  EXPECT_EQ(after_gone.text.find("its program"), std::string::npos) << after_gone.text;
 
   // Without a word from its daemon, the pid named is the one the rank published.
   me.departures.clear();

@@ -106,14 +106,6 @@ class Comm {
   virtual Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
                          const Options& o = {}) = 0;
   virtual Status Barrier(const Options& o = {}) = 0;
-  // Ends this rank's part in the job, as MPI_Finalize does: waits until every rank has closed
-  // (a barrier, bounded like any call), which also reports a call the ranks made differently
-  // that this rank finished without seeing it (its broadcast's root was another rank's
-  // elsewhere: a root returns as soon as it has sent, and its program would otherwise end
-  // believing the call succeeded). Through the daemon it then tells gyred the program is
-  // leaving on purpose. Every later call, Close included, is refused (InvalidArgument).
-  // Destroying a Comm without Close is allowed; only Close reports a mismatch in the last call.
-  virtual Status Close(const Options& o = {}) = 0;
 
   // Asynchronous allreduce: returns at once; the buffers must stay valid until the Work
   // completes. Calls (blocking and asynchronous) run in the order they were made.
@@ -158,6 +150,17 @@ class Comm {
   virtual StatusOr<void*> AllocBuffer(size_t bytes) = 0;
   // Frees a block from AllocBuffer; any other pointer is refused with InvalidArgument.
   virtual Status FreeBuffer(void* block) = 0;
+
+  // Ends this rank's part in the job, as MPI_Finalize does: waits until every rank has closed,
+  // bounded like any call, and reports a call the ranks made differently that this rank
+  // finished without seeing (its broadcast's root was another rank's elsewhere: a root returns
+  // as soon as it has sent, and its program would otherwise end believing the call
+  // succeeded). Every rank hears from every other directly (an alltoall of one byte each), so
+  // a message of that call still on its way is read first. Through the daemon it then tells
+  // gyred the program is leaving on purpose. Every collective and message after it, and a
+  // second Close, is refused (InvalidArgument). Destroying a Comm without Close is allowed;
+  // only Close reports a mismatch in the last call.
+  virtual Status Close(const Options& o = {}) { return Barrier(o); }
 
   // Typed conveniences.
   template <typename T>
