@@ -283,16 +283,33 @@ TEST_P(DivergedRootTest, EveryRankHearsOfABroadcastWithAnotherRoot) {
   EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
 }
 
+constexpr double kLastBroadcastTimeout = 30;
+
+// A loop of 20 calls whose last is a broadcast that rank 1 makes with itself as the root (the
+// others with rank 0), every rank ending with Comm::Close.
+LoopRun LastBroadcastDiverges(int p, const std::string& mode) {
+  return RunLoop(p, kLastBroadcastTimeout,
+                 {"--mismatch_rank=1", "--fault_at=19", "--mismatch_kind=broadcast_root",
+                  "--keep_going", "--close"},
+                 nullptr, mode, /*loop=*/-20);
+}
+
+// Calls `f` on each line of the run's output that matches `re`.
+void ForEachMatch(const LoopRun& r, const std::regex& re,
+                  const std::function<void(const std::smatch&, const std::string&)>& f) {
+  std::istringstream lines(r.result.out + r.result.err);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) f(m, line);
+  }
+}
+
 // The same mismatch as the job's last call, on 2 ranks: each is the root of its own broadcast,
 // sends, and returns; no rank has a later call to fail. Comm::Close is that call: both ranks
 // report the divergence there, from the other's message, instead of ending as if their call
 // had succeeded.
 TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
-  const double T = 30;
-  LoopRun r = RunLoop(2, T,
-                      {"--mismatch_rank=1", "--fault_at=19", "--mismatch_kind=broadcast_root",
-                       "--keep_going", "--close"},
-                      nullptr, GetParam(), /*loop=*/-20);
+  const LoopRun r = LastBroadcastDiverges(2, GetParam());
   EXPECT_NE(r.result.exit_code, 0) << Dump(r);
   const std::regex close_failed(
       R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on rank \d: )"
@@ -300,40 +317,30 @@ TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
       R"(broadcast\(count=65536, float32, root=(\d).*where this rank called )"
       R"(broadcast\(count=65536, float32, root=(\d))");
   std::set<int> told;
-  std::istringstream lines(r.result.out + r.result.err);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (!std::regex_search(line, m, close_failed)) continue;
+  ForEachMatch(r, close_failed, [&](const std::smatch& m, const std::string& line) {
     told.insert(std::stoi(m[1]));
     EXPECT_NE(m[2], m[3]) << line;  // the sender's root, and this rank's own
-  }
+  });
   EXPECT_EQ(told, (std::set<int>{0, 1})) << Dump(r);
-  EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
+  EXPECT_LT(r.result.seconds, kLastBroadcastTimeout / 2) << Dump(r);
 }
 
 // On 4 ranks the two roots (0, and 1 calling itself one) return at once; ranks 2 and 3 see
 // the mismatch in the call and tell the others, and the roots report it at Close.
 TEST_P(DivergedRootTest, OnFourRanksBothRootsReportTheDivergenceAtClose) {
-  const double T = 30;
-  LoopRun r = RunLoop(4, T,
-                      {"--mismatch_rank=1", "--fault_at=19", "--mismatch_kind=broadcast_root",
-                       "--keep_going", "--close"},
-                      nullptr, GetParam(), /*loop=*/-20);
+  const LoopRun r = LastBroadcastDiverges(4, GetParam());
   EXPECT_NE(r.result.exit_code, 0) << Dump(r);
-  const std::regex close_failed(
-      R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on rank \d: )"
-      R"(alltoall seq=21 .*diverged at seq=20)");
-  std::set<int> closed_failed;
-  std::istringstream lines(r.result.out + r.result.err);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, close_failed)) closed_failed.insert(std::stoi(m[1]));
-  }
+  std::set<int> close_failed;
+  ForEachMatch(
+      r,
+      std::regex(R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: )"
+                 R"(Comm::Close on rank \d: alltoall seq=21 .*diverged at seq=20)"),
+      [&](const std::smatch& m, const std::string&) { close_failed.insert(std::stoi(m[1])); });
   std::set<int> in_call;
   for (const auto& f : r.failures) {
     if (f.text.find("rank 1 diverged") != std::string::npos) in_call.insert(f.rank);
   }
-  EXPECT_EQ(closed_failed, (std::set<int>{0, 1})) << Dump(r);
+  EXPECT_EQ(close_failed, (std::set<int>{0, 1})) << Dump(r);
   EXPECT_EQ(in_call, (std::set<int>{2, 3})) << Dump(r);
 }
 
