@@ -73,7 +73,7 @@ class CommBase : public Comm {
   void StopCalls() { queue_.Shutdown(); }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
-  // After Close's barrier: the daemon Comm says goodbye to gyred here.
+  // After Close's exchange with every rank: the daemon Comm says goodbye to gyred here.
   virtual void Closing() {}
   // InvalidArgument once Close has begun: no call may follow it.
   Status RefuseIfClosed() const;
