@@ -24,11 +24,21 @@ LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_
   return me;
 }
 
+namespace {
+
+// Every rank's control address but `self`'s (left empty: QueryAll skips it).
+std::vector<std::string> OtherRanks(const JobDirectory& dir, int self) {
+  std::vector<std::string> others = dir.control_addresses;
+  if (self >= 0 && self < static_cast<int>(others.size())) others[self].clear();
+  return others;
+}
+
+}  // namespace
+
 Inquiry Inquire(const JobDirectory& dir, const LocalFailure& me, Duration query_timeout,
                 int attempts, bool stall_probe) {
   const int p = static_cast<int>(dir.control_addresses.size());
-  std::vector<std::string> targets = dir.control_addresses;
-  if (me.rank >= 0 && me.rank < p) targets[me.rank].clear();
+  const std::vector<std::string> targets = OtherRanks(dir, me.rank);
   proto::ControlRequest query;
   query.mutable_status();
   if (stall_probe) {
@@ -88,8 +98,6 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
 
 int TellDeparture(const JobDirectory& dir, int self, int64_t program_pid, const std::string& how,
                   uint64_t last_completed_seq, Duration timeout) {
-  std::vector<std::string> tell = dir.control_addresses;
-  if (self >= 0 && self < static_cast<int>(tell.size())) tell[self].clear();
   proto::ControlRequest req;
   proto::Departure* d = req.mutable_departure();
   d->set_from_rank(self);
@@ -97,7 +105,7 @@ int TellDeparture(const JobDirectory& dir, int self, int64_t program_pid, const 
   d->set_how(how);
   d->set_last_completed_seq(last_completed_seq);
   int told = 0;
-  for (const QueryResult& r : QueryAll(tell, req, timeout, dir.credentials)) {
+  for (const QueryResult& r : QueryAll(OtherRanks(dir, self), req, timeout, dir.credentials)) {
     if (r.reach == Reach::kAnswered) ++told;
   }
   return told;

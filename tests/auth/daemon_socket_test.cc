@@ -356,6 +356,25 @@ TEST_F(DaemonTest, ABufferRunningPastItsBlockIsRefused) {
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
 }
 
+// A Comm destroyed while its daemon is stopped (SIGSTOP) says goodbye and waits for the answer
+// a second at most: the program does not wait out the daemon's 10 s silence, or forever.
+TEST_F(DaemonTest, AGoodbyeToAStoppedDaemonDoesNotHoldTheProgram) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_TRUE(Allreduce(**comm, 3).ok());
+  ASSERT_EQ(::kill(pid_, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  comm->reset();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(pid_, SIGCONT);
+  EXPECT_LT(seconds, 5.0);
+  // Resumed, the daemon serves a new program.
+  auto again = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(Allreduce(**again, 3).ok());
+}
+
 // A deadline that has already passed is refused at once, in the call's place in the sequence:
 // it went to the daemon as 1 ms and a small call could still run and pass, or a large one
 // fail with the others blamed. The next call runs.

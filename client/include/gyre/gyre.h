@@ -159,7 +159,8 @@ class Comm {
   // a message of that call still on its way is read first. Through the daemon it then tells
   // gyred the program is leaving on purpose. Every collective and message after it, and a
   // second Close, is refused (InvalidArgument). Destroying a Comm without Close is allowed;
-  // only Close reports a mismatch in the last call.
+  // only Close reports a mismatch in the last call. (The default, for other implementations of
+  // this interface, is a barrier.)
   virtual Status Close(const Options& o = {}) { return Barrier(o); }
 
   // Typed conveniences.
