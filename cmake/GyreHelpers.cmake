@@ -26,12 +26,16 @@ function(gyre_test_pch)
     <functional> <map> <memory> <mutex> <random> <set> <sstream> <string> <thread> <vector>)
 endfunction()
 
-# gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds): one GoogleTest binary;
-# each of its test cases becomes a CTest test with that timeout and those labels.
+# gyre_test(NAME name SRCS ... DEPS ... LABELS ... TIMEOUT seconds FILTER gtest-filter): one
+# GoogleTest binary; each of its test cases (those FILTER matches, default all) becomes a
+# CTest test with that timeout and those labels.
 function(gyre_test)
-  cmake_parse_arguments(G "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(G "" "NAME;TIMEOUT;FILTER" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT G_TIMEOUT)
     set(G_TIMEOUT 120)
+  endif()
+  if(NOT G_FILTER)
+    set(G_FILTER "*")
   endif()
   # Sanitizer builds run several times slower; their CI stage scales every timeout.
   math(EXPR G_TIMEOUT "${G_TIMEOUT} * ${GYRE_TEST_TIMEOUT_SCALE}")
@@ -50,8 +54,41 @@ function(gyre_test)
     set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
   endforeach()
   gtest_discover_tests(${G_NAME}
+    TEST_FILTER "${G_FILTER}"
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 30
     PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${labels}"
-               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin\\;TZ=UTC")
+               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
+               ENVIRONMENT_MODIFICATION "TZ=set:UTC")
+endfunction()
+
+# gyre_test_variant(NAME name PREFIX prefix VAR var VALUE value FILTER gtest-filter LABELS ...
+#                   TIMEOUT seconds): the test cases of gyre_test binary `name` (those FILTER
+# matches, default all) once more, as CTest tests named <prefix><suite.case> that run with
+# var=value in their environment (and GYRE_BIN_DIR, but not TZ). A variant the binary chooses
+# at run time costs no second build of it.
+#
+# Each environment property holds one variable: gtest_discover_tests (CMake 3.25) splits a
+# list in its PROPERTIES into separate arguments, so "A=1;B=2" would set only A.
+function(gyre_test_variant)
+  cmake_parse_arguments(G "" "NAME;PREFIX;TIMEOUT;FILTER;VAR;VALUE" "LABELS" ${ARGN})
+  if(NOT G_TIMEOUT)
+    set(G_TIMEOUT 120)
+  endif()
+  if(NOT G_FILTER)
+    set(G_FILTER "*")
+  endif()
+  math(EXPR G_TIMEOUT "${G_TIMEOUT} * ${GYRE_TEST_TIMEOUT_SCALE}")
+  string(REPLACE ";" "\\;" labels "${G_LABELS}")
+  foreach(label ${G_LABELS})
+    set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
+  endforeach()
+  gtest_discover_tests(${G_NAME}
+    TEST_PREFIX "${G_PREFIX}"
+    TEST_FILTER "${G_FILTER}"
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 30
+    PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${labels}"
+               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
+               ENVIRONMENT_MODIFICATION "${G_VAR}=set:${G_VALUE}")
 endfunction()

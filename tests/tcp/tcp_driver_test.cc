@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -19,35 +20,61 @@
 
 #include "core/transport/tcp/socket_options.h"
 #include "core/transport/tcp/tcp_transport.h"
+#include "tests/tcp/epoll_faults.h"
 #include "tests/tcp/tcp_test_util.h"
 #include "tests/tcp/tcp_world.h"
-#ifdef GYRE_EPOLL_FAULT
-#include "tests/tcp/epoll_faults.h"
-#endif
-
-// Built four times: tcp_driver_epoll_test defines GYRE_DRIVE_ON_EPOLL, and every test below
-// then runs its small world with the epoll sleep that larger worlds use
-// (TcpTransportOptions::driver_epoll_above_ranks); the two tcp_driver_epoll_fault tests also
-// define GYRE_EPOLL_FAULT (tests/tcp/epoll_faults.h), and run them all again with the epoll
-// set refusing the driver's connections, or on a kernel without epoll_pwait2.
-#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 1
-#define DRIVER_TEST TcpDriverEpollRefusedTest
-#elif defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 2
-#define DRIVER_TEST TcpDriverNoEpollPwait2Test
-#elif defined(GYRE_DRIVE_ON_EPOLL)
-#define DRIVER_TEST TcpDriverEpollTest
-#else
-#define DRIVER_TEST TcpDriverTest
-#endif
 
 namespace gyre {
 namespace {
 
+// One binary, run four ways (tests/tcp/CMakeLists.txt) as GYRE_DRIVER_TEST_MODE says:
+//   unset or "threshold": small worlds, whose driver sleeps in poll;
+//   "epoll": every test's small world with the epoll sleep larger worlds use
+//     (TcpTransportOptions::driver_epoll_above_ranks = 0);
+//   "epoll_refused": the same with the epoll set refusing the driver's connections;
+//   "no_epoll_pwait2": the same on a kernel without epoll_pwait2 (tests/tcp/epoll_faults.h).
+enum class Mode { kThreshold, kEpoll, kEpollRefused, kNoEpollPwait2, kUnknown };
+
+Mode DriverMode() {
+  static const Mode mode = [] {
+    const char* env = std::getenv("GYRE_DRIVER_TEST_MODE");
+    const std::string m = env == nullptr ? "" : env;
+    if (m.empty() || m == "threshold") return Mode::kThreshold;
+    if (m == "epoll") return Mode::kEpoll;
+    if (m == "epoll_refused") return Mode::kEpollRefused;
+    if (m == "no_epoll_pwait2") return Mode::kNoEpollPwait2;
+    return Mode::kUnknown;
+  }();
+  return mode;
+}
+
+// Sets the mode's epoll fault before any test makes a transport. A mode it does not know ends
+// the run as failed: a misspelt one would otherwise test the default way, unnoticed (and a
+// skip or an assertion here would leave the run looking skipped).
+class DriverModeEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (DriverMode() == Mode::kUnknown) {
+      std::fprintf(stderr,
+                   "GYRE_DRIVER_TEST_MODE=%s is not threshold, epoll, epoll_refused or "
+                   "no_epoll_pwait2\n",
+                   std::getenv("GYRE_DRIVER_TEST_MODE"));
+      std::exit(2);
+    }
+    if (DriverMode() == Mode::kEpollRefused) {
+      testing::SetEpollFault(testing::EpollFault::kRefuseAdds);
+    }
+    if (DriverMode() == Mode::kNoEpollPwait2) {
+      testing::SetEpollFault(testing::EpollFault::kNoPwait2);
+    }
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kDriverModeEnvironment =
+    ::testing::AddGlobalTestEnvironment(new DriverModeEnvironment);
+
 std::vector<std::unique_ptr<TcpTransport>> World(int n, TcpTransportOptions options = {}) {
   options.job_id = "tcp-driver-test";
-#ifdef GYRE_DRIVE_ON_EPOLL
-  options.driver_epoll_above_ranks = 0;
-#endif
+  if (DriverMode() != Mode::kThreshold) options.driver_epoll_above_ranks = 0;
   auto world = MakeTcpTransports(n, options);
   EXPECT_TRUE(world.ok()) << world.status();
   return world.ok() ? std::move(world).value() : std::vector<std::unique_ptr<TcpTransport>>();
@@ -95,14 +122,14 @@ void DrivenExchange(std::vector<std::unique_ptr<TcpTransport>>& w, uint64_t seq,
   EXPECT_EQ(got, data);
 }
 
-TEST(DRIVER_TEST, DriverReceivesSmallAndMediumMessages) {
+TEST(TcpDriverTest, DriverReceivesSmallAndMediumMessages) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   for (uint64_t seq = 1; seq <= 20; ++seq) DrivenExchange(w, seq, seq % 2 ? 4 : 300000);
   EXPECT_EQ(w[1]->BytesReceivedFrom(0), 10u * 4 + 10u * 300000);
 }
 
-TEST(DRIVER_TEST, ReceiveWithoutALeaseAfterDrivenOnesIsServedByTheIoThread) {
+TEST(TcpDriverTest, ReceiveWithoutALeaseAfterDrivenOnesIsServedByTheIoThread) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   for (uint64_t seq = 1; seq <= 3; ++seq) DrivenExchange(w, seq, 64);  // parks the connection
@@ -121,7 +148,7 @@ TEST(DRIVER_TEST, ReceiveWithoutALeaseAfterDrivenOnesIsServedByTheIoThread) {
 // burst of frames of every size around the stage's 16 KiB, all in the socket before any
 // receive is posted, must come out whole and in order: the first half to a driver that stops
 // at frame boundaries, the rest to the io thread.
-TEST(DRIVER_TEST, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
+TEST(TcpDriverTest, BurstOfFramesIsHandedOutWholeToDriverAndIoThread) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   const std::vector<size_t> sizes = {0,     1,     4, 100,   4096, 16383,  16384,
@@ -202,7 +229,7 @@ bool KernelHas(const std::string& control) {
   return false;
 }
 
-TEST(DRIVER_TEST, SameHostConnectionsUseTheConfiguredCongestionControl) {
+TEST(TcpDriverTest, SameHostConnectionsUseTheConfiguredCongestionControl) {
   {
     auto w = World(2);
     ASSERT_EQ(w.size(), 2u);
@@ -224,7 +251,7 @@ TEST(DRIVER_TEST, SameHostConnectionsUseTheConfiguredCongestionControl) {
   for (const auto& [fd, cc] : ccs) EXPECT_EQ(cc, SystemCongestionControl()) << "fd " << fd;
 }
 
-TEST(DRIVER_TEST, AnUnknownCongestionControlKeepsTheDefaultAndTheConnectionWorks) {
+TEST(TcpDriverTest, AnUnknownCongestionControlKeepsTheDefaultAndTheConnectionWorks) {
   TcpTransportOptions options;
   options.same_host_congestion_control = "no-such-algorithm";
   auto w = World(2, options);
@@ -238,7 +265,7 @@ TEST(DRIVER_TEST, AnUnknownCongestionControlKeepsTheDefaultAndTheConnectionWorks
 // With more ranks than CPUs, same-host connections run shared_cpu_congestion_control
 // (cubic) from their handshake on: the listening sockets already run it, so accepted
 // connections inherit it rather than switching after BBR (the system's here) started.
-TEST(DRIVER_TEST, OversubscribedHostsUseTheSharedCpuControlFromTheHandshake) {
+TEST(TcpDriverTest, OversubscribedHostsUseTheSharedCpuControlFromTheHandshake) {
   if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
   {
@@ -266,7 +293,7 @@ TEST(DRIVER_TEST, OversubscribedHostsUseTheSharedCpuControlFromTheHandshake) {
 }
 
 // Where each rank has a CPU, the listening sockets run same_host_congestion_control.
-TEST(DRIVER_TEST, ListenersRunTheSameHostControlWhereRanksHaveCpus) {
+TEST(TcpDriverTest, ListenersRunTheSameHostControlWhereRanksHaveCpus) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one CPU: two ranks share it";
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
@@ -279,7 +306,7 @@ TEST(DRIVER_TEST, ListenersRunTheSameHostControlWhereRanksHaveCpus) {
 // sending connections to the bulk congestion control, one of 64 KiB up to that switches
 // them back to the shared-CPU one, a smaller one leaves them as they are, and messages pass
 // whole throughout.
-TEST(DRIVER_TEST, OversubscribedHostsSwitchToTheBulkControlForLargeOperations) {
+TEST(TcpDriverTest, OversubscribedHostsSwitchToTheBulkControlForLargeOperations) {
   if (!KernelHas("cubic")) GTEST_SKIP() << "this kernel has no cubic";
   const std::string system = "cubic";  // TcpTransportOptions::shared_cpu_congestion_control
   const int n = static_cast<int>(std::thread::hardware_concurrency()) + 1;
@@ -344,15 +371,15 @@ void ExpectBulkOperationLeavesCubic(const std::string& bulk) {
 // A bulk control the kernel does not have: the switch is refused (a warning), every
 // connection keeps the control it has (the shared-CPU one), and a large message still
 // arrives whole.
-TEST(DRIVER_TEST, AnUnknownBulkControlKeepsTheSharedCpuOneAndTheConnectionWorks) {
+TEST(TcpDriverTest, AnUnknownBulkControlKeepsTheSharedCpuOneAndTheConnectionWorks) {
   ExpectBulkOperationLeavesCubic("no-such-algorithm");
 }
 
 // No bulk control: a large operation switches nothing, and every connection keeps the
 // control of its handshake (the shared-CPU one).
-TEST(DRIVER_TEST, AnEmptyBulkControlSwitchesNothing) { ExpectBulkOperationLeavesCubic(""); }
+TEST(TcpDriverTest, AnEmptyBulkControlSwitchesNothing) { ExpectBulkOperationLeavesCubic(""); }
 
-TEST(DRIVER_TEST, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
+TEST(TcpDriverTest, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   TcpTransportOptions options;
   options.driver_max_message_bytes = size_t{1} << 20;
   auto w = World(2, options);
@@ -372,7 +399,7 @@ TEST(DRIVER_TEST, LeaseIsExclusiveAndLargeMessagesAreDeclined) {
   EXPECT_TRUE(other);
 }
 
-TEST(DRIVER_TEST, WakeEndsADriveEarly) {
+TEST(TcpDriverTest, WakeEndsADriveEarly) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   ASSERT_TRUE(w[1]->AcquireDriver(64));
@@ -389,7 +416,7 @@ TEST(DRIVER_TEST, WakeEndsADriveEarly) {
   EXPECT_LT(took, Seconds(5)) << FormatDuration(took);
 }
 
-TEST(DRIVER_TEST, CancelDuringALeaseCompletesTheReceive) {
+TEST(TcpDriverTest, CancelDuringALeaseCompletesTheReceive) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   DrivenExchange(w, 1, 64);
@@ -408,7 +435,7 @@ TEST(DRIVER_TEST, CancelDuringALeaseCompletesTheReceive) {
   EXPECT_NE(s.message().find("test cancels seq 2"), std::string::npos) << s;
 }
 
-TEST(DRIVER_TEST, PeerThatLeavesIsNamedToTheDriver) {
+TEST(TcpDriverTest, PeerThatLeavesIsNamedToTheDriver) {
   auto w = World(2);
   ASSERT_EQ(w.size(), 2u);
   const std::string address = w[0]->address();
@@ -429,7 +456,7 @@ TEST(DRIVER_TEST, PeerThatLeavesIsNamedToTheDriver) {
 // waiting for (small ones and one larger than the kernel buffers) that arrive during the sleep
 // are read then and wait whole for their receives, and that peer leaving during a later
 // sleep neither ends the wait for the first peer nor is forgotten.
-TEST(DRIVER_TEST, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
+TEST(TcpDriverTest, PeersTheDriverDoesNotWaitForAreReadWhileItSleeps) {
   auto w = World(3);
   ASSERT_EQ(w.size(), 3u);
   const std::string address2 = w[2]->address();
@@ -544,7 +571,7 @@ void ExpectAwaitedArrives(Awaiting& a) {
 // Measured as the driving thread's CPU time over a 400 ms wait: a driver woken without end
 // uses all of it (checked: 400 ms with the epoll sleep's reads taken out); one that sleeps,
 // a few milliseconds of spinning.
-TEST(DRIVER_TEST, APeerThatLeftDoesNotKeepTheDriverAwake) {
+TEST(TcpDriverTest, APeerThatLeftDoesNotKeepTheDriverAwake) {
   Awaiting a;
   ASSERT_NO_FATAL_FAILURE(StartAwaiting(&a));
   a.w[2]->Shutdown();
@@ -560,7 +587,7 @@ TEST(DRIVER_TEST, APeerThatLeftDoesNotKeepTheDriverAwake) {
 // A message the driver waits for is handed out before it reads on in an early one (a
 // message whose receive is not posted): a rank still in one operation must not copy the
 // next operation's bulk before it sees the message that ends this one.
-TEST(DRIVER_TEST, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
+TEST(TcpDriverTest, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
   auto w = World(3);
   ASSERT_EQ(w.size(), 3u);
   ASSERT_NO_FATAL_FAILURE(ConnectToDriver(w));
@@ -601,10 +628,11 @@ TEST(DRIVER_TEST, AnAwaitedMessageIsHandedOutBeforeAnEarlyOneIsReadOn) {
   EXPECT_TRUE(got_early == early);
 }
 
-#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 1
 // A connection the kernel will not add to the epoll set is polled with the rest, and is not
 // offered to the set again on every turn of every wait (a syscall each, per connection).
-TEST(DRIVER_TEST, AConnectionTheEpollSetRefusesIsOfferedOnce) {
+TEST(TcpDriverTest, AConnectionTheEpollSetRefusesIsOfferedOnce) {
+  if (DriverMode() != Mode::kEpollRefused)
+    GTEST_SKIP() << "runs with GYRE_DRIVER_TEST_MODE=epoll_refused";
   const int before = testing::EpollAddsRefused();  // the binary's earlier tests' refusals
   auto w = World(3);
   ASSERT_EQ(w.size(), 3u);
@@ -616,12 +644,12 @@ TEST(DRIVER_TEST, AConnectionTheEpollSetRefusesIsOfferedOnce) {
   EXPECT_GT(refused, 0);
   EXPECT_LE(refused, 3 * 2 * 2);
 }
-#endif
 
-#if defined(GYRE_EPOLL_FAULT) && GYRE_EPOLL_FAULT == 2
 // Without epoll_pwait2 the driver sleeps in epoll_wait (millisecond timeouts), and a message
 // still ends the sleep.
-TEST(DRIVER_TEST, WithoutEpollPwait2TheDriverSleepsOnEpollWait) {
+TEST(TcpDriverTest, WithoutEpollPwait2TheDriverSleepsOnEpollWait) {
+  if (DriverMode() != Mode::kNoEpollPwait2)
+    GTEST_SKIP() << "runs with GYRE_DRIVER_TEST_MODE=no_epoll_pwait2";
   Awaiting a;
   ASSERT_NO_FATAL_FAILURE(StartAwaiting(&a));
   const double cpu_ms = DrivingCpuMs(a.w[0].get(), a.recv, Millis(400));
@@ -629,7 +657,6 @@ TEST(DRIVER_TEST, WithoutEpollPwait2TheDriverSleepsOnEpollWait) {
   EXPECT_GT(testing::EpollPwait2Refused(), 0);
   ExpectAwaitedArrives(a);
 }
-#endif
 
 }  // namespace
 }  // namespace gyre
