@@ -421,6 +421,69 @@ int Usage(const std::string& why) {
 // nodes of one job (`node` >= 0, torchrun style) may share a folder and lock their own
 // gyrerun-node<K>.lock. Returns the descriptor that holds it, -2 where the file system has no
 // locks (said, and the run goes on unprotected, as before), or -1 with `*why` set.
+// Whether a gyrerun has used `dir` as its run folder: each leaves its lock file there.
+bool UsedByGyrerun(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "gyrerun.lock" || (name.rfind("gyrerun-node", 0) == 0 && name.size() > 17 &&
+                                   name.compare(name.size() - 5, 5, ".lock") == 0)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What an earlier job left in a reused --run_dir that this one must not read as its own: the
+// file store folder, report.txt, the secret and the flight records, put in *leftovers. Only a
+// folder an earlier gyrerun used (`used_before`) is cleared, and its store folder only if it
+// holds nothing but store files; anything else is the user's. Then the answer is why the job
+// is refused, and nothing is removed.
+std::string RunDirLeftovers(const std::string& dir, bool used_before,
+                            std::vector<std::filesystem::path>* leftovers) {
+  std::error_code ec;
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool flight = name.rfind("flight-rank", 0) == 0 && name.size() > 16 &&
+                        name.compare(name.size() - 5, 5, ".json") == 0;
+    if (name == "store" || name == "report.txt" || name == "secret" || flight) {
+      leftovers->push_back(entry.path());
+      found.push_back(name);
+    }
+  }
+  if (ec) return "cannot list the run folder " + dir + ": " + ec.message();
+  if (leftovers->empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string names;
+  for (const std::string& n : found) names += (names.empty() ? "" : ", ") + n;
+  if (!used_before) {
+    return "the run folder " + dir + " already holds " + names +
+           ", which gyrerun would replace, and no gyrerun has used it (it has no gyrerun.lock): "
+           "move them away, or give an empty or new --run_dir";
+  }
+  const std::filesystem::path store = std::filesystem::path(dir) / "store";
+  if (std::filesystem::exists(std::filesystem::symlink_status(store, ec))) {
+    if (!std::filesystem::is_directory(std::filesystem::symlink_status(store, ec))) {
+      return store.string() +
+             " is not a folder, so not a store an earlier job left: move it "
+             "away, or give another --run_dir";
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(store, ec)) {
+      const std::string name = entry.path().filename().string();
+      const bool store_file =
+          name == ".lock" || name.rfind("k.", 0) == 0 || name.rfind(".tmp.", 0) == 0;
+      if (!store_file || !entry.is_regular_file(ec)) {
+        return store.string() + " holds " + name + ", which is not a file of gyre's store; " +
+               "gyrerun clears that folder for every job: move it away, or give another " +
+               "--run_dir";
+      }
+    }
+    if (ec) return "cannot list " + store.string() + ": " + ec.message();
+  }
+  return "";
+}
+
 int LockRunDir(const std::string& dir, int node, std::string* why) {
   const std::string path =
       dir + (node >= 0 ? "/gyrerun-node" + std::to_string(node) + ".lock" : "/gyrerun.lock");
@@ -673,6 +736,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // Whether an earlier gyrerun used this folder (each leaves its lock file there): only then
+  // is what it left (store, report, flight records, secret) cleared for this job.
+  const bool used_before = !FLAGS_run_dir.empty() && UsedByGyrerun(run_dir);
   std::string lock_problem;
   if (LockRunDir(run_dir, FLAGS_nnodes > 1 ? FLAGS_node_rank : -1, &lock_problem) == -1) {
     std::cerr << "gyrerun: " << lock_problem << "\n";
@@ -682,19 +748,29 @@ int main(int argc, char** argv) {
   }
   if (!FLAGS_run_dir.empty()) {
     // A reused folder: what an earlier job left there (its file store, its flight records,
-    // its report) would be read as this job's.
+    // its report) would be read as this job's, so it goes; but only what a gyrerun left.
+    std::vector<std::filesystem::path> leftovers;
+    const std::string refused = RunDirLeftovers(run_dir, used_before, &leftovers);
+    if (!refused.empty()) {
+      std::cerr << "gyrerun: " << refused << "\n";
+      if (!used_before) {  // the lock file this gyrerun just made: the folder is as it was
+        ::unlink((run_dir + (FLAGS_nnodes > 1
+                                 ? "/gyrerun-node" + std::to_string(FLAGS_node_rank) + ".lock"
+                                 : "/gyrerun.lock"))
+                     .c_str());
+      }
+      return 1;
+    }
+    // The store folder with its files (checked above); the others one file each: one that is
+    // a folder stays, and writing there later fails with its own message.
     std::error_code ec;
-    std::filesystem::remove_all(run_dir + "/store", ec);
-    std::filesystem::remove(run_dir + "/report.txt", ec);
-    std::vector<std::filesystem::path> flight_records;
-    for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("flight-rank", 0) == 0 && name.size() > 16 &&
-          name.compare(name.size() - 5, 5, ".json") == 0) {
-        flight_records.push_back(entry.path());
+    for (const auto& path : leftovers) {
+      if (path.filename() == "store") {
+        std::filesystem::remove_all(path, ec);
+      } else {
+        std::filesystem::remove(path, ec);
       }
     }
-    for (const auto& path : flight_records) std::filesystem::remove(path, ec);
   }
   // On every way out: the folder gyrerun made goes (unless kept), and so does a secret it wrote.
   struct RunDirCleanup {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -594,6 +595,56 @@ TEST(GyrerunTest, ARunFolderThatIsAFileIsRefusedAndLeftAlone) {
   EXPECT_EQ(ReadAll(file), "keep me\n");
 }
 
+// A --run_dir no gyrerun has used that already holds what gyrerun writes there (a store
+// folder, a secret, a report, flight records: a project folder given as `--run_dir .`, say)
+// is refused, and every file is left as it was. In a folder an earlier gyrerun used, its
+// store is cleared for the next job, but not a store folder holding anything else.
+TEST(GyrerunTest, AUsersFilesInTheRunFolderAreNeverCleared) {
+  const std::string dir = TempDir("users-run-dir");
+  std::filesystem::create_directories(dir + "/store/deep");
+  const std::vector<std::string> mine = {"/store/deep/important.db", "/secret", "/report.txt",
+                                         "/flight-rank0.json"};
+  for (const std::string& f : mine) std::ofstream(dir + f) << "mine: " << f << "\n";
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--",
+                                "/bin/sh", "-c", "echo started"},
+                               {}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("gyrerun: the run folder " + dir +
+                       " already holds flight-rank0.json, report.txt, secret, store, which "
+                       "gyrerun would replace, and no gyrerun has used it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("started"), std::string::npos) << r.out;
+  for (const std::string& f : mine) EXPECT_EQ(ReadAll(dir + f), "mine: " + f + "\n") << f;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/gyrerun.lock"));
+
+  // A folder a job ran in, then a file of the user's put into its store folder.
+  const std::string used = TempDir("used-run-dir");
+  CommandResult first = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
+                                    "--", "/bin/sh", "-c", "echo started"},
+                                   {}, 30);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_TRUE(std::filesystem::exists(used + "/gyrerun.lock"));
+  std::filesystem::create_directories(used + "/store");
+  std::ofstream(used + "/store/notes.txt") << "mine\n";
+  CommandResult second = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
+                                     "--", "/bin/sh", "-c", "echo started"},
+                                    {}, 30);
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("gyrerun: " + used +
+                            "/store holds notes.txt, which is not a file of gyre's store"),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(ReadAll(used + "/store/notes.txt"), "mine\n");
+  // Without it, the folder is reused as before.
+  std::filesystem::remove(used + "/store/notes.txt");
+  CommandResult third = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
+                                    "--", "/bin/sh", "-c", "echo started"},
+                                   {}, 30);
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_NE(third.out.find("[rank 1] started"), std::string::npos) << third.out;
+}
+
 // A run folder on a file system without locks (NFS without its lock daemon: ENOLCK) cannot be
 // guarded against a second gyrerun: the job runs, and gyrerun says what it could not do.
 TEST(GyrerunTest, ARunFolderThatCannotBeLockedIsUsedWithAWarning) {
@@ -702,6 +753,7 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
 // the same) was dropped without a word, and left a partial .tmp file beside it.
 TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) {
   const std::string dir = TempDir("flight-blocked");
+  std::ofstream(dir + "/gyrerun.lock");  // an earlier gyrerun's folder: its leftovers go
   ASSERT_EQ(::mkdir((dir + "/flight-rank0.json").c_str(), 0700), 0);
   ASSERT_EQ(::mkdir((dir + "/flight-rank0.json/in-the-way").c_str(), 0700), 0);
   CommandResult r = RunCommand({Gyrerun(),
