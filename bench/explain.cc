@@ -66,8 +66,12 @@ StatusOr<algo::MachinePoint> CalibrateOnce(Comm& comm) {
     // rank: L alpha + 2L o. A direct allreduce of 4 B is one round of p-1 sends and p-1
     // receives per rank: alpha + 2(p-1) o. Two ranks cannot tell o from alpha (o = 0).
     const int L = Log2Ceil(p);
-    GYRE_ASSIGN_OR_RETURN(const double barrier,
-                          TimeCollective(comm, 20, 300, [&] { return comm.Barrier(); }));
+    // Named: `auto` may choose another barrier, and these formulas are dissemination's.
+    Options dissemination;
+    dissemination.algorithm = "dissemination";
+    GYRE_ASSIGN_OR_RETURN(const double barrier, TimeCollective(comm, 20, 300, [&] {
+                            return comm.Barrier(dissemination);
+                          }));
     barrier_s = barrier;
     const double round = barrier / L;
     double overhead = 0;

@@ -55,9 +55,9 @@ DEFINE_string(
 DEFINE_string(algo, "auto", "an algorithm name, 'auto', or 'all' (every algorithm, then auto)");
 DEFINE_int32(root, 0, "root of broadcast, reduce, gather and scatter");
 DEFINE_string(timing_barrier, "auto",
-              "the barrier before each timed iteration: auto, dissemination or binomial. With "
-              "more ranks than cores its exit skew shows in small rooted collectives: a "
-              "binomial barrier releases the root first (see bench/results/"
+              "the barrier before each timed iteration: auto, dissemination, binomial or linear. "
+              "With more ranks than cores its exit skew shows in small rooted collectives: a "
+              "binomial or linear barrier releases the root first (see bench/results/"
               "2026-12-03-timing-barrier.md)");
 DEFINE_bool(inplace, false, "allreduce/broadcast/reduce: one buffer for input and output");
 DEFINE_string(jsonl, "", "also write one JSON line per cell to this file (rank 0)");
@@ -376,9 +376,9 @@ Status CheckCountFlags() {
     return InvalidArgumentError("-c " + std::to_string(FLAGS_c) + ": want 1 (check) or 0");
   }
   if (FLAGS_timing_barrier != "auto" && FLAGS_timing_barrier != "dissemination" &&
-      FLAGS_timing_barrier != "binomial") {
+      FLAGS_timing_barrier != "binomial" && FLAGS_timing_barrier != "linear") {
     return InvalidArgumentError("--timing_barrier '" + FLAGS_timing_barrier +
-                                "': want auto, dissemination or binomial");
+                                "': want auto, dissemination, binomial or linear");
   }
   return Status::Ok();
 }

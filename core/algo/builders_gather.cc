@@ -451,6 +451,27 @@ Status BinomialBarrier(const CollectiveSpec& spec, RankBuilder* b) {
   return Status::Ok();
 }
 
+// Linear: every rank signals rank 0, which releases them all once every signal is in. The
+// fewest messages (2(p-1)) and two hops deep, but rank 0 handles p-1 of each.
+Status LinearBarrier(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int r = b->rank();
+  const Region nothing = b->Scratch(0);
+  if (r != 0) {
+    const int up = b->Send(0, MakeTag(kPhaseFanIn, 0, 0), nothing);
+    const int released = b->Recv(0, MakeTag(kPhaseFanOut, 0, 0), nothing);
+    b->AddDep(released, up);
+    return Status::Ok();
+  }
+  std::vector<int> arrivals;
+  for (int q = 1; q < p; ++q) arrivals.push_back(b->Recv(q, MakeTag(kPhaseFanIn, 0, 0), nothing));
+  for (int q = 1; q < p; ++q) {
+    const int down = b->Send(q, MakeTag(kPhaseFanOut, 0, 0), nothing);
+    for (int a : arrivals) b->AddDep(down, a);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status BuildBarrier(const CollectiveSpec& spec, RankBuilder* b) {
@@ -459,6 +480,8 @@ Status BuildBarrier(const CollectiveSpec& spec, RankBuilder* b) {
       return DisseminationBarrier(spec, b);
     case Algorithm::kBinomial:
       return BinomialBarrier(spec, b);
+    case Algorithm::kLinear:
+      return LinearBarrier(spec, b);
     default:
       return InternalError(std::string("barrier algorithm ") + AlgorithmName(spec.algorithm) +
                            " is not built");

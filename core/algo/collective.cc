@@ -81,7 +81,7 @@ std::vector<Algorithm> AlgorithmsFor(Collective c) {
     case Collective::kScatter:
       return {Algorithm::kBinomial, Algorithm::kLinear};
     case Collective::kBarrier:
-      return {Algorithm::kDissemination, Algorithm::kBinomial};
+      return {Algorithm::kLinear, Algorithm::kDissemination, Algorithm::kBinomial};
   }
   return {};
 }

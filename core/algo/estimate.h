@@ -17,7 +17,10 @@ namespace gyre::algo {
 
 // The terms beyond the walk's (0: left out).
 struct SharedCosts {
-  double overhead_s_per_msg = 0;  // CPU per message sent or received, serialised on a rank
+  // CPU per message sent or received, as measured with every rank equally busy (so with
+  // ceil(p / cores) ranks sharing the busiest core). Charged per core: the busiest core's
+  // messages (all its ranks') at overhead_s_per_msg / ceil(p / cores) each.
+  double overhead_s_per_msg = 0;
   // Each rank's rates when every rank works at once. Rank r runs on core r mod `cores`
   // (0: a core per rank); a core's work is the sum over its ranks of (bytes sent + received)
   // / 2 * beta_all + bytes reduced * gamma_all + bytes copied * delta_all, and the estimate
@@ -34,7 +37,7 @@ struct Estimate {
   Algorithm algorithm = Algorithm::kAuto;
   double seconds = 0;       // max(walk_s, throughput_s) + overhead_s: what the choice compares
   double walk_s = 0;        // the schedule walk under alpha, beta, gamma, delta (cost.h)
-  double overhead_s = 0;    // overhead_s_per_msg x max_msgs
+  double overhead_s = 0;    // the busiest core's messages x their cost (SharedCosts)
   double throughput_s = 0;  // the busiest core's work (see SharedCosts) + rounds x alpha
   int64_t rounds = 0;       // messages on the longest chain of receives
   int64_t max_msgs = 0;     // sends + receives of the busiest rank

@@ -233,6 +233,13 @@ StatusOr<ClosedForm> BarrierTheory(const CollectiveSpec& spec, int rank) {
     f.alpha_terms = static_cast<double>(2 * TreeDepth(spec.world_size));
     return f;
   }
+  if (spec.algorithm == Algorithm::kLinear) {
+    // Rank 0 hears from every other rank and releases each; the others signal and wait.
+    const int64_t edges = rank == 0 ? spec.world_size - 1 : 1;
+    f.traffic = {edges, edges, 0, 0};
+    f.alpha_terms = spec.world_size > 1 ? 2.0 : 0.0;
+    return f;
+  }
   f.traffic = {rounds, rounds, 0, 0};
   f.alpha_terms = static_cast<double>(rounds);
   return f;

@@ -164,6 +164,9 @@ TEST(NonReducingFormulaTest, HandComputedValues) {
       {Collective::kAlltoall, Algorithm::kBruck, 6, 10, 0, 2, 70},
       {Collective::kAlltoall, Algorithm::kBruck, 8, 10, 0, 3, 120},
       {Collective::kBarrier, Algorithm::kDissemination, 9, 0, 0, 4, 0},
+      // Linear: every rank signals rank 0, which releases them all: two hops, whatever p.
+      {Collective::kBarrier, Algorithm::kLinear, 9, 0, 0, 2, 0},
+      {Collective::kBarrier, Algorithm::kLinear, 2, 0, 0, 2, 0},
   };
   for (const Expected& e : cases) {
     const CollectiveSpec spec = Spec(e.c, e.a, e.p, e.n, /*root=*/e.p - 1, e.segment);

@@ -73,10 +73,18 @@ TEST(ModelSelectTest, LatencyBoundTakesFewRoundsBandwidthBoundTakesFewBytes) {
   // Messages cost everything: one round of direct sends beats every log p algorithm.
   ModelSelector latency(OnePoint(Point(8, 100, 0, 1e6, 0)));
   EXPECT_EQ(latency.Choose(Spec(Collective::kAllreduce, 8, 16)).algorithm, Algorithm::kDirect);
-  // Per-message overhead dominates: recursive doubling (2 log p messages per rank) wins.
-  ModelSelector overhead(OnePoint(Point(8, 1, 100, 1e6, 0)));
+  // Per-message overhead dominates, a core per rank: recursive doubling (2 log p messages
+  // per rank, the fewest rounds among those) wins.
+  MachineModel own_cores = OnePoint(Point(8, 1, 100, 1e6, 0));
+  own_cores.cores = 8;
+  ModelSelector overhead(own_cores);
   EXPECT_EQ(overhead.Choose(Spec(Collective::kAllreduce, 8, 16)).algorithm,
             Algorithm::kRecursiveDoubling);
+  // The same 8 ranks on 2 cores: a core spends its four ranks' messages, so the fewest in all
+  // win: the tree's 28 sends and receives (7 edges, up then down; 20 of them on core 0)
+  // against recursive doubling's 48 (24 on each core).
+  ModelSelector shared_cores(OnePoint(Point(8, 1, 100, 1e6, 0)));
+  EXPECT_EQ(shared_cores.Choose(Spec(Collective::kAllreduce, 8, 16)).algorithm, Algorithm::kTree);
   // Bytes cost everything: an algorithm that sends 2(p-1)/p of the buffer, never the ones
   // that send the whole buffer log p times or to every peer.
   ModelSelector bandwidth(OnePoint(Point(8, 0, 0, 1, 1)));
@@ -112,6 +120,39 @@ TEST(ModelSelectTest, ThroughputBoundChargesTheBusiestCore) {
   auto spread = EstimateAlgorithm(b, walk, shared);
   ASSERT_TRUE(spread.ok());
   EXPECT_NEAR(spread->throughput_s, 2 * bytes / 2 * 1e-9, 1e-9);  // chain: n in, n out
+}
+
+// The per-message overhead is measured with every rank equally busy, ceil(p / cores) of them
+// sharing a core; a core is charged its own ranks' messages at the cost of one rank's share.
+// 8 ranks on 2 cores: a dissemination barrier (3 rounds, 6 messages a rank) is charged as
+// before, 24 messages on each core / 4; a linear barrier's core 0 carries rank 0's 14 and
+// three other ranks' 2 each, 20 / 4, where charging its busiest rank would have said 14.
+TEST(ModelSelectTest, PerMessageOverheadIsChargedPerCore) {
+  SharedCosts shared;
+  shared.overhead_s_per_msg = 1e-6;
+  shared.cores = 2;
+  CostParams walk;
+  CollectiveSpec b = Spec(Collective::kBarrier, 8, 0);
+  b.algorithm = Algorithm::kDissemination;
+  auto dissemination = EstimateAlgorithm(b, walk, shared);
+  b.algorithm = Algorithm::kLinear;
+  auto linear = EstimateAlgorithm(b, walk, shared);
+  ASSERT_TRUE(dissemination.ok() && linear.ok());
+  EXPECT_EQ(dissemination->max_msgs, 6);
+  EXPECT_NEAR(dissemination->overhead_s, 6e-6, 1e-12);
+  EXPECT_EQ(linear->max_msgs, 14);
+  EXPECT_NEAR(linear->overhead_s, 5e-6, 1e-12);
+  // Odd p: 3 ranks, 2 of them on core 0. A symmetric schedule still costs a rank's count.
+  CollectiveSpec odd = Spec(Collective::kAllreduce, 3, 1);
+  odd.algorithm = Algorithm::kDirect;
+  auto direct = EstimateAlgorithm(odd, walk, shared);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_NEAR(direct->overhead_s, 4e-6, 1e-12);  // 2 sends + 2 receives a rank
+  // A core per rank: the busiest rank's messages, as ever.
+  shared.cores = 0;
+  auto spread = EstimateAlgorithm(b, walk, shared);
+  ASSERT_TRUE(spread.ok());
+  EXPECT_NEAR(spread->overhead_s, 14e-6, 1e-12);
 }
 
 TEST(ModelSelectTest, CandidatesThatCannotRunAreLeftOut) {

@@ -108,7 +108,7 @@ TEST(GyreBenchCli, EstimateWorldSizeIsCapped) {
 
 TEST(GyreBenchCli, TimingBarrierIsCheckedUpFront) {
   ExpectRefused({BuiltBinary("gyre-bench"), "--timing_barrier", "bogus"},
-                {"--timing_barrier 'bogus'", "auto, dissemination or binomial"});
+                {"--timing_barrier 'bogus'", "auto, dissemination, binomial or linear"});
 }
 
 TEST(GyreBenchCli, StrayPositionalArgumentsAreRefused) {
