@@ -271,7 +271,13 @@ Status Acceptor::CheckProof(const std::string& proof_bytes) {
   std::string expected = ComputeProof(self_->secret, false, channel_, peer_job_id_, peer_rank_,
                                       self_->rank, peer_world_size_, connector_nonce_, nonce_);
   if (!ConstantTimeEquals(expected, proof.proof())) {
-    return Fail(Refusal::kBadProof, "wrong proof: the connector does not hold this job's secret");
+    if (self_->secret.empty()) {
+      return Fail(Refusal::kBadProof,
+                  "wrong proof: the connector proves a secret and this side has none (give "
+                  "both sides the same --secret_file)");
+    }
+    return Fail(Refusal::kBadProof,
+                "wrong proof: the connector does not hold this job's secret (or holds none)");
   }
   authenticated_ = true;
   return Status::Ok();

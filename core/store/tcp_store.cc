@@ -215,7 +215,9 @@ Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
     return UnavailableError(url() +
                             ": the store server refused the handshake (it closed the connection "
                             "after the proof: a different secret, another job id, or a replay; "
-                            "its log says which)");
+                            "its log says which). A gyre-store started without --secret_file "
+                            "has no secret, and gyrerun makes one for every job unless given "
+                            "--secret_file: give both the same file");
   }
   GYRE_RETURN_IF_ERROR(answered);
   Status checked = connector.CheckAck(ack);

@@ -262,6 +262,19 @@ TEST(HandshakeTest, WithoutASecretOnBothSidesItStillChecksTheJob) {
   EXPECT_EQ(other.refusal, Refusal::kOtherJob) << other.acceptor;
 }
 
+// A side without a secret (a gyre-store started without --secret_file) cannot check the
+// proof of a connector that has one; it says which side lacks it and how to match them.
+TEST(HandshakeTest, AnAcceptorWithoutASecretSaysSoAndHowToMatch) {
+  Outcome o = RunHandshake(Channel::kStore, Rank(3, 4, "j", MakeSecret(1)), kNoRank,
+                           Rank(kNoRank, 0, "j", Secret()));
+  EXPECT_FALSE(o.acceptor.ok());
+  EXPECT_EQ(o.refusal, Refusal::kBadProof) << o.acceptor;
+  EXPECT_NE(o.acceptor.message().find("the connector proves a secret and this side has none "
+                                      "(give both sides the same --secret_file)"),
+            std::string::npos)
+      << o.acceptor;
+}
+
 TEST(HandshakeTest, EveryMismatchIsRefusedAtTheProofWithItsReason) {
   struct Case {
     const char* name;

@@ -144,6 +144,22 @@ TEST(StoreSecurityTest, WrongSecretOrJobIsRefusedAtOnceAndCounted) {
   EXPECT_TRUE(OpenStore(server->url(), In(Seconds(5)), Client()).ok());
 }
 
+// gyre-store without --secret_file and a job with a secret (gyrerun makes one per job): the
+// rank's error says how to match the two.
+TEST(StoreSecurityTest, AStoreWithoutASecretRefusesAJobWithOneAndSaysHowToMatch) {
+  TcpStoreServer::Options options;
+  options.job_id = "job";
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto store = TcpStore::Connect("127.0.0.1", (*server)->port(), In(Seconds(10)), Client());
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("A gyre-store started without --secret_file has no secret, and gyrerun "
+                        "makes one for every job unless given --secret_file: give both the same "
+                        "file"));
+  EXPECT_EQ((*server)->refusals().count(auth::Refusal::kBadProof), 1);
+}
+
 TEST(StoreSecurityTest, ReplayedHandshakeIsRefused) {
   auto server = SecuredServer();
   const auth::Credentials me = Client();
