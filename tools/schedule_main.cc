@@ -40,6 +40,9 @@ namespace {
 // cost grows faster than the ranks (the default allreduce: 2048 ranks take 2 s and 270 MB,
 // 4096 ranks 7 s and 1 GB, 100000 ranks passed 4.7 GB in 20 s).
 constexpr int kMaxRanks = 2048;
+constexpr int64_t kMaxSteps = int64_t{1} << 20;
+constexpr int64_t kStepBytes = 1100;
+constexpr int64_t kMaxSegments = int64_t{1} << 20;
 
 int Run(int argc, char** argv) {
   using namespace gyre;
@@ -96,6 +99,37 @@ int Run(int argc, char** argv) {
     auto a = ParseAlgorithm(FLAGS_algo);
     if (!a.ok()) return fail(a.status());
     spec.algorithm = *a;
+  }
+  // Every rank's steps are built, verified and printed, at about kStepBytes each: a schedule
+  // past kMaxSteps is refused up front, judged from the busiest of rank 0, the root and the
+  // last rank times p, rather than running the machine out of memory. A segment count past
+  // kMaxSegments is refused before even one rank is built.
+  if (spec.segment_elems > 0 && spec.count / spec.segment_elems > kMaxSegments) {
+    return fail(InvalidArgumentError(
+        "--segment " + std::to_string(spec.segment_elems) + " cuts --count " +
+        std::to_string(spec.count) + " into " +
+        std::to_string((spec.count + spec.segment_elems - 1) / spec.segment_elems) +
+        " segments; gyre-schedule builds at most " + std::to_string(kMaxSegments) +
+        ": give a larger --segment"));
+  }
+  int64_t busiest = 0;
+  int busiest_rank = 0;
+  for (int r : {0, static_cast<int>(spec.root), FLAGS_p - 1}) {
+    if (r < 0 || r >= FLAGS_p) continue;
+    auto one = BuildRankSchedule(spec, r);
+    if (!one.ok()) return fail(one.status());
+    if (static_cast<int64_t>(one->steps.size()) > busiest) {
+      busiest = static_cast<int64_t>(one->steps.size());
+      busiest_rank = r;
+    }
+  }
+  if (busiest * FLAGS_p > kMaxSteps) {
+    return fail(InvalidArgumentError(
+        "this schedule has about " + std::to_string(busiest * FLAGS_p) + " steps (" +
+        std::to_string(busiest) + " on rank " + std::to_string(busiest_rank) + ", times " +
+        std::to_string(FLAGS_p) + " ranks); gyre-schedule builds, verifies and prints at most " +
+        std::to_string(kMaxSteps) + " (about " + std::to_string(kStepBytes) +
+        " bytes each): give fewer ranks, a smaller --count or a larger --segment"));
   }
   auto schedule = BuildSchedule(spec);
   if (!schedule.ok()) return fail(schedule.status());

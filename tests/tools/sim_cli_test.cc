@@ -62,6 +62,26 @@ TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
   EXPECT_EQ(one.exit_code, 0) << one.err;
 }
 
+// Schedules too large to build, verify and print in memory (every rank's steps) are refused
+// up front, where they ran the machine out of memory and aborted on bad_alloc.
+TEST(GyreScheduleCli, SchedulesTooLargeToHoldAreRefusedAtOnce) {
+  const std::string schedule = BuiltBinary("gyre-schedule");
+  CommandResult pairwise = RunTool(
+      {schedule, "--op", "alltoall", "-p", "2048", "--count", "1", "--algo", "pairwise"}, 30);
+  EXPECT_EQ(pairwise.exit_code, 2) << pairwise.err;
+  EXPECT_NE(pairwise.err.find("this schedule has about 8386560 steps (4095 on rank 0, times "
+                              "2048 ranks); gyre-schedule builds, verifies and prints at most "
+                              "1048576"),
+            std::string::npos)
+      << pairwise.err;
+  EXPECT_LT(pairwise.seconds, 5.0);
+  ExpectRefused({schedule, "--segment", "1", "--count", "1000000000", "-p", "4"},
+                {"--segment 1 cuts --count 1000000000 into 1000000000 segments"});
+  CommandResult fits =
+      RunTool({schedule, "--op", "alltoall", "-p", "64", "--count", "1", "--algo", "pairwise"}, 30);
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+}
+
 TEST(GyreSimCli, StrayPositionalArgumentsAreRefused) {
   ExpectRefused({BuiltBinary("gyre-sim"), "extra"}, {"unexpected argument 'extra'"});
   ExpectRefused({BuiltBinary("gyre-schedule"), "extra", "positional"},
