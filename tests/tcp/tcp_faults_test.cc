@@ -2,6 +2,7 @@
 // strangers and garbage on the listening port, and fake peers that break the protocol after
 // a valid handshake. Fake peers are raw sockets, so the test controls every byte and pause.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -327,6 +328,49 @@ TEST(TcpFaultsTest, CancelReleasesTheBufferOfASendInMidWrite) {
   EXPECT_EQ(header.seq, 6u);  // seq 5 tag 1 never went out
   EXPECT_EQ(got, next);
   EXPECT_TRUE(next_send.Wait().ok());
+}
+
+// The same cut in mid-write, where the rest of the frame cannot be copied (the send is of a
+// 16 TiB reserved-only mapping, more than the system will allocate; under a memory limit the
+// same happens at hundreds of MiB): the connection is closed with the reason, and later sends
+// to that peer fail with it, where the process used to abort on bad_alloc.
+TEST(TcpFaultsTest, ACancelledSendWhoseRestCannotBeKeptClosesTheConnection) {
+  TcpTransportOptions options;
+  options.max_frame_bytes = size_t{1} << 48;
+  HalfWorld w = MakeHalfWorld(options, 64 << 10);
+  ASSERT_TRUE(w.transport);
+  constexpr size_t kBytes = size_t{1} << 44;
+  void* huge = mmap(nullptr, kBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (huge == MAP_FAILED) GTEST_SKIP() << "this system will not reserve 16 TiB of address space";
+  DoneWaiter big;
+  w.transport->Send(1, Header(5, 0), huge, kBytes, big.Callback());
+  auto fake = w.fake_listener->Accept();
+  ASSERT_TRUE(fake);
+  proto::PeerHello hello;
+  ASSERT_TRUE(AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello));
+  ASSERT_TRUE(WaitUntil([&] {
+    uint8_t peek;
+    return recv(fake->fd(), &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  }));
+  w.transport->CancelOperation(5, AbortedError("seq 5 cancelled"));
+  EXPECT_EQ(big.Wait(Seconds(1)).message(), "seq 5 cancelled");
+  // The peer reads what was in flight, then the end of the connection.
+  std::vector<uint8_t> sink(1 << 20);
+  EXPECT_TRUE(WaitUntil([&] {
+    const ssize_t n = recv(fake->fd(), sink.data(), sink.size(), MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }));
+  DoneWaiter next;
+  uint8_t one = 1;
+  w.transport->Send(1, Header(6, 0), &one, 1, next.Callback());
+  const Status s = next.Wait(Seconds(5));
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(Contains(s,
+                       "rank 0 closed its connection to rank 1: a cancelled message to it "
+                       "was cut after"))
+      << s;
+  EXPECT_TRUE(Contains(s, "bytes it needs to finish the frame")) << s;
+  munmap(huge, kBytes);
 }
 
 TEST(TcpFaultsTest, FrameTrickledOneByteAtATimeIsReassembled) {

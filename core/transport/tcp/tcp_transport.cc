@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "core/auth/handshake_queue.h"
+#include "core/base/large_memory.h"
 #include "core/transport/tcp/buffer_pool.h"
 #include "core/transport/tcp/frame.h"
 #include "core/transport/tcp/socket_options.h"
@@ -316,7 +317,7 @@ class TcpTransport::Impl {
     size_t sent = 0;  // header and payload bytes written so far
     // After a cancel in mid-write the rest of the payload lives here, so the frame can be
     // finished (the stream stays framed) without touching the caller's buffer.
-    std::unique_ptr<uint8_t[]> owned;
+    LargeBytes owned;
     size_t owned_from = 0;
     DoneCallback done;  // empty once the op has been completed by a cancel
 
@@ -1376,6 +1377,9 @@ void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
   }
 
   for (const std::shared_ptr<OutConn>& o : out_conns_) {
+    // A frame cut mid-write whose rest cannot be kept (no memory for it): the stream cannot
+    // be finished, so the connection goes, after this loop over its queue.
+    std::string unfinished;
     for (auto it = o->queue.begin(); it != o->queue.end();) {
       if (it->seq != seq || !it->done) {
         ++it;
@@ -1389,13 +1393,24 @@ void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
       size_t payload_sent = it->sent > kFrameHeaderBytes ? it->sent - kFrameHeaderBytes : 0;
       if (payload_sent < it->bytes) {
         size_t rest = it->bytes - payload_sent;
-        it->owned.reset(new uint8_t[rest]);
-        std::memcpy(it->owned.get(), it->data + payload_sent, rest);
-        it->owned_from = payload_sent;
+        // Not `new`: under a memory limit a cancelled send of hundreds of MiB threw bad_alloc
+        // here, on the io path, and the process aborted.
+        it->owned = AllocateLarge(rest);
+        if (it->owned == nullptr) {
+          unfinished = "rank " + std::to_string(options_.rank) + " closed its connection to rank " +
+                       std::to_string(o->peer) + ": a cancelled message to it was cut after " +
+                       std::to_string(payload_sent) + " of " + std::to_string(it->bytes) +
+                       " bytes, and this rank cannot allocate the " + std::to_string(rest) +
+                       " bytes it needs to finish the frame";
+        } else {
+          std::memcpy(it->owned.get(), it->data + payload_sent, rest);
+          it->owned_from = payload_sent;
+        }
       }
       it->data = nullptr;
       ++it;
     }
+    if (!unfinished.empty()) FailOut(o, ResourceExhaustedError(unfinished));
   }
 }
 
