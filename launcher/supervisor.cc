@@ -559,18 +559,6 @@ void Supervisor::ReapOrphans() {
   }
 }
 
-bool Supervisor::ProgramOfRankRunning(int rank) const {
-  for (const auto& other : children_) {
-    const ProcessResult& o = other->result;
-    if (other->spec.service || other->spec.rank != rank || o.pid <= 0 || o.finished()) continue;
-    // Exited but not reaped yet (this sweep may come to it after its daemon) is not running.
-    siginfo_t info{};
-    const int rc = waitid(P_PID, static_cast<id_t>(o.pid), &info, WEXITED | WNOHANG | WNOWAIT);
-    if (rc == 0 && info.si_pid == 0) return true;
-  }
-  return false;
-}
-
 void Supervisor::RecordExit(Child* child, int code, int status) {
   ProcessResult& r = child->result;
   if (code == CLD_EXITED) {
@@ -581,10 +569,6 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
     r.signal = status;
   }
   r.run_time = clock_->Now() - start_time_;
-  if (child->spec.service && r.exited && r.exit_code == 0 && !shutting_down_ &&
-      !r.killed_by_launcher && ProgramOfRankRunning(child->spec.rank)) {
-    r.left_its_program = true;
-  }
   if (shutting_down_ || !r.failed_on_its_own()) return;
   if (root_cause_ == nullptr) {
     r.root_cause = true;
@@ -973,8 +957,7 @@ int Supervisor::ComputeExitStatus() const {
   if (deadline_fired_) return kExitJobDeadline;
   if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
-    if (r.signaled) return 128 + r.signal;
-    return r.exit_code != 0 ? r.exit_code : 1;  // 0: a service that left its program
+    return r.signaled ? 128 + r.signal : r.exit_code;
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
@@ -999,7 +982,6 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
   if (r.stopped_as_service) {
     return "stopped by gyrerun once its rank's other processes had exited 0 (" + how + ")";
   }
-  if (r.left_its_program) return how + " while its rank's program was still running";
   if (r.killed_by_launcher) {
     if (r.signaled && r.signal == SIGKILL && r.sigkilled_by_launcher) {
       if (term_to_kill <= Duration::zero()) return "terminated by gyrerun (SIGKILL)";
@@ -1068,9 +1050,6 @@ std::string Supervisor::BuildSummary() const {
       os << r.launch_error;
     } else if (r.signaled) {
       os << "was killed by signal " << SignalName(r.signal) << " (" << r.signal << ")";
-    } else if (r.left_its_program) {
-      os << "exited with code 0 while its rank's program was still running (the program has "
-            "no daemon to call)";
     } else {
       os << "exited with code " << r.exit_code;
     }

@@ -181,9 +181,6 @@ struct ProcessResult {
   bool stopped_as_service = false;
   // ...and SIGTERM was not enough within the grace period (or a second Ctrl-C came).
   bool sigkilled_by_launcher = false;
-  // A service (a daemon) that exited 0 while a program of its rank was still running: the
-  // program has lost what it calls, so this is the service's failure, not a clean end.
-  bool left_its_program = false;
   // The first process to fail on its own; at most one per job.
   bool root_cause = false;
   // "cannot execute <path>: <strerror>" when the child never ran the program.
@@ -194,9 +191,9 @@ struct ProcessResult {
   Duration run_time{0};
 
   bool finished() const { return exited || signaled; }
-  // Ended by itself with a non-zero status or a signal, or a service that left its program.
+  // Ended by itself with a non-zero status or a signal.
   bool failed_on_its_own() const {
-    return finished() && !killed_by_launcher && (signaled || exit_code != 0 || left_its_program);
+    return finished() && !killed_by_launcher && (signaled || exit_code != 0);
   }
 };
 
@@ -241,8 +238,6 @@ class Supervisor {
   Status SpawnGuardian();
   Status SpawnOne(Child* child);
   void SweepExits();
-  // Whether a non-service process of `rank` is still running (not merely unreaped).
-  bool ProgramOfRankRunning(int rank) const;
   // Reaps exited descendants of the ranks that were re-parented to the launcher (it is a child
   // subreaper), so their pids are not held until the job ends. Only the job's process group.
   void ReapOrphans();

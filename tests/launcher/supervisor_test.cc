@@ -591,30 +591,6 @@ TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingThe
   ExpectNoProcessLeft();
 }
 
-// A daemon that exits 0 while its program still runs (gyrerun --gyred given a program that
-// does not serve, say) has left the program nothing to call: the job fails at once, naming
-// it, where the program used to wait out its whole rendezvous for a socket nobody serves.
-TEST_F(SupervisorTest, AServiceThatExitsWhileItsProgramRunsFailsTheJob) {
-  SupervisorOptions options = Options();
-  options.settle_time = Millis(200);
-  ProcessSpec daemon = Rank(0, {"--sleep_ms=100"});
-  daemon.name = "rank 0 gyred";
-  daemon.service = true;
-  ProcessSpec program = Rank(0, {"--sleep_ms=60000"});
-  program.name = "rank 0 program";
-  EXPECT_EQ(Run({daemon, program}, options), 1);
-  EXPECT_LT(ElapsedSeconds(), 20.0) << "the program's minute was waited out";
-  std::vector<ProcessResult> results = supervisor_->results();
-  EXPECT_TRUE(results[0].left_its_program);
-  EXPECT_TRUE(results[0].root_cause);
-  EXPECT_TRUE(results[1].killed_by_launcher);
-  EXPECT_THAT(SummaryRow(supervisor_->FailureSummary(), "rank 0 gyred"),
-              HasSubstr("exit 0 while its rank's program was still running"));
-  EXPECT_THAT(supervisor_->FailureSummary(),
-              HasSubstr("exited with code 0 while its rank's program was still running"));
-  ExpectNoProcessLeft();
-}
-
 TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
   SupervisorOptions options = Options();
   options.service_linger = Millis(100);
