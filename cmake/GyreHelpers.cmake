@@ -31,42 +31,21 @@ endfunction()
 # CTest test with that timeout and those labels.
 function(gyre_test)
   cmake_parse_arguments(G "" "NAME;TIMEOUT;FILTER" "SRCS;DEPS;LABELS" ${ARGN})
-  if(NOT G_TIMEOUT)
-    set(G_TIMEOUT 120)
-  endif()
-  if(NOT G_FILTER)
-    set(G_FILTER "*")
-  endif()
-  # Sanitizer builds run several times slower; their CI stage scales every timeout.
-  math(EXPR G_TIMEOUT "${G_TIMEOUT} * ${GYRE_TEST_TIMEOUT_SCALE}")
   add_executable(${G_NAME} ${G_SRCS})
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_options(${G_NAME} PRIVATE ${GYRE_WARNINGS})
   gyre_test_pch()
   target_precompile_headers(${G_NAME} REUSE_FROM gyre_test_pch)
   set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  # Several labels must reach the property as one list, not as extra property names.
-  string(REPLACE ";" "\\;" labels "${G_LABELS}")
-  # tests/CMakeLists.txt makes one target per label (gyre-tests-unit, ...) that builds only
-  # the binaries of that label's tests, so a stage running one label builds no more. A test
-  # added with add_test instead appends the programs it runs to the same property.
-  foreach(label ${G_LABELS})
-    set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
-  endforeach()
-  gtest_discover_tests(${G_NAME}
-    TEST_FILTER "${G_FILTER}"
-    DISCOVERY_MODE PRE_TEST
-    DISCOVERY_TIMEOUT 30
-    PROPERTIES TIMEOUT ${G_TIMEOUT} LABELS "${labels}"
-               ENVIRONMENT "GYRE_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
-               ENVIRONMENT_MODIFICATION "TZ=set:UTC")
+  gyre_test_variant(NAME ${G_NAME} PREFIX "" VAR TZ VALUE UTC FILTER "${G_FILTER}"
+    LABELS ${G_LABELS} TIMEOUT "${G_TIMEOUT}")
 endfunction()
 
 # gyre_test_variant(NAME name PREFIX prefix VAR var VALUE value FILTER gtest-filter LABELS ...
 #                   TIMEOUT seconds): the test cases of gyre_test binary `name` (those FILTER
-# matches, default all) once more, as CTest tests named <prefix><suite.case> that run with
-# var=value in their environment (and GYRE_BIN_DIR, but not TZ). A variant the binary chooses
-# at run time costs no second build of it.
+# matches, default all) as CTest tests named <prefix><suite.case> that run with var=value in
+# their environment, and GYRE_BIN_DIR. gyre_test registers a binary's own cases this way (TZ
+# = UTC); a variant the binary chooses at run time, registered again, costs no second build.
 #
 # Each environment property holds one variable: gtest_discover_tests (CMake 3.25) splits a
 # list in its PROPERTIES into separate arguments, so "A=1;B=2" would set only A.
@@ -78,8 +57,13 @@ function(gyre_test_variant)
   if(NOT G_FILTER)
     set(G_FILTER "*")
   endif()
+  # Sanitizer builds run several times slower; their CI stage scales every timeout.
   math(EXPR G_TIMEOUT "${G_TIMEOUT} * ${GYRE_TEST_TIMEOUT_SCALE}")
+  # Several labels must reach the property as one list, not as extra property names.
   string(REPLACE ";" "\\;" labels "${G_LABELS}")
+  # tests/CMakeLists.txt makes one target per label (gyre-tests-unit, ...) that builds only
+  # the binaries of that label's tests, so a stage running one label builds no more. A test
+  # added with add_test instead appends the programs it runs to the same property.
   foreach(label ${G_LABELS})
     set_property(GLOBAL APPEND PROPERTY GYRE_TESTS_OF_LABEL_${label} ${G_NAME})
   endforeach()
