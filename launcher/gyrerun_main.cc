@@ -416,11 +416,11 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-// Holds `dir`/gyrerun.lock (an flock) for as long as gyrerun runs: a second gyrerun given the
-// same --run_dir would otherwise clear the running job's store and secret from under it. The
-// nodes of one job (`node` >= 0, torchrun style) may share a folder and lock their own
-// gyrerun-node<K>.lock. Returns the descriptor that holds it, -2 where the file system has no
-// locks (said, and the run goes on unprotected, as before), or -1 with `*why` set.
+// The lock file a gyrerun holds in its run folder (see LockRunDir).
+std::string RunDirLockPath(const std::string& dir, int node) {
+  return dir + (node >= 0 ? "/gyrerun-node" + std::to_string(node) + ".lock" : "/gyrerun.lock");
+}
+
 // Whether a gyrerun has used `dir` as its run folder: each leaves its lock file there.
 bool UsedByGyrerun(const std::string& dir) {
   std::error_code ec;
@@ -484,9 +484,13 @@ std::string RunDirLeftovers(const std::string& dir, bool used_before,
   return "";
 }
 
+// Holds `dir`/gyrerun.lock (an flock) for as long as gyrerun runs: a second gyrerun given the
+// same --run_dir would otherwise clear the running job's store and secret from under it. The
+// nodes of one job (`node` >= 0, torchrun style) may share a folder and lock their own
+// gyrerun-node<K>.lock. Returns the descriptor that holds it, -2 where the file system has no
+// locks (said, and the run goes on unprotected, as before), or -1 with `*why` set.
 int LockRunDir(const std::string& dir, int node, std::string* why) {
-  const std::string path =
-      dir + (node >= 0 ? "/gyrerun-node" + std::to_string(node) + ".lock" : "/gyrerun.lock");
+  const std::string path = RunDirLockPath(dir, node);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     *why = "cannot open " + path + ": " + std::strerror(errno);
@@ -754,10 +758,7 @@ int main(int argc, char** argv) {
     if (!refused.empty()) {
       std::cerr << "gyrerun: " << refused << "\n";
       if (!used_before) {  // the lock file this gyrerun just made: the folder is as it was
-        ::unlink((run_dir + (FLAGS_nnodes > 1
-                                 ? "/gyrerun-node" + std::to_string(FLAGS_node_rank) + ".lock"
-                                 : "/gyrerun.lock"))
-                     .c_str());
+        ::unlink(RunDirLockPath(run_dir, FLAGS_nnodes > 1 ? FLAGS_node_rank : -1).c_str());
       }
       return 1;
     }
