@@ -1,5 +1,7 @@
 #include "core/job/control.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 
 #include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
+#include "glog/logging.h"
 
 namespace gyre::job {
 
@@ -121,6 +124,31 @@ ControlServer::HeardProbes ControlServer::heard_probes() const {
   return heard_;
 }
 
+namespace {
+
+// "host:port" of the other end of `fd`, or "an unknown address".
+std::string PeerOf(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return "an unknown address";
+  }
+  char host[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "an unknown address";
+}
+
+}  // namespace
+
 bool ControlServer::Proven(int fd) {
   std::lock_guard<std::mutex> lock(handshaking_mu_);
   return handshaking_.Remove(fd);
@@ -139,18 +167,21 @@ void ControlServer::Handle(int fd) {
     listed = Proven(fd);
     return listed;
   };
-  const bool accepted = auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_, &replay_guard_,
-                                         deadline, &refusal, proven)
-                            .ok();
+  const Status handshake = auth::AcceptOnFd(fd, auth::Channel::kControl, credentials_,
+                                            &replay_guard_, deadline, &refusal, proven);
+  const bool accepted = handshake.ok();
   if (!taken_off) proven();
   if (!listed) {
     ::close(fd);  // cut off at the cap (counted there)
     return;
   }
   if (!accepted) {
-    // A stranger, another job or a replay: closed without a word, and counted.
+    // A stranger, another job or a replay: closed without a word to it, counted, and logged
+    // with the reason, as the data port, the store and the client socket log theirs.
     ++refused_;
     comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));
+    LOG(WARNING) << "rank " << info_.rank << " refused a control connection from " << PeerOf(fd)
+                 << ": " << handshake.message() << " [" << auth::RefusalName(refusal) << "]";
     ::close(fd);
     return;
   }

@@ -1,6 +1,7 @@
 // The control endpoint under a crowd of idle strangers: they hold connections without a
 // word, yet a real query (the job's secret) is still answered, so a live rank is never taken
-// for a dead one, and the strangers cut off at the cap are counted.
+// for a dead one, and the strangers cut off at the cap are counted. Garbage on it is dropped
+// with a logged reason.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -60,6 +61,33 @@ TEST(ControlServerTest, IdleStrangersAtTheCapCannotMakeALiveRankLookDead) {
   EXPECT_GE(server.over_cap(), 8) << "the strangers cut off at the cap are not counted";
   EXPECT_GE(server.refused(), server.over_cap());
   for (int fd : idle) ::close(fd);
+  server.Stop();
+}
+
+// Bytes that are not a handshake are dropped, counted, and logged with the reason and where
+// they came from (the data port, the store and the client socket did so already).
+TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
+  auto transports = LoopbackHub::CreateWorld(1);
+  Communicator comm(std::move(transports[0]), CommOptions());
+  auth::Credentials credentials;
+  credentials.secret = *auth::Secret::Generate();
+  credentials.job_id = "control-garbage";
+  credentials.rank = 0;
+  ControlServer server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials);
+  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+  ::testing::internal::CaptureStderr();
+  const int fd = ConnectIdle(server.address());
+  ASSERT_GE(fd, 0);
+  const std::string garbage(4096, '\x7f');
+  ASSERT_EQ(::write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+  for (int i = 0; i < 300 && server.refused() == 0; ++i) ::usleep(10 * 1000);
+  ::close(fd);
+  ::usleep(50 * 1000);  // the log line follows the count
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server.refused(), 1);
+  EXPECT_NE(err.find("rank 0 refused a control connection from 127.0.0.1:"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("[malformed]"), std::string::npos) << err;
   server.Stop();
 }
 
