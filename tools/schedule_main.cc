@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "core/algo/builders.h"
@@ -114,7 +115,7 @@ int Run(int argc, char** argv) {
   }
   int64_t busiest = 0;
   int busiest_rank = 0;
-  for (int r : {0, static_cast<int>(spec.root), FLAGS_p - 1}) {
+  for (int r : std::set<int>{0, static_cast<int>(spec.root), FLAGS_p - 1}) {
     if (r < 0 || r >= FLAGS_p) continue;
     auto one = BuildRankSchedule(spec, r);
     if (!one.ok()) return fail(one.status());

@@ -1,7 +1,5 @@
 #include "core/job/control.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +10,7 @@
 
 #include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
+#include "core/transport/tcp/socket_options.h"
 #include "glog/logging.h"
 
 namespace gyre::job {
@@ -124,31 +123,6 @@ ControlServer::HeardProbes ControlServer::heard_probes() const {
   return heard_;
 }
 
-namespace {
-
-// "host:port" of the other end of `fd`, or "an unknown address".
-std::string PeerOf(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return "an unknown address";
-  }
-  char host[INET6_ADDRSTRLEN] = {};
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  return "an unknown address";
-}
-
-}  // namespace
-
 bool ControlServer::Proven(int fd) {
   std::lock_guard<std::mutex> lock(handshaking_mu_);
   return handshaking_.Remove(fd);
@@ -180,8 +154,9 @@ void ControlServer::Handle(int fd) {
     // with the reason, as the data port, the store and the client socket log theirs.
     ++refused_;
     comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));
-    LOG(WARNING) << "rank " << info_.rank << " refused a control connection from " << PeerOf(fd)
-                 << ": " << handshake.message() << " [" << auth::RefusalName(refusal) << "]";
+    LOG(WARNING) << "rank " << info_.rank << " refused a control connection from "
+                 << PeerAddress(fd) << ": " << handshake.message() << " ["
+                 << auth::RefusalName(refusal) << "]";
     ::close(fd);
     return;
   }

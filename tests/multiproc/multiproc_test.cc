@@ -636,8 +636,18 @@ TEST(GyrerunTest, AUsersFilesInTheRunFolderAreNeverCleared) {
             std::string::npos)
       << second.err;
   EXPECT_EQ(ReadAll(used + "/store/notes.txt"), "mine\n");
-  // Without it, the folder is reused as before.
-  std::filesystem::remove(used + "/store/notes.txt");
+  // A file named store is not a store either.
+  std::filesystem::remove_all(used + "/store");
+  std::ofstream(used + "/store") << "mine\n";
+  CommandResult file = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
+                                   "--", "/bin/sh", "-c", "echo started"},
+                                  {}, 30);
+  EXPECT_EQ(file.exit_code, 1) << file.err;
+  EXPECT_NE(file.err.find("gyrerun: " + used + "/store is not a folder"), std::string::npos)
+      << file.err;
+  EXPECT_EQ(ReadAll(used + "/store"), "mine\n");
+  // Without them, the folder is reused as before.
+  std::filesystem::remove(used + "/store");
   CommandResult third = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
                                     "--", "/bin/sh", "-c", "echo started"},
                                    {}, 30);

@@ -31,15 +31,29 @@ int ConnectIdle(const std::string& address) {
   return fd;
 }
 
-TEST(ControlServerTest, IdleStrangersAtTheCapCannotMakeALiveRankLookDead) {
-  auto transports = LoopbackHub::CreateWorld(1);
-  Communicator comm(std::move(transports[0]), CommOptions());
+// A one-rank world's rank 0 with its control server (not started) and the job's credentials.
+struct Rank0 {
+  explicit Rank0(const std::string& job)
+      : comm(std::move(LoopbackHub::CreateWorld(1)[0]), CommOptions()),
+        credentials(Credentials(job)),
+        server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials) {}
+  static auth::Credentials Credentials(const std::string& job) {
+    auth::Credentials c;
+    c.secret = *auth::Secret::Generate();
+    c.job_id = job;
+    c.rank = 0;
+    return c;
+  }
+  Communicator comm;
   auth::Credentials credentials;
-  credentials.secret = *auth::Secret::Generate();
-  credentials.job_id = "control-cap";
-  credentials.rank = 0;
-  ControlServer server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials);
-  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+  ControlServer server;
+};
+
+TEST(ControlServerTest, IdleStrangersAtTheCapCannotMakeALiveRankLookDead) {
+  Rank0 rank0("control-cap");
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  ControlServer& server = rank0.server;
+  const auth::Credentials& credentials = rank0.credentials;
 
   // More idle connections than the cap, none sending a byte (each would sit for 2 s).
   std::vector<int> idle;
@@ -67,14 +81,9 @@ TEST(ControlServerTest, IdleStrangersAtTheCapCannotMakeALiveRankLookDead) {
 // Bytes that are not a handshake are dropped, counted, and logged with the reason and where
 // they came from (the data port, the store and the client socket did so already).
 TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
-  auto transports = LoopbackHub::CreateWorld(1);
-  Communicator comm(std::move(transports[0]), CommOptions());
-  auth::Credentials credentials;
-  credentials.secret = *auth::Secret::Generate();
-  credentials.job_id = "control-garbage";
-  credentials.rank = 0;
-  ControlServer server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials);
-  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+  Rank0 rank0("control-garbage");
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  ControlServer& server = rank0.server;
   ::testing::internal::CaptureStderr();
   const int fd = ConnectIdle(server.address());
   ASSERT_GE(fd, 0);

@@ -7,6 +7,7 @@
 #include <asio/ip/tcp.hpp>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 
 namespace gyre {
 namespace {
@@ -34,6 +35,14 @@ bool PeerOnThisHost(int fd) {
   if (!EndpointOf(fd, /*peer=*/true, &peer)) return false;
   if (IsLoopback(peer.address())) return true;
   return EndpointOf(fd, /*peer=*/false, &local) && local.address() == peer.address();
+}
+
+std::string PeerAddress(int fd) {
+  asio::ip::tcp::endpoint peer;
+  if (!EndpointOf(fd, /*peer=*/true, &peer)) return "an unknown address";
+  std::ostringstream out;
+  out << peer;
+  return out.str();
 }
 
 StatusOr<std::string> CongestionControl(int fd) {

@@ -12,6 +12,10 @@ namespace gyre {
 // over the loopback device whatever the address). False when not connected.
 bool PeerOnThisHost(int fd);
 
+// "host:port" of the other end of the connected socket `fd` ("[v6]:port" for IPv6), or "an
+// unknown address".
+std::string PeerAddress(int fd);
+
 // The socket's congestion control algorithm (TCP_CONGESTION), e.g. "bbr" or "reno".
 StatusOr<std::string> CongestionControl(int fd);
 // Sets it; an error names the algorithm and the reason (not built into this kernel, or not
