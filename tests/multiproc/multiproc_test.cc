@@ -600,14 +600,18 @@ TEST(GyrerunTest, ARunFolderThatIsAFileIsRefusedAndLeftAlone) {
 // is refused, and every file is left as it was. In a folder an earlier gyrerun used, its
 // store is cleared for the next job, but not a store folder holding anything else.
 TEST(GyrerunTest, AUsersFilesInTheRunFolderAreNeverCleared) {
+  // A two-rank job in run folder `dir` whose ranks print "started".
+  auto RunIn = [](const std::string& dir) {
+    return RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--",
+                       "/bin/sh", "-c", "echo started"},
+                      {}, 30);
+  };
   const std::string dir = TempDir("users-run-dir");
   std::filesystem::create_directories(dir + "/store/deep");
   const std::vector<std::string> mine = {"/store/deep/important.db", "/secret", "/report.txt",
                                          "/flight-rank0.json"};
   for (const std::string& f : mine) std::ofstream(dir + f) << "mine: " << f << "\n";
-  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", dir, "--",
-                                "/bin/sh", "-c", "echo started"},
-                               {}, 30);
+  CommandResult r = RunIn(dir);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("gyrerun: the run folder " + dir +
                        " already holds flight-rank0.json, report.txt, secret, store, which "
@@ -620,16 +624,12 @@ TEST(GyrerunTest, AUsersFilesInTheRunFolderAreNeverCleared) {
 
   // A folder a job ran in, then a file of the user's put into its store folder.
   const std::string used = TempDir("used-run-dir");
-  CommandResult first = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
-                                    "--", "/bin/sh", "-c", "echo started"},
-                                   {}, 30);
+  CommandResult first = RunIn(used);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_TRUE(std::filesystem::exists(used + "/gyrerun.lock"));
   std::filesystem::create_directories(used + "/store");
   std::ofstream(used + "/store/notes.txt") << "mine\n";
-  CommandResult second = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
-                                     "--", "/bin/sh", "-c", "echo started"},
-                                    {}, 30);
+  CommandResult second = RunIn(used);
   EXPECT_EQ(second.exit_code, 1) << second.err;
   EXPECT_NE(second.err.find("gyrerun: " + used +
                             "/store holds notes.txt, which is not a file of gyre's store"),
@@ -639,18 +639,14 @@ TEST(GyrerunTest, AUsersFilesInTheRunFolderAreNeverCleared) {
   // A file named store is not a store either.
   std::filesystem::remove_all(used + "/store");
   std::ofstream(used + "/store") << "mine\n";
-  CommandResult file = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
-                                   "--", "/bin/sh", "-c", "echo started"},
-                                  {}, 30);
+  CommandResult file = RunIn(used);
   EXPECT_EQ(file.exit_code, 1) << file.err;
   EXPECT_NE(file.err.find("gyrerun: " + used + "/store is not a folder"), std::string::npos)
       << file.err;
   EXPECT_EQ(ReadAll(used + "/store"), "mine\n");
   // Without them, the folder is reused as before.
   std::filesystem::remove(used + "/store");
-  CommandResult third = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--run_dir", used,
-                                    "--", "/bin/sh", "-c", "echo started"},
-                                   {}, 30);
+  CommandResult third = RunIn(used);
   EXPECT_EQ(third.exit_code, 0) << third.err;
   EXPECT_NE(third.out.find("[rank 1] started"), std::string::npos) << third.out;
 }
