@@ -141,8 +141,8 @@ Status CommBase::Close(const Options& o) {
       algo::MakeSpec(Collective::kAlltoall, 1, DataType::kUint8, ReduceOp::kSum, 0);
   Status met = queue_.RunInline([&] { return Call(spec, sent.data(), heard.data(), exchange); });
   queue_
-      .RunInline([this] {
-        Closing();
+      .RunInline([this, &met] {
+        Closing(met.ok());
         return Status::Ok();
       })
       .IgnoreError();

@@ -50,7 +50,7 @@ class DaemonComm final : public CommBase {
   DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     StopCalls();
-    SayGoodbye();
+    SayGoodbye(false);
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     if (bell_mem_ != nullptr) ::munmap(bell_mem_, ipc::Doorbell::kBlockBytes);
     for (const auto& [start, block] : blocks_) {
@@ -364,13 +364,13 @@ class DaemonComm final : public CommBase {
   // destructor): a connection that closes without it reads as a program killed or crashed,
   // and the daemon tells the other ranks so (daemon/client_server.cc). Once; waits a second at
   // most for the answer.
-  void Closing() override { SayGoodbye(); }
-  void SayGoodbye() {
+  void Closing(bool met) override { SayGoodbye(met); }
+  void SayGoodbye(bool closed) {
     if (said_goodbye_ || !broken_.ok() || !bell_.valid()) return;
     said_goodbye_ = true;
     proto::ClientRequest req;
     req.set_id(++next_id_);
-    req.mutable_goodbye();
+    req.mutable_goodbye()->set_closed(closed);
     uint32_t seq = 0;
     if (!bell_.PostRequest(req, &seq).ok()) return;
     proto::ClientResponse resp;

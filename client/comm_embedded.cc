@@ -97,6 +97,11 @@ class EmbeddedComm final : public CommBase {
   std::string mode() const override { return "embedded"; }
 
  protected:
+  // Every rank has joined once Close's exchange met them all: this rank's records leave the
+  // store, so that the job id can be used again there.
+  void Closing(bool met) override {
+    if (met) job::LeaveJobOrWarn(joined_, "rank " + std::to_string(rank()) + ": ");
+  }
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
     const StatusOr<CallOptions> co = ToCallOptions(o);
     // Refused, it still takes its place in the sequence, as any refusal inside Run does.

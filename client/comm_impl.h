@@ -73,8 +73,9 @@ class CommBase : public Comm {
   void StopCalls() { queue_.Shutdown(); }
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
-  // After Close's exchange with every rank: the daemon Comm says goodbye to gyred here.
-  virtual void Closing() {}
+  // After Close's exchange with every rank (`met`: it succeeded): the daemon Comm says goodbye
+  // to gyred here, and an embedded one removes its records from the job's store.
+  virtual void Closing(bool met) {}
   // InvalidArgument once Close has begun: no call may follow it.
   Status RefuseIfClosed() const;
   void SetLast(const CallInfo& info);

@@ -505,7 +505,11 @@ void ClientServer::HandleConnection(int fd) {
       result = InvalidArgumentError("the first request on a connection must be hello");
     } else if (req.has_goodbye()) {
       goodbye = true;
-      LOG(INFO) << prefix_ << "client pid " << client_pid << " closed its communicator";
+      if (req.goodbye().closed()) program_closed_ = true;
+      LOG(INFO) << prefix_ << "client pid " << client_pid << " closed its communicator"
+                << (req.goodbye().closed() ? ""
+                                           : " without a Close that met every rank (this "
+                                             "rank's records stay in the store)");
     } else if (req.has_map_buffer()) {
       auto mfd = RequestFd(reader, bell.valid());
       result = mfd.ok() ? regions.Map(req.map_buffer().region(), *mfd, req.map_buffer().bytes())

@@ -54,6 +54,8 @@ class ClientServer {
     std::string how;
   };
   std::optional<Departure> departure() const;
+  // Whether a program said goodbye after a Close that met every rank.
+  bool program_closed() const { return program_closed_.load(); }
   const auth::RefusalCounters& refusals() const { return refusals_; }
 
  private:
@@ -83,6 +85,7 @@ class ClientServer {
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> client_left_{false};
+  std::atomic<bool> program_closed_{false};
   std::atomic<int64_t> calls_{0};
   mutable std::mutex departure_mu_;
   std::optional<Departure> departure_;  // guarded by departure_mu_

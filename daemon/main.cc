@@ -334,6 +334,9 @@ int main(int argc, char** argv) {
     LOG(INFO) << prefix << "metrics on http://" << bound << "/metrics";
     std::thread(ServeMetrics, *fd, &comm).detach();
   }
+  // Once every rank is known to have joined, this rank's records leave the store, so that the
+  // job id can be used again there (a hand-started job run twice against one folder).
+  auto leave_store = [&] { job::LeaveJobOrWarn(*joined, prefix); };
   if (FLAGS_run == "serve") {
     daemon::ClientServer server(&comm, id->job_id, prefix);
     server.SetSecret(jo.secret);
@@ -372,6 +375,8 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
+    // The program's Close met every rank, and nothing failed since.
+    if (server.program_closed() && !g_stop && !own_call_failed) leave_store();
     LOG(INFO) << prefix << "served " << server.calls_served() << " calls; exiting"
               << (g_stop ? " on a signal" : "");
     // Close the peer connections first so the other ranks see this one leave at once, then
@@ -432,5 +437,7 @@ int main(int argc, char** argv) {
     std::cerr << prefix << "gyred: --run " << FLAGS_run << " failed: " << why << std::endl;
     return 1;
   }
+  // Every workload that succeeds has finished an allreduce here, which needed every rank's data.
+  leave_store();
   return 0;
 }

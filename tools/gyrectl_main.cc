@@ -135,7 +135,9 @@ int Run(int argc, char** argv) {
   }
   if (addresses.empty()) {
     return Fail("no rank of job " + FLAGS_job_id + " has published a control address in " +
-                FLAGS_store);
+                FLAGS_store +
+                " (the job has not started yet, or it has finished: ranks that finish cleanly "
+                "remove their records)");
   }
   proto::ControlRequest req;
   if (cmd == "dump" || cmd == "timeline") {

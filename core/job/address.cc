@@ -371,13 +371,16 @@ StatusOr<std::vector<std::string>> ChoosePeerAddresses(const std::vector<store::
   return chosen;
 }
 
+std::string ReachKey(const std::string& job_id, int rank) {
+  return "gyre/reach/" + job_id + "/" + std::to_string(rank);
+}
+
 Status ShareReachability(store::Store* store, const std::string& job_id, int rank, int world_size,
                          const Status& mine, Deadline deadline) {
-  const std::string prefix = "gyre/reach/" + job_id + "/";
-  GYRE_RETURN_IF_ERROR(store->Set(prefix + std::to_string(rank),
-                                  mine.ok() ? std::string() : mine.message(), deadline));
+  GYRE_RETURN_IF_ERROR(
+      store->Set(ReachKey(job_id, rank), mine.ok() ? std::string() : mine.message(), deadline));
   std::vector<std::string> keys;
-  for (int r = 0; r < world_size; ++r) keys.push_back(prefix + std::to_string(r));
+  for (int r = 0; r < world_size; ++r) keys.push_back(ReachKey(job_id, r));
   Status waited = store->Wait(keys, deadline);
   if (!mine.ok()) return mine;
   if (!waited.ok()) {

@@ -104,6 +104,9 @@ StatusOr<std::vector<std::string>> ChoosePeerAddresses(const std::vector<store::
                                                        bool allow_loopback, const ProbeFn& probe,
                                                        Deadline deadline, const std::string& where);
 
+// The store key under which rank `rank` of `job_id` publishes its reachability check.
+std::string ReachKey(const std::string& job_id, int rank);
+
 // Every rank publishes whether it reached all others; returns the first failure any rank
 // reported (so a rank that is reachable but cannot reach out fails with the same cause), or
 // DeadlineExceeded naming the ranks that did not report.

@@ -142,12 +142,22 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
       HostPort(HostOf(joined.address), PortOf(joined.control->address()));
   // Published once this rank's slot is won: a second process given the same rank fails the
   // claim and must not replace the live owner's control address.
+  bool published = false;
   auto publish_control = [&]() -> Status {
+    published = true;
     return joined.store->Set(ControlKey(id.job_id, id.rank), control_address, deadline)
         .WithContext(who + ": publishing the control address");
   };
   auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline, publish_control);
-  if (!peers.ok()) return peers.status();
+  if (!peers.ok()) {
+    // As a rendezvous that timed out gives the slot back: a retry must not read this address.
+    if (published && peers.status().code() == StatusCode::kDeadlineExceeded) {
+      joined.store
+          ->Delete(ControlKey(id.job_id, id.rank), Deadline::After(*SteadyClock::Get(), Seconds(1)))
+          .IgnoreError();
+    }
+    return peers.status();
+  }
   joined.peers = *peers;
   auto dir = std::make_shared<JobDirectory>();
   dir->job_id = id.job_id;
@@ -208,6 +218,26 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
     joined.probe->Start();
   }
   return joined;
+}
+
+Status LeaveJob(const Joined& joined, Deadline deadline) {
+  const int rank = joined.comm->rank();
+  const std::string& job_id = joined.directory->job_id;
+  GYRE_RETURN_IF_ERROR(
+      store::LeaveRendezvous(joined.store.get(), job_id, joined.peers[rank], deadline));
+  for (const std::string& key : {ControlKey(job_id, rank), ReachKey(job_id, rank)}) {
+    Status removed = joined.store->Delete(key, deadline);
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+      return removed.WithContext("rank " + std::to_string(rank) + " of job " + job_id +
+                                 " removing " + store::QuoteKey(key));
+    }
+  }
+  return Status::Ok();
+}
+
+void LeaveJobOrWarn(const Joined& joined, const std::string& log_prefix) {
+  const Status left = LeaveJob(joined, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+  if (!left.ok()) LOG(WARNING) << log_prefix << "its records stay in the store: " << left;
 }
 
 StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& dir) {

@@ -62,6 +62,15 @@ struct Joined {
 // The store key under which rank `rank` of `job_id` publishes its control address.
 std::string ControlKey(const std::string& job_id, int rank);
 
+// Removes this rank's records from the job's store (its rendezvous slot, its control address,
+// its reachability check), so that a later run may use the job id again in the same store.
+// Only after a call that needed every rank's data (Close's exchange, an allreduce): every rank
+// has then finished joining, and none reads these keys any more.
+Status LeaveJob(const Joined& joined, Deadline deadline);
+// LeaveJob within 2 s. A store that cannot be reached by then (its host has exited) costs a
+// WARNING naming it (after `log_prefix`), not the caller's success.
+void LeaveJobOrWarn(const Joined& joined, const std::string& log_prefix);
+
 // The failure handler JoinJob installs: on a local failure, query every rank's control
 // endpoint (bounded by `query_timeout`), classify, tell the others, and return the verdict.
 // Beyond kAllAskAtOnce ranks, after a progress timeout, rank r first waits min(r, 16)/4 query

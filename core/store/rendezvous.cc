@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/store/prefix_store.h"
 #include "core/store/store_internal.h"
@@ -260,6 +261,15 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
       return InternalError(where + ": the slot of rank " + std::to_string(mine.rank) +
                            " holds an unreadable record");
     }
+    if (ProcessGone(holder.process, mine.process)) {
+      return AlreadyExistsError(
+          where + ": the slot of rank " + std::to_string(mine.rank) + " holds the record of " +
+          DescribePeer(holder) +
+          ", a process on this machine that is no longer running: an earlier run of this job "
+          "id left it, one that did not finish cleanly (a rank whose communicator closes "
+          "cleanly removes its records). Start with a new job id or an empty store (" +
+          store->Describe() + ")");
+    }
     return AlreadyExistsError(where + ": rank " + std::to_string(mine.rank) +
                               " is claimed twice: first by host " + holder.host + " pid " +
                               std::to_string(holder.pid) + " (address " + holder.address +
@@ -318,7 +328,21 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   }
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
-  GYRE_RETURN_IF_ERROR(WaitForRanks(&job, where, keys, deadline, timer));
+  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer); !waited.ok()) {
+    // A rank that gave up waiting gives its slot back (and the world size record, if it
+    // wrote that), so that a retry under the same job id finds it free rather than taken.
+    // Only once its deadline has passed: every rank sharing it has named the missing ranks
+    // by then, and must not count this one among them. A rank that comes later finds it
+    // missing, as it is. Other failures keep the slot: they need the user, and the next run
+    // names the exited process that holds it.
+    if (waited.code() == StatusCode::kDeadlineExceeded) {
+      const Duration left = deadline.Remaining(*SteadyClock::Get());
+      if (left > Duration::zero()) std::this_thread::sleep_for(left);
+      LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(1)))
+          .IgnoreError();
+    }
+    return waited;
+  }
 
   auto values = ReadPublished(&job, keys, deadline, [](size_t rank) {
     return "the record of rank " + std::to_string(rank);
@@ -334,6 +358,32 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
     if (records[rank].world_size != mine.world_size) return mismatch(records[rank]);
   }
   return records;
+}
+
+Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,
+                       Deadline deadline) {
+  CHECK(store != nullptr) << "LeaveRendezvous needs a store";
+  GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
+  const std::string where = "leaving the rendezvous of job " + job_id;
+  PrefixStore job(store, "gyre/rdzv/" + job_id);
+  // Nothing else writes either key while it holds this rank's record (a second claimant
+  // fails its claim), so reading it and then deleting it removes only this rank's own.
+  const std::vector<std::string> keys = {"rank/" + std::to_string(me.rank), "world_size"};
+  StatusOr<std::vector<std::optional<std::string>>> held = job.TryGetMany(keys, deadline);
+  if (!held.ok()) return held.status().WithContext(where + ": reading its records");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    PeerRecord holder;
+    if (i >= held->size() || !(*held)[i].has_value() || !Decode(*(*held)[i], &holder) ||
+        holder.rank != me.rank || holder.nonce != me.nonce || me.nonce.empty()) {
+      continue;
+    }
+    Status removed = job.Delete(key, deadline);
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+      return removed.WithContext(where + ": removing " + QuoteKey(key));
+    }
+  }
+  return Status::Ok();
 }
 
 Status StoreBarrier(Store* store, const std::string& job_id, const std::string& name, int rank,

@@ -49,7 +49,9 @@ std::string FormatRankList(const std::vector<int>& ranks);
 //    5.00 s); missing: rank 2";
 //  - the store's own error (e.g. Unavailable) with the job as context.
 // The last 5% of the time left (at most 50 ms) is kept for finding out which ranks are
-// missing, so the error comes by the deadline.
+// missing, so the error comes by the deadline. A rank that gives up waiting then gives its
+// slot back (LeaveRendezvous), so a retry under the same job id finds it free; a slot held by
+// a process on this machine that has exited fails the claim naming it (AlreadyExists).
 // `claimed`, if set, runs once this rank holds its slot (and agrees on the world size),
 // before it waits for the others: what a rank publishes under its rank beside the record
 // belongs there, so that a second claimant, which fails, never overwrites the owner's keys.
@@ -62,6 +64,14 @@ std::string FormatRankList(const std::vector<int>& ranks);
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
                                              const std::function<Status()>& claimed = {});
+
+// Removes what Rendezvous wrote for `me` (the record Rendezvous returned for it): its slot,
+// and the world size record if `me` wrote that, so that the job id can be used again in the
+// same store. A slot or record holding another claimant's record is left alone. Call it only
+// once every rank has finished its rendezvous, for example after a collective that needed
+// every rank's data: a rank still waiting there would wait for the removed slot.
+Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,
+                       Deadline deadline);
 
 // Returns once all `world_size` ranks of `job_id` have entered the barrier called `name`;
 // DeadlineExceeded names the ranks that did not. Each barrier instance needs its own name

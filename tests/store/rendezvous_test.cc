@@ -17,6 +17,7 @@
 
 #include "core/store/file_store.h"
 #include "core/store/hash_store.h"
+#include "proto/store.pb.h"
 #include "tests/store/store_test_util.h"
 
 namespace gyre::store {
@@ -150,14 +151,31 @@ std::string ExitedProcess(const std::string& ns = "") {
          std::to_string(child) + " " + field;
 }
 
+// The record a rank leaves in its slot when its process dies after claiming it (a failed
+// rendezvous gives the slot back; a killed process cannot).
+void Plant(Store* store, const std::string& job, const PeerRecord& r) {
+  proto::PeerRecordProto p;
+  p.set_rank(r.rank);
+  p.set_world_size(r.world_size);
+  p.set_address(r.address);
+  p.set_host(r.host);
+  p.set_pid(r.pid);
+  p.set_nonce(r.nonce.empty() ? "planted" : r.nonce);
+  p.set_process(r.process);
+  const std::string prefix = "gyre/rdzv/" + job + "/";
+  ASSERT_TRUE(
+      store->Set(prefix + "rank/" + std::to_string(r.rank), p.SerializeAsString(), In(Seconds(5)))
+          .ok());
+  ASSERT_TRUE(store->Set(prefix + "world_size", p.SerializeAsString(), In(Seconds(5))).ok());
+}
+
 TEST(RendezvousTest, ARecordWhoseWriterExitedIsNamedAtOnce) {
   // Rank 0's record from a process on this machine that has exited (an earlier job under the
   // same id): rank 1 must say so at once, not join with a dead address.
   HashStore store;
   PeerRecord stale = Peer(0, 2);
   stale.process = ExitedProcess();
-  EXPECT_EQ(Rendezvous(&store, "J", stale, In(Millis(200))).status().code(),
-            StatusCode::kDeadlineExceeded);  // leaves its record behind
+  Plant(&store, "J", stale);
   const auto t0 = std::chrono::steady_clock::now();
   auto publish = [&] { return store.Set("control/1", "x", In(Seconds(5))); };
   Result late = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)), publish);
@@ -170,8 +188,7 @@ TEST(RendezvousTest, ARecordWhoseWriterExitedIsNamedAtOnce) {
   // Without a claimed step nothing holds a fast rank back from exiting, so no record is
   // judged: the stale one is taken as it is.
   HashStore bare;
-  EXPECT_EQ(Rendezvous(&bare, "J", stale, In(Millis(200))).status().code(),
-            StatusCode::kDeadlineExceeded);
+  Plant(&bare, "J", stale);
   EXPECT_TRUE(Rendezvous(&bare, "J", Peer(1, 2), In(Seconds(5))).ok());
 
   // In another pid namespace the writer's exit cannot be seen here: no verdict on it.
@@ -279,7 +296,8 @@ class CountingStore final : public Store {
 // Every rank reads every slot twice (the stale-record check, then the records), and a store
 // server answers all p ranks: a round trip per slot was p^2 of them at one server (a
 // 1024-rank rendezvous over a TcpStore took 76 s here). Each read of all slots is one call,
-// whatever p, and so is the list of missing ranks when the wait gives up.
+// whatever p, and so are the list of missing ranks when the wait gives up and the read of a
+// rank's own records when it then gives them back.
 TEST(RendezvousTest, EachRankReadsAllSlotsInAConstantNumberOfCalls) {
   constexpr int kWorld = 32;
   CountingStore store;
@@ -308,8 +326,9 @@ TEST(RendezvousTest, EachRankReadsAllSlotsInAConstantNumberOfCalls) {
     ASSERT_EQ(result.status().code(), StatusCode::kDeadlineExceeded) << result.status();
     EXPECT_THAT(result.status().message(), HasSubstr("16 of 32 ranks arrived"));
   }
+  // The list of missing ranks, and reading its own records to give its slot back.
   EXPECT_EQ(partial.single_reads.load(), 0);
-  EXPECT_EQ(partial.many_reads.load(), static_cast<int>(few.size()));
+  EXPECT_EQ(partial.many_reads.load(), 2 * static_cast<int>(few.size()));
 }
 
 // One slot that cannot be read makes only that rank unknown: the others are still read, and
@@ -467,6 +486,74 @@ TEST(RendezvousTest, StaleFolderFromAnEarlierJobDoesNotConfuseANewOne) {
   ASSERT_EQ(reused.status().code(), StatusCode::kAlreadyExists) << reused.status();
   EXPECT_THAT(reused.status().message(), HasSubstr("pid 100"));
   EXPECT_THAT(reused.status().message(), HasSubstr("pid 5555"));
+}
+
+// The README's hand-started pair, run again against the same folder: a job whose ranks left
+// cleanly frees its job id, and a rank that gave up waiting frees its slot.
+TEST(RendezvousTest, ALeftOrFailedRendezvousFreesTheJobIdForTheNextRun) {
+  testing::TempDir tmp;
+  auto store = FileStore::Open(tmp.path());
+  ASSERT_TRUE(store.ok());
+  for (int run = 0; run < 2; ++run) {
+    std::vector<PeerRecord> ranks = {Peer(0, 2, "run" + std::to_string(run)),
+                                     Peer(1, 2, "run" + std::to_string(run))};
+    std::vector<Result> joined = RunAll(store->get(), "demo", ranks, Seconds(10));
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(joined[r].ok()) << "run " << run << ": " << joined[r].status();
+      EXPECT_EQ((*joined[r])[1 - r].address, ranks[1 - r].address);
+      ASSERT_TRUE(LeaveRendezvous(store->get(), "demo", (*joined[r])[r], In(Seconds(5))).ok());
+    }
+    // Nothing of the job is left (the folder holds its lock file only).
+    EXPECT_EQ(testing::TempDir::List(tmp.path()), std::vector<std::string>{".lock"});
+  }
+  // Rank 0 alone gives up waiting; the pair then meets under the same id.
+  Result alone = Rendezvous(store->get(), "demo", Peer(0, 2, "alone"), In(Millis(300)));
+  ASSERT_EQ(alone.status().code(), StatusCode::kDeadlineExceeded) << alone.status();
+  for (const Result& r :
+       RunAll(store->get(), "demo", {Peer(0, 2, "b"), Peer(1, 2, "b")}, Seconds(10))) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].address, "b-addr-0");
+  }
+}
+
+// Leaving removes only the leaver's own records: not another claimant's slot, not a world
+// size record another rank wrote.
+TEST(RendezvousTest, LeavingLeavesOtherClaimantsRecordsAlone) {
+  HashStore store;
+  std::vector<Result> joined = RunAll(&store, "J", {Peer(0, 2), Peer(1, 2)}, Seconds(5));
+  ASSERT_TRUE(joined[0].ok() && joined[1].ok());
+  PeerRecord impostor = (*joined[0])[0];
+  impostor.nonce = "someone else";
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", impostor, In(Seconds(5))).ok());
+  EXPECT_TRUE(store.TryGet("gyre/rdzv/J/rank/0", In(Seconds(1)))->has_value());
+  EXPECT_TRUE(store.TryGet("gyre/rdzv/J/world_size", In(Seconds(1)))->has_value());
+  // Rank 1 leaves: its slot goes; the world size record stays unless rank 1 wrote it.
+  auto writer = store.Get("gyre/rdzv/J/world_size", In(Seconds(1)));
+  ASSERT_TRUE(writer.ok());
+  proto::PeerRecordProto first;
+  ASSERT_TRUE(first.ParseFromString(*writer));
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", (*joined[1])[1], In(Seconds(5))).ok());
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/rank/1", In(Seconds(1)))->has_value());
+  EXPECT_EQ(store.TryGet("gyre/rdzv/J/world_size", In(Seconds(1)))->has_value(), first.rank() != 1);
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", (*joined[0])[0], In(Seconds(5))).ok());
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/rank/0", In(Seconds(1)))->has_value());
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/world_size", In(Seconds(1)))->has_value());
+}
+
+// A slot still held by a process on this machine that has exited: an earlier run died
+// without leaving. The claimant says so, rather than "claimed twice".
+TEST(RendezvousTest, ASlotLeftByADeadRunIsNamedAsSuch) {
+  HashStore store;
+  PeerRecord dead = Peer(0, 2, "dead");
+  dead.process = ExitedProcess();
+  Plant(&store, "demo", dead);
+  Result again = Rendezvous(&store, "demo", Peer(0, 2, "again"), In(Seconds(5)));
+  ASSERT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status();
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("the slot of rank 0 holds the record of rank 0 (host host0, pid 100), a "
+                        "process on this machine that is no longer running"));
+  EXPECT_THAT(again.status().message(), HasSubstr("did not finish cleanly"));
+  EXPECT_THAT(again.status().message(), HasSubstr("Start with a new job id or an empty store"));
 }
 
 TEST(RendezvousTest, RetryBySameProcessIsIdempotent) {
