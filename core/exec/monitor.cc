@@ -90,6 +90,9 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   } else {
     snap_.last_error = status.ToString();
     snap_.failed_seq = seq;
+    const bool told = aborted_seq_ == seq && status.code() == abort_reason_.code() &&
+                      status.message() == abort_reason_.message();
+    if (status.code() == StatusCode::kResourceExhausted && !told) snap_.exhausted_seq = seq;
   }
 }
 

@@ -54,6 +54,10 @@ struct OpSnapshot {
   // The last call refused for its arguments before it ran (its error is last_error when it
   // is also failed_seq): it took its place in the sequence but sent nothing.
   uint64_t refused_seq = 0;
+  // The last call that failed for want of this rank's own resources (ResourceExhausted, not
+  // told by another rank: memory it could not allocate, a buffer cap): last_error says what
+  // when it is also failed_seq. The other ranks' verdicts name this rank for it.
+  uint64_t exhausted_seq = 0;
   std::vector<CallRecord> recent;         // the last kRecentCalls calls, oldest first
   std::vector<PeerDeparture> departures;  // at most one per peer, as told
 };

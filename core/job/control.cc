@@ -41,6 +41,7 @@ proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
   st.set_last_error(s.last_error);
   st.set_failed_seq(s.failed_seq);
   st.set_refused_seq(s.refused_seq);
+  st.set_exhausted_seq(s.exhausted_seq);
   for (const CallRecord& c : s.recent) {
     proto::CallRecord* r = st.add_recent();
     r->set_seq(c.seq);

@@ -57,6 +57,8 @@ const char* RankClassName(RankClass c) {
       return "diverged";
     case RankClass::kRefused:
       return "refused the call";
+    case RankClass::kExhausted:
+      return "out of memory";
     case RankClass::kSlow:
       return "slow";
     case RankClass::kWaiting:
@@ -118,6 +120,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     const proto::RankState& st = pv.state;
     if (st.refused_seq() == S && S != 0) {
       v.classes[q] = RankClass::kRefused;  // wherever it is now, it sent nothing in call S
+    } else if (st.exhausted_seq() == S && S != 0) {
+      v.classes[q] = RankClass::kExhausted;  // its own memory ran out in call S
     } else if (st.last_started_seq() > S) {
       v.classes[q] = RankClass::kDone;  // it finished (or gave up on) this call and moved on
     } else if (st.last_started_seq() < S) {
@@ -212,6 +216,20 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       v.root = q;
       v.root_class = RankClass::kRefused;
       break;
+    }
+  }
+
+  // A rank whose own memory ran out in this call is the cause: the others failed on what it
+  // could not do (a connection it dropped, data it never sent). This rank's own such failure
+  // counts, unless another rank's verdict told it (that path ends before Classify).
+  if (v.root < 0 && S != 0 && me.status.code() == StatusCode::kResourceExhausted &&
+      !NotRunningLongEnoughToBlameOthers(me)) {
+    v.classes[me.rank] = RankClass::kExhausted;
+  }
+  for (int q = 0; q < p && v.root < 0; ++q) {
+    if (v.classes[q] == RankClass::kExhausted) {
+      v.root = q;
+      v.root_class = RankClass::kExhausted;
     }
   }
 
@@ -368,6 +386,10 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     case RankClass::kRefused:
       os << "its seq=" << S << " was refused there before it ran, so it sent nothing in it";
       if (st.failed_seq() == S && !st.last_error().empty()) os << ": " << st.last_error();
+      break;
+    case RankClass::kExhausted:
+      os << "its seq=" << S << " failed for want of its own memory: "
+         << (v.root == me.rank ? me.status.message() : st.last_error());
       break;
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"

@@ -23,7 +23,8 @@ enum class RankClass {
   kStalled,
   kNotEntered,
   kDiverged,
-  kRefused,  // it refused this call before running it: it sent nothing in it and never will
+  kRefused,    // it refused this call before running it: it sent nothing in it and never will
+  kExhausted,  // this call failed there for want of its own memory (or buffer space)
   kSlow,
   kWaiting,
   kDone,

@@ -199,6 +199,27 @@ TEST(MonitorTest, OnlyACallStoppedByTheAbortIsTakenForAborted) {
   EXPECT_FALSE(c.monitor()->StoppedByAbort(first, DeadlineExceededError("no progress")));
 }
 
+// A call that failed for want of this rank's own memory is kept as such, for the other ranks'
+// verdicts to name this rank; a verdict another rank told with that code is not this rank's.
+TEST(MonitorTest, OnlyThisRanksOwnExhaustionIsKept) {
+  auto transports = LoopbackHub::CreateWorld(2);
+  Communicator c(std::move(transports[0]));
+  c.SetFailureHandler([](const OpResult& failed) { return failed.status; });
+  CallOptions opts;
+  opts.timeout = Millis(100);
+  std::vector<int32_t> v(8, 1);
+  const uint64_t first = c.monitor()->Snapshot().last_started_seq + 1;
+  ASSERT_TRUE(c.monitor()->Abort(first, ResourceExhaustedError("verdict: rank 1 out of memory")));
+  Status s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(c.monitor()->Snapshot().failed_seq, first);
+  EXPECT_EQ(c.monitor()->Snapshot().exhausted_seq, 0u);
+  c.monitor()->End(first + 1, ResourceExhaustedError("cannot allocate 1 GiB"));
+  EXPECT_EQ(c.monitor()->Snapshot().exhausted_seq, first + 1);
+  c.monitor()->End(first + 2, DeadlineExceededError("no progress"));
+  EXPECT_EQ(c.monitor()->Snapshot().exhausted_seq, first + 1);
+}
+
 // A verdict that arrives for the operation that just failed here (its failure handler is
 // still deciding what to say) is kept for that handler, though it stopped nothing (a stall
 // probe must not take it for a mismatch it stopped); one for an earlier operation is not.

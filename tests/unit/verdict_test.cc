@@ -107,6 +107,53 @@ TEST(VerdictTest, StoppedRankInARingIsNamedNotTheNeighbour) {
 
 // The flight record keeps the blamed rank, its process and class in a form gyrerun reads
 // back; this rank's own process when the verdict names this rank.
+// A rank that dropped a peer's early message for want of memory names itself, and the peer,
+// whose send was cut off, names it too, rather than "no rank" or the rank it waited on.
+TEST(VerdictTest, ARankWhoseMemoryRanOutIsNamedByItselfAndByTheOthers) {
+  const std::string dropped =
+      "rank 0 dropped the connection from rank 1: sent 471859200 bytes for seq=41 before the "
+      "receive was posted, and this rank cannot allocate a buffer of that size to hold them";
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  LocalFailure me0 = Me(0, 1);
+  me0.status = ResourceExhaustedError(dropped);
+  me0.elapsed = Seconds(1);
+  Verdict own = Classify(me0, views);
+  EXPECT_EQ(own.root, 0);
+  EXPECT_EQ(own.root_class, RankClass::kExhausted);
+  EXPECT_NE(own.text.find("rank 0 (this rank) out of memory: its seq=41 failed for want of its "
+                          "own memory: " +
+                          dropped),
+            std::string::npos)
+      << own.text;
+
+  // Rank 1's send was cut; rank 0 answers that its seq=41 failed for want of memory.
+  views[0].state.set_in_op(false);
+  views[0].state.set_failed_seq(41);
+  views[0].state.set_exhausted_seq(41);
+  views[0].state.set_last_error("ResourceExhausted: " + dropped);
+  LocalFailure me1 = Me(1, 0);
+  me1.status = UnavailableError("connection reset by rank 0");
+  me1.elapsed = Seconds(1);
+  Verdict theirs = Classify(me1, views);
+  EXPECT_EQ(theirs.root, 0);
+  EXPECT_EQ(theirs.root_class, RankClass::kExhausted);
+  EXPECT_NE(theirs.text.find("rank 0 out of memory (pid 1000 on host h"), std::string::npos)
+      << theirs.text;
+  EXPECT_NE(theirs.text.find(dropped), std::string::npos) << theirs.text;
+
+  // What a rank's control endpoint answers carries what its monitor kept.
+  OpSnapshot kept;
+  kept.failed_seq = 41;
+  kept.exhausted_seq = 41;
+  EXPECT_EQ(StateOf(kept, RankInfo{}).exhausted_seq(), 41u);
+
+  // Its memory ran out in an earlier call: this one is not explained by it.
+  views[0].state.set_exhausted_seq(40);
+  views[0].state.set_failed_seq(40);
+  EXPECT_NE(Classify(me1, views).root_class, RankClass::kExhausted);
+}
+
 TEST(VerdictTest, TheBlamedRankIsRecordedForTheLauncherToRead) {
   const Verdict v = Classify(Me(7, 6), RingWithRank3Stopped());
   ASSERT_EQ(v.root, 3);

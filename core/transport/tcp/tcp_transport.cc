@@ -457,7 +457,11 @@ class TcpTransport::Impl {
   // Closes a connection that has not authenticated, without telling it why.
   void RefuseStranger(const std::shared_ptr<InConn>& c, auth::Refusal refusal,
                       const std::string& why);
-  void Drop(const std::shared_ptr<InConn>& c, const std::string& why);
+  // `code`: ResourceExhausted when this rank's own memory is why (an early message's buffer
+  // could not be allocated), so that its receives from that peer fail with it and the
+  // verdict names this rank rather than the sender.
+  void Drop(const std::shared_ptr<InConn>& c, const std::string& why,
+            StatusCode code = StatusCode::kUnavailable);
   void CloseIn(const std::shared_ptr<InConn>& c, const Status& reason);
   std::string DescribeIn(const InConn& c) const;
 
@@ -1837,6 +1841,7 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
     }
     size_t charge = static_cast<size_t>(f.payload_len) + kBufferedMessageOverhead;
     if (unexpected_bytes_ + charge > options_.max_unexpected_bytes) {
+      // The sender's doing as much as this rank's (a flood nobody asked for): Unavailable.
       return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for " +
                          DescribeSeqTag(f.seq, f.tag) +
                          " before the receive was posted, over max_unexpected_bytes (" +
@@ -1845,10 +1850,12 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
     }
     PooledBuffer buffer = early_pool_.Take(static_cast<size_t>(f.payload_len));
     if (buffer.data == nullptr) {
-      return Drop(c, "sent " + std::to_string(f.payload_len) + " bytes for " +
-                         DescribeSeqTag(f.seq, f.tag) +
-                         " before the receive was posted, and this rank cannot allocate a "
-                         "buffer of that size to hold them");
+      return Drop(c,
+                  "sent " + std::to_string(f.payload_len) + " bytes for " +
+                      DescribeSeqTag(f.seq, f.tag) +
+                      " before the receive was posted, and this rank cannot allocate a "
+                      "buffer of that size to hold them",
+                  StatusCode::kResourceExhausted);
     }
     unexpected_bytes_ += charge;
     c->buffer_charge = charge;
@@ -1884,11 +1891,12 @@ void TcpTransport::Impl::RefuseStranger(const std::shared_ptr<InConn>& c, auth::
   CloseIn(c, UnavailableError("refused"));
 }
 
-void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::string& why) {
+void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::string& why,
+                              StatusCode code) {
   if (c->closed) return;
   LOG(WARNING) << "rank " << options_.rank << " dropped the connection from " << DescribeIn(*c)
                << ": " << why;
-  CloseIn(c, UnavailableError("rank " + std::to_string(options_.rank) +
+  CloseIn(c, Status(code, "rank " + std::to_string(options_.rank) +
                               " dropped the connection from " + DescribeIn(*c) + ": " + why));
 }
 
