@@ -975,6 +975,8 @@ int main(int argc, char** argv) {
       d.argv.push_back("--socket=" + socket);
       d.env = common_env(r);
       d.service = true;  // stopped if the program ends without (or after) calling it
+      // gyred makes its socket once it serves; a remote one's is not to be seen from here.
+      if (!placement.remote) d.ready_path = socket;
       specs.push_back(std::move(d));
       launcher::ProcessSpec p;
       p.rank = r;

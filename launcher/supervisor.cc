@@ -288,6 +288,7 @@ struct Supervisor::Child {
   // it is to be killed once stopped.
   Deadline service_stop = Deadline::Infinite();
   Deadline service_kill = Deadline::Infinite();
+  bool ready_seen = false;  // its ProcessSpec::ready_path has been there
   std::deque<std::string> tail;
   std::string prefix;
 };
@@ -521,6 +522,11 @@ void Supervisor::SweepExits() {
   for (auto& child : children_) {
     ProcessResult& r = child->result;
     if (r.pid <= 0 || r.finished()) continue;
+    struct stat ready {};
+    if (!child->ready_seen && !child->spec.ready_path.empty() &&
+        ::stat(child->spec.ready_path.c_str(), &ready) == 0) {
+      child->ready_seen = true;
+    }
     int flags = WEXITED | WNOHANG;
     siginfo_t info{};
     int rc;
@@ -559,6 +565,18 @@ void Supervisor::ReapOrphans() {
   }
 }
 
+bool Supervisor::ProgramOfRankRunning(int rank) const {
+  for (const auto& other : children_) {
+    const ProcessResult& o = other->result;
+    if (other->spec.service || other->spec.rank != rank || o.pid <= 0 || o.finished()) continue;
+    // Exited but not reaped yet (this sweep may come to it after its service) is not running.
+    siginfo_t info{};
+    const int rc = waitid(P_PID, static_cast<id_t>(o.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc == 0 && info.si_pid == 0) return true;
+  }
+  return false;
+}
+
 void Supervisor::RecordExit(Child* child, int code, int status) {
   ProcessResult& r = child->result;
   if (code == CLD_EXITED) {
@@ -569,6 +587,16 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
     r.signal = status;
   }
   r.run_time = clock_->Now() - start_time_;
+  // A daemon that served leaves its socket behind (and was seen serving); one that exits 0
+  // without ever having served while its program runs leaves that program nothing to call.
+  // One that exits 0 after its program has ended (it never called) is not a failure.
+  struct stat ready {};
+  if (child->spec.service && !child->spec.ready_path.empty() && r.exited && r.exit_code == 0 &&
+      !shutting_down_ && !r.killed_by_launcher && !child->ready_seen &&
+      ::stat(child->spec.ready_path.c_str(), &ready) != 0 &&
+      ProgramOfRankRunning(child->spec.rank)) {
+    r.never_served = true;
+  }
   if (shutting_down_ || !r.failed_on_its_own()) return;
   if (root_cause_ == nullptr) {
     r.root_cause = true;
@@ -957,7 +985,8 @@ int Supervisor::ComputeExitStatus() const {
   if (deadline_fired_) return kExitJobDeadline;
   if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
-    return r.signaled ? 128 + r.signal : r.exit_code;
+    if (r.signaled) return 128 + r.signal;
+    return r.exit_code != 0 ? r.exit_code : 1;  // 0: a service that never served
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
@@ -992,6 +1021,7 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
     return "terminated by gyrerun (" + how + ")";
   }
   if (!r.launch_error.empty()) return how + ": " + r.launch_error;
+  if (r.never_served) return how + " before it ever served its rank's program";
   if (r.finished() && !r.signaled && r.exit_code == 0) return "ok";
   return how;
 }
@@ -1050,6 +1080,10 @@ std::string Supervisor::BuildSummary() const {
       os << r.launch_error;
     } else if (r.signaled) {
       os << "was killed by signal " << SignalName(r.signal) << " (" << r.signal << ")";
+    } else if (r.never_served) {
+      os << "exited with code 0 before it ever served its rank's program, which was still "
+            "running (nothing appeared at "
+         << root_cause_->spec.ready_path << ")";
     } else {
       os << "exited with code " << r.exit_code;
     }

@@ -119,6 +119,11 @@ struct ProcessSpec {
   // stopped (SIGTERM, SIGKILL after the grace period) and the job does not fail for it: a
   // program that ends without ever calling its daemon must not leave the job waiting forever.
   bool service = false;
+  // For a service on this machine: a path that exists once it serves (a daemon's socket).
+  // A service that exits 0 while a program of its rank still runs, and before this path was
+  // ever there, never served that program: the job fails at once (the program would wait
+  // for it until its own timeout). Empty: not checked.
+  std::string ready_path;
 };
 
 // The rank a failed job's own verdict blames, and how ("stalled", "diverged", ...).
@@ -181,6 +186,9 @@ struct ProcessResult {
   bool stopped_as_service = false;
   // ...and SIGTERM was not enough within the grace period (or a second Ctrl-C came).
   bool sigkilled_by_launcher = false;
+  // A service that exited 0 before it ever served, while its rank's program still ran
+  // (ProcessSpec::ready_path): the program has nothing to call.
+  bool never_served = false;
   // The first process to fail on its own; at most one per job.
   bool root_cause = false;
   // "cannot execute <path>: <strerror>" when the child never ran the program.
@@ -191,9 +199,9 @@ struct ProcessResult {
   Duration run_time{0};
 
   bool finished() const { return exited || signaled; }
-  // Ended by itself with a non-zero status or a signal.
+  // Ended by itself with a non-zero status or a signal, or a service that never served.
   bool failed_on_its_own() const {
-    return finished() && !killed_by_launcher && (signaled || exit_code != 0);
+    return finished() && !killed_by_launcher && (signaled || exit_code != 0 || never_served);
   }
 };
 
@@ -244,6 +252,8 @@ class Supervisor {
   // Stops the ProcessSpec::service processes whose rank's other processes ended, as above.
   void StopIdleServices();
   void RecordExit(Child* child, int code, int status);
+  // Whether a non-service process of `rank` is still running (not merely unreaped).
+  bool ProgramOfRankRunning(int rank) const;
   void BeginShutdown(const std::string& reason);
   void SignalLive(int sig);
   void HandleSignalBytes();

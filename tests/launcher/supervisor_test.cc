@@ -591,6 +591,36 @@ TEST_F(SupervisorTest, ServiceIsStoppedOnceItsRanksProgramEndedWithoutFailingThe
   ExpectNoProcessLeft();
 }
 
+// A service that exits 0 while its rank's program runs: a failure at once if what it makes
+// when it serves (ProcessSpec::ready_path) never appeared; its own business if it did (a
+// daemon whose program closed its communicator and runs on).
+TEST_F(SupervisorTest, AServiceThatExitsBeforeItEverServedFailsTheJob) {
+  SupervisorOptions options = Options();
+  ProcessSpec program = Rank(0, {"--sleep_ms=20000"});
+  program.name = "rank 0 program";
+  ProcessSpec quits = Rank(0, {"--sleep_ms=100"});
+  quits.name = "rank 0 gyred";
+  quits.service = true;
+  quits.ready_path = File("rank0.sock");
+  EXPECT_EQ(Run({quits, program}, options), 1) << err_.str();
+  EXPECT_LT(ElapsedSeconds(), 10.0);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].never_served);
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("rank 0 gyred (pid " + std::to_string(results[0].pid) +
+                        ") exited with code 0 before it ever served its rank's program, which "
+                        "was still running (nothing appeared at " +
+                        File("rank0.sock") + ")"));
+
+  // The same with the path there: the program runs to its end and the job passes.
+  std::ofstream(File("rank0.sock")) << "";
+  program.argv = Rank(0, {"--sleep_ms=500"}).argv;
+  EXPECT_EQ(Run({quits, program}, options), 0) << err_.str();
+  EXPECT_FALSE(supervisor_->results()[0].never_served);
+  EXPECT_EQ(supervisor_->FailureSummary(), "");
+}
+
 TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
   SupervisorOptions options = Options();
   options.service_linger = Millis(100);

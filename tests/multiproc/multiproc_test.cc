@@ -474,6 +474,25 @@ TEST(GyrerunTest, ADaemonWhoseProgramNeverCallsItDoesNotHoldTheJob) {
   EXPECT_NE(r.err.find("[rank 1 gyred]"), std::string::npos) << r.err;
 }
 
+// A "daemon" that exits 0 at once (not a gyred at all) leaves its program nothing to call:
+// the job fails at once naming it, where the programs used to wait out the rendezvous (60 s).
+// A gyred that served and then left (the program closed and runs on) is not this case: the
+// torch DDP example and DaemonVerdictTest cover it.
+TEST(GyrerunTest, ADaemonThatExitsBeforeItEverServedFailsTheJobAtOnce) {
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--gyred", "/bin/true", "--", Client(),
+                                "--check=false", "--loop_iters=2"},
+                               {}, 90);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 30.0) << r.err;
+  EXPECT_NE(r.err.find("gyred (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with code 0 before it ever served its rank's program, which was "
+                       "still running (nothing appeared at "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(".sock) after"), std::string::npos) << r.err;
+}
+
 TEST(GyrerunTest, EmbeddedRanksGetTheRendezvousTimeout) {
   // Rank 0 never joins: rank 1 must give up after --rendezvous_timeout, not the 60 s default.
   CommandResult r = RunCommand(
