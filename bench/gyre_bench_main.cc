@@ -9,6 +9,7 @@
 // and the program exits non-zero.
 #include <dirent.h>
 #include <gflags/gflags.h>
+#include <glog/logging.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -547,6 +548,14 @@ int Main(int argc, char** argv) {
   int64_t total_wrong = 0;
   for (int64_t size : sizes) {
     const Shape shape = ShapeFor(op, size, p, esize);
+    // The size column shows what ran; say why it differs from what was asked.
+    if (rank == 0 && op != Op::kBarrier && shape.bytes != size) {
+      std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout,
+                   "# %lld B runs as %lld B (whole %s elements: at least one per rank, the "
+                   "same number on each where the call splits its buffer)\n",
+                   static_cast<long long>(size), static_cast<long long>(shape.bytes),
+                   DataTypeName(dtype));
+    }
     auto in_or = Allocate(comm, shape.in_elems * static_cast<int64_t>(esize));
     if (!in_or.ok()) return Fail(in_or.status(), rank);
     auto out_or = Allocate(comm, shape.out_elems * static_cast<int64_t>(esize));
@@ -640,9 +649,14 @@ int Main(int argc, char** argv) {
 }  // namespace gyre::bench
 
 int main(int argc, char** argv) {
+  // Logging as before, warnings and errors on stderr (--minloglevel=0 shows the rest), but
+  // started: glog otherwise prefixes the first warning with a line saying it was not.
+  gflags::SetCommandLineOptionWithMode("logtostderr", "true", gflags::SET_FLAGS_DEFAULT);
+  gflags::SetCommandLineOptionWithMode("minloglevel", "1", gflags::SET_FLAGS_DEFAULT);
   gyre::ParseToolFlags(
       &argc, &argv,
       "gyrerun -n P [--mode embedded] -- gyre-bench [-b 4] [-e 64M] [-f 4] [--op allreduce] "
       "[--algo auto|all|NAME] [--jsonl FILE]");
+  google::InitGoogleLogging(argv[0]);
   return gyre::bench::Main(argc, argv);
 }

@@ -45,6 +45,7 @@
 #include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
+#include "core/job/identity.h"
 #include "core/job/inquiry.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/flight_records.h"
@@ -302,15 +303,16 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
       if (!(words >> host)) continue;
       if (words >> slots) {
         if (slots.rfind("slots=", 0) != 0) {
-          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
-                                            "' is not 'host slots=N'");
+          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" +
+                                            gyre::Printable(line) + "' is not 'host slots=N'");
         }
         host += ":" + slots.substr(6);
       }
       // Open MPI's max_slots=N may follow (gyre places no more than the slots anyway).
       for (std::string extra; words >> extra;) {
         if (extra.rfind("max_slots=", 0) != 0) {
-          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" + line +
+          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" +
+                                            gyre::Printable(line) +
                                             "' has more than 'host slots=N [max_slots=M]'");
         }
       }
@@ -327,15 +329,24 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
       const std::string n = item.substr(colon + 1);
       if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
           std::atoi(n.c_str()) < 1 || std::atoi(n.c_str()) > kMaxRanks) {
-        return gyre::InvalidArgumentError("host '" + item + "': slots must be a number from 1 to " +
+        return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
+                                          "': slots must be a number from 1 to " +
                                           std::to_string(kMaxRanks));
       }
       h.slots = std::atoi(n.c_str());
     }
-    if (h.host.empty()) return gyre::InvalidArgumentError("host '" + item + "' has no name");
+    if (h.host.empty())
+      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) + "' has no name");
+    if (std::any_of(h.host.begin(), h.host.end(),
+                    [](unsigned char c) { return c <= 0x20 || c >= 0x7f; })) {
+      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
+                                        "' is not a host name (it holds bytes outside "
+                                        "printable ASCII)");
+    }
     // "localhost:2:3" was taken as a host named "localhost:2", which only ssh then refused.
     if (h.host.find(':') != std::string::npos) {
-      return gyre::InvalidArgumentError("host '" + item + "': want 'host' or 'host:slots'");
+      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
+                                        "': want 'host' or 'host:slots'");
     }
     out.push_back(h);
   }
@@ -562,6 +573,22 @@ int main(int argc, char** argv) {
                  " disagree; give one");
   }
   int n = FLAGS_n > 0 ? FLAGS_n : FLAGS_np;
+  // The torchrun-style flags are checked even when they place nothing: a value that cannot
+  // mean anything (--nnodes 0, --node_rank 5 of one node) is not ignored without a word.
+  if (FLAGS_nnodes < 1)
+    return Usage("--nnodes must be at least 1, not " + std::to_string(FLAGS_nnodes));
+  if (FLAGS_nproc_per_node < 0) {
+    return Usage("--nproc_per_node must be 0 (ranks from -n) or more, not " +
+                 std::to_string(FLAGS_nproc_per_node));
+  }
+  if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
+    return Usage("--node_rank " + std::to_string(FLAGS_node_rank) + " is not in 0.." +
+                 std::to_string(FLAGS_nnodes - 1) + " (--nnodes " + std::to_string(FLAGS_nnodes) +
+                 ")");
+  }
+  if (!FLAGS_job_id.empty()) {
+    if (Status bad = job::CheckJobId(FLAGS_job_id); !bad.ok()) return Usage(bad.message());
+  }
   const bool torchrun = FLAGS_nnodes > 1 || FLAGS_nproc_per_node > 0;
   const bool fan_out = !FLAGS_hosts.empty() || !FLAGS_hostfile.empty();
   if (!FLAGS_hosts.empty() && !FLAGS_hostfile.empty()) {
@@ -613,10 +640,6 @@ int main(int argc, char** argv) {
           "--nnodes x --nproc_per_node is at most 1048576, and --nproc_per_node at "
           "most " +
           std::to_string(kMaxRanks));
-    }
-    if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
-      return Usage("--node_rank " + std::to_string(FLAGS_node_rank) + " is not in 0.." +
-                   std::to_string(FLAGS_nnodes - 1));
     }
     if (n > 0 && n != FLAGS_nnodes * FLAGS_nproc_per_node) {
       return Usage("-n " + std::to_string(n) + " is not --nnodes x --nproc_per_node (" +

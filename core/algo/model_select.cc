@@ -136,13 +136,13 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
     const std::string at = where + " line " + std::to_string(line_no);
     const size_t eq = line.find('=');
     if (eq == std::string::npos) {
-      return InvalidArgumentError(at + ": expected 'key = value', not '" + line + "'");
+      return InvalidArgumentError(at + ": expected 'key = value', not '" + Printable(line) + "'");
     }
     const std::string key = Trim(line.substr(0, eq));
     const std::string value = Trim(line.substr(eq + 1));
     auto dup = seen.find(key);
     if (dup != seen.end()) {
-      return InvalidArgumentError(at + ": key '" + key + "' was already set on line " +
+      return InvalidArgumentError(at + ": key '" + Printable(key) + "' was already set on line " +
                                   std::to_string(dup->second));
     }
     seen[key] = line_no;
@@ -153,8 +153,8 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
         !value.empty() && end == value.c_str() + value.size() && errno == 0 && std::isfinite(v);
     if (key == "cores") {
       if (!number || v < 1 || v != std::floor(v) || v > 1 << 20) {
-        return InvalidArgumentError(at + ": key 'cores' needs a whole number >= 1, not '" + value +
-                                    "'");
+        return InvalidArgumentError(at + ": key 'cores' needs a whole number >= 1, not '" +
+                                    Printable(value) + "'");
       }
       model.cores = static_cast<int>(v);
       continue;
@@ -172,12 +172,13 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
     bool known_name = false;
     for (const char* k : kPointKeys) known_name |= name == k;
     if (p < 1 || !known_name) {
-      return InvalidArgumentError(at + ": unknown key '" + key + "' (known: " + KnownKeys() + ")");
+      return InvalidArgumentError(at + ": unknown key '" + Printable(key) +
+                                  "' (known: " + KnownKeys() + ")");
     }
     if (!number || v < 0 || (name == "beta_GBps" && v <= 0)) {
       return InvalidArgumentError(at + ": key '" + key + "' needs a " +
                                   (name == "beta_GBps" ? "positive" : "non-negative") +
-                                  " number, not '" + value + "'");
+                                  " number, not '" + Printable(value) + "'");
     }
     values[p][name] = v;
   }

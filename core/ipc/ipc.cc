@@ -412,6 +412,22 @@ Status InspectSocketPath(const std::string& path, const sockaddr_un& addr, bool*
 
 Status CheckUnixSocketPath(const std::string& path) {
   GYRE_ASSIGN_OR_RETURN(const sockaddr_un addr, UnixAddress(path));
+  // Its folder must be there and writable: found only at bind time, that came after the
+  // rendezvous, when every other rank had joined.
+  const std::string dir = DirectoryOf(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return InvalidArgumentError("cannot listen on " + path + ": its folder " + dir + ": " +
+                                std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return InvalidArgumentError("cannot listen on " + path + ": " + dir + " is " +
+                                FileKind(st.st_mode) + ", not a folder");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return InvalidArgumentError("cannot listen on " + path + ": its folder " + dir + ": " +
+                                std::strerror(errno));
+  }
   bool stale = false;
   return InspectSocketPath(path, addr, &stale);
 }

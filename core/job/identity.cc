@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "core/auth/handshake.h"
+#include "core/store/store.h"
+
 namespace gyre::job {
 
 StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& value, int64_t min,
@@ -32,6 +35,12 @@ namespace {
 
 StatusOr<int> ParseInt(const std::string& name, const std::string& value) {
   GYRE_ASSIGN_OR_RETURN(int64_t v, ParseEnvInteger(name, value, INT32_MIN, INT32_MAX));
+  return static_cast<int>(v);
+}
+
+// A TCP port: its error gives the range a port has.
+StatusOr<int> ParsePort(const std::string& name, const std::string& value) {
+  GYRE_ASSIGN_OR_RETURN(int64_t v, ParseEnvInteger(name, value, 1, 65535));
   return static_cast<int>(v);
 }
 
@@ -121,6 +130,20 @@ EnvLookup MapEnvironment(std::map<std::string, std::string> env) {
   };
 }
 
+Status CheckJobId(const std::string& job_id) {
+  if (job_id.empty()) return InvalidArgumentError("the job id is empty");
+  if (job_id.find('/') != std::string::npos) {
+    return InvalidArgumentError("job id " + store::QuoteKey(job_id) +
+                                " contains '/', which the store's keys cannot hold");
+  }
+  if (job_id.size() > auth::kMaxJobIdBytes) {
+    return InvalidArgumentError("job id " + store::QuoteKey(job_id) + " is " +
+                                std::to_string(job_id.size()) + " bytes, more than the " +
+                                std::to_string(auth::kMaxJobIdBytes) + " a job id may have");
+  }
+  return Status::Ok();
+}
+
 StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& env) {
   Identity id;
   struct Source {
@@ -182,7 +205,7 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   } else if (auto a = env("MASTER_ADDR")) {
     auto port = env("MASTER_PORT");
     if (!port) return InvalidArgumentError("MASTER_ADDR is set but MASTER_PORT is not");
-    GYRE_ASSIGN_OR_RETURN(int pnum, ParseInt("MASTER_PORT", *port));
+    GYRE_ASSIGN_OR_RETURN(int pnum, ParsePort("MASTER_PORT", *port));
     id.store_url = "tcp://" + *a + ":" + std::to_string(pnum);
   } else if (auto nodes = env("SLURM_STEP_NODELIST"); nodes && id.source.rfind("Slurm", 0) == 0) {
     // Under srun the first node of the step serves the store (gyrerun --slurm there).
@@ -190,7 +213,7 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
     auto job = env("SLURM_JOB_ID");
     int port = 0;
     if (auto p = env("GYRE_STORE_PORT")) {
-      GYRE_ASSIGN_OR_RETURN(port, ParseInt("GYRE_STORE_PORT", *p));
+      GYRE_ASSIGN_OR_RETURN(port, ParsePort("GYRE_STORE_PORT", *p));
     } else {
       if (!job) return InvalidArgumentError("SLURM_STEP_NODELIST is set but SLURM_JOB_ID is not");
       GYRE_ASSIGN_OR_RETURN(int j, ParseInt("SLURM_JOB_ID", *job));
@@ -235,6 +258,8 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   } else if (auto l = env("GYRE_ALLOW_LOOPBACK")) {
     id.allow_loopback = *l == "1" || *l == "true";
   }
+  // Before anything is opened: a bad id otherwise fails at the store or the first handshake.
+  GYRE_RETURN_IF_ERROR(CheckJobId(id.job_id));
   return id;
 }
 

@@ -68,6 +68,11 @@ StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& va
 // `value` of the switch `name`: 0/false or 1/true; otherwise InvalidArgument naming both.
 StatusOr<bool> ParseEnvSwitch(const std::string& name, const std::string& value);
 
+// A job id as every part of gyre takes it: not empty, without '/' (the store's keys are
+// built from it) and at most auth::kMaxJobIdBytes bytes (every handshake carries it).
+// InvalidArgument naming it otherwise.
+Status CheckJobId(const std::string& job_id);
+
 // InvalidArgument naming the variable when a value does not parse, when rank/world size
 // cannot be found anywhere, or when 0 <= rank < world_size does not hold.
 StatusOr<Identity> ResolveIdentity(const IdentityOverrides& overrides, const EnvLookup& env);

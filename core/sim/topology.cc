@@ -330,7 +330,7 @@ StatusOr<std::unique_ptr<Topology>> MakeTopology(const std::string& spec, int wo
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string dims = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  auto check_count = [&](int devices) -> Status {
+  auto check_count = [&](int64_t devices) -> Status {
     if (devices == world_size) return Status::Ok();
     return InvalidArgumentError("topology '" + spec + "' has " + std::to_string(devices) +
                                 " devices but the world has " + std::to_string(world_size) +
@@ -348,8 +348,14 @@ StatusOr<std::unique_ptr<Topology>> MakeTopology(const std::string& spec, int wo
   if (kind == "ring" && dims.empty()) {
     return std::unique_ptr<Topology>(new Torus("ring", 1, world_size, options.link));
   }
-  if ((kind == "torus2d" || kind == "two_level" || kind == "fat_tree") && ParseDims(dims, &a, &b)) {
-    GYRE_RETURN_IF_ERROR(check_count(a * b));
+  const bool two_dims = kind == "torus2d" || kind == "two_level" || kind == "fat_tree";
+  if (two_dims && !ParseDims(dims, &a, &b)) {
+    return InvalidArgumentError("topology '" + Printable(spec) + "': " + kind +
+                                " wants AxB, each a whole number from 1 to " +
+                                std::to_string(1 << 20));
+  }
+  if (two_dims) {
+    GYRE_RETURN_IF_ERROR(check_count(int64_t{a} * b));
     const std::string name = kind + ":" + std::to_string(a) + "x" + std::to_string(b);
     if (kind == "torus2d") return std::unique_ptr<Topology>(new Torus(name, a, b, options.link));
     if (kind == "two_level") {

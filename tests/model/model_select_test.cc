@@ -349,6 +349,10 @@ TEST(CalibrationFileTest, ErrorsNameTheFileTheLineAndTheKey) {
   ExpectError("cores = 1.5\np4.alpha_us = 10\np4.beta_GBps = 2\n", {"line 1", "'cores'"});
   ExpectError(ok + "p4.alpha_us = 11\n", {"line 4", "'p4.alpha_us'", "already set on line 2"});
   ExpectError("p4.alpha_us 10\n", {"line 1", "key = value"});
+  // A binary file's bytes are not echoed to the terminal as they are.
+  ExpectError(std::string("\x1b[2J\xc8\x01") + std::string(200, 'z') + "\n",
+              {"line 1", "not '\\x1b[2J\\xc8\\x01zz", "... (206 bytes)"});
+  ExpectError(ok + "p4.alpha_us\x07 = 3\n", {"line 4", "unknown key 'p4.alpha_us\\x07'"});
   ExpectError("p8.alpha_us = 10\n", {"'p8.beta_GBps'"});
   ExpectError("# nothing\n", {"no p<N>.alpha_us"});
   auto missing = ReadMachineModel("/nonexistent/gyre-model.txt");

@@ -64,6 +64,24 @@ TEST(DaemonErrorsTest, UnwritableFlightDirectoryIsRefusedAtStart) {
       << r.err;
 }
 
+// A client socket in a folder that is not there: said before the rendezvous (it was found at
+// bind time, after every other rank had joined), not after rank 1 is waited for.
+TEST(DaemonErrorsTest, ASocketInAMissingFolderIsRefusedBeforeTheRendezvous) {
+  const std::string store = TempDir("socket-dir");
+  CommandResult r =
+      RunCommand({BinDir() + "/gyred", "--rank=0", "--world_size=2", "--store=file://" + store,
+                  "--job_id=socket-dir", "--run=serve", "--socket=/nonexistent-gyre-dir/rank0.sock",
+                  "--rendezvous_timeout=60"},
+                 {}, 30);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 10.0) << r.err;
+  EXPECT_NE(r.err.find("cannot listen on /nonexistent-gyre-dir/rank0.sock: its folder "
+                       "/nonexistent-gyre-dir: No such file or directory"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(DaemonErrorsTest, GyrectlAgainstAStoreNobodyServesFailsPromptlyNamingIt) {
   int port = 0;
   {

@@ -826,6 +826,15 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
       {{"--hostfile", "/"}, "--hostfile / is a directory"},
       {{"-n", "1", "--store", "file://relative"},
        "--store: store URL 'file://relative': a file store needs an absolute folder"},
+      // Flags that placed nothing were ignored; a job id every rank then failed on.
+      {{"-n", "2", "--nnodes", "0"}, "--nnodes must be at least 1, not 0"},
+      {{"-n", "2", "--nproc_per_node", "-2"},
+       "--nproc_per_node must be 0 (ranks from -n) or more, not -2"},
+      {{"-n", "2", "--node_rank", "5"}, "--node_rank 5 is not in 0..0 (--nnodes 1)"},
+      {{"-n", "2", "--job_id", "a/b"}, "job id 'a/b' contains '/'"},
+      {{"-n", "2", "--job_id", std::string(300, 'j')},
+       "job id '" + std::string(120, 'j') +
+           "...(300 bytes)' is 300 bytes, more than the 256 a job id may have"},
   };
   for (const auto& [flags, want] : cases) {
     std::vector<std::string> argv = {Gyrerun()};
@@ -844,6 +853,24 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
   CommandResult ok = RunCommand(
       {Gyrerun(), "--hostfile", hostfile, "--mode", "embedded", "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  // A binary file's bytes are not echoed to the terminal as they are.
+  {
+    std::ofstream f(hostfile);
+    f << "\x1b[2J\xc8 junk\n";
+  }
+  CommandResult binary = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(binary.exit_code, 2) << binary.err;
+  EXPECT_NE(binary.err.find("'\\x1b[2J\\xc8 junk' is not 'host slots=N'"), std::string::npos)
+      << binary.err;
+  EXPECT_EQ(binary.err.find('\x1b'), std::string::npos) << binary.err;
+  {
+    std::ofstream f(hostfile);
+    f << "node\x07\n";
+  }
+  binary = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
+  EXPECT_EQ(binary.exit_code, 2) << binary.err;
+  EXPECT_NE(binary.err.find("host 'node\\x07' is not a host name"), std::string::npos)
+      << binary.err;
   // Without a program, the workload runs in gyred.
   CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -906,6 +933,22 @@ TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   r = RunCommand({Gyred(), "--run=selftest"}, {}, 30);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cannot tell this process's rank"), std::string::npos) << r.err;
+  // A rank's own id is checked before it opens anything, and a port is a port.
+  r = RunCommand({Gyred(), "--rank=0", "--world_size=1", "--job_id=x/y", "--run=selftest",
+                  "--store=file:///nonexistent-gyre-store"},
+                 {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("job id 'x/y' contains '/'"), std::string::npos) << r.err;
+  r = RunCommand({Gyred(), "--run=selftest"},
+                 {{"RANK", "0"},
+                  {"WORLD_SIZE", "1"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "notaport"}},
+                 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MASTER_PORT=\"notaport\" is not a whole number from 1 to 65535"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -153,6 +153,17 @@ TEST(SimTopology, BadSpecsAreInvalidArgument) {
   auto wrong = MakeTopology("torus2d:4x4", 12);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("16 devices"), std::string::npos) << wrong.status();
+  // Dimensions whose product passes an int count it whole; one too large says its range.
+  auto huge = MakeTopology("fat_tree:1000000x1000000", 16);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("has 1000000000000 devices"), std::string::npos)
+      << huge.status();
+  auto too_wide = MakeTopology("fat_tree:4096x1048577", 16);
+  ASSERT_FALSE(too_wide.ok());
+  EXPECT_NE(
+      too_wide.status().message().find("fat_tree wants AxB, each a whole number from 1 to 1048576"),
+      std::string::npos)
+      << too_wide.status();
   EXPECT_FALSE(LinkPreset("ethernet").ok());
   ASSERT_TRUE(LinkPreset("ib_ndr").ok());
   EXPECT_GT(LinkPreset("ib_ndr")->latency_ns, LinkPreset("nvlink")->latency_ns);

@@ -162,6 +162,11 @@ TEST(GyreBenchCli, GatherAndScatterRunAndAreChecked) {
       EXPECT_EQ(rows, 2u) << algo << " in\n" << r.out;
     }
     EXPECT_NE(r.out.find("# wrong elements in total: 0"), std::string::npos) << r.out;
+    // Sizes that do not split into three are rounded, and the run says so.
+    EXPECT_NE(r.out.find("# 4 B runs as 12 B (whole float32 elements: at least one per rank"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("# 65536 B runs as 65532 B"), std::string::npos) << r.out;
   }
 }
 
