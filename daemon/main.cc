@@ -228,6 +228,12 @@ int main(int argc, char** argv) {
     return Fail("", InvalidArgumentError("--world_size " + std::to_string(FLAGS_world_size) +
                                          " must be 1 or more (or unset: from the environment)"));
   }
+  // Given but empty (a variable that expanded to nothing, say) was taken for not given, and
+  // the rank joined job "default".
+  if (FLAGS_job_id.empty() && !gflags::GetCommandLineFlagInfoOrDie("job_id").is_default) {
+    return Fail("", InvalidArgumentError("--job_id is empty (leave it out to take the job id "
+                                         "from the environment)"));
+  }
   job::IdentityOverrides o;
   if (FLAGS_rank >= 0) o.rank = FLAGS_rank;
   if (FLAGS_world_size >= 0) o.world_size = FLAGS_world_size;

@@ -939,6 +939,11 @@ TEST(GyrerunTest, BadArgumentsAreClearErrors) {
                  {}, 30);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("job id 'x/y' contains '/'"), std::string::npos) << r.err;
+  r = RunCommand({Gyred(), "--rank=0", "--world_size=1", "--job_id=", "--run=selftest",
+                  "--store=file:///nonexistent-gyre-store"},
+                 {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--job_id is empty"), std::string::npos) << r.err;
   r = RunCommand({Gyred(), "--run=selftest"},
                  {{"RANK", "0"},
                   {"WORLD_SIZE", "1"},
