@@ -92,7 +92,10 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
     snap_.failed_seq = seq;
     const bool told = aborted_seq_ == seq && status.code() == abort_reason_.code() &&
                       status.message() == abort_reason_.message();
-    if (status.code() == StatusCode::kResourceExhausted && !told) snap_.exhausted_seq = seq;
+    if (status.code() == StatusCode::kResourceExhausted && !told) {
+      snap_.exhausted_seq = seq;
+      snap_.exhausted_error = snap_.last_error;
+    }
   }
 }
 

@@ -58,6 +58,7 @@ struct OpSnapshot {
   // told by another rank: memory it could not allocate, a buffer cap): last_error says what
   // when it is also failed_seq. The other ranks' verdicts name this rank for it.
   uint64_t exhausted_seq = 0;
+  std::string exhausted_error;            // why, for exhausted_seq
   std::vector<CallRecord> recent;         // the last kRecentCalls calls, oldest first
   std::vector<PeerDeparture> departures;  // at most one per peer, as told
 };

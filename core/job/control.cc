@@ -42,6 +42,7 @@ proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
   st.set_failed_seq(s.failed_seq);
   st.set_refused_seq(s.refused_seq);
   st.set_exhausted_seq(s.exhausted_seq);
+  st.set_exhausted_error(s.exhausted_error);
   for (const CallRecord& c : s.recent) {
     proto::CallRecord* r = st.add_recent();
     r->set_seq(c.seq);
@@ -204,7 +205,15 @@ void ControlServer::Handle(int fd) {
           "a stall probe from rank " + std::to_string(req.status().from_rank()));
     }
     if (req.has_dump()) resp.set_dump_json(comm_->recorder()->DumpJson(info_.rank));
-    *resp.mutable_state() = StateOf(comm_->monitor()->Snapshot(), info_);
+    OpSnapshot snap = comm_->monitor()->Snapshot();
+    // A message this rank dropped for want of memory names it at once, in a call it may not
+    // have reached yet; its own call fails on the dropped connection once it gets there.
+    if (const auto dropped = comm_->transport()->LastExhaustion();
+        dropped && dropped->seq > snap.exhausted_seq) {
+      snap.exhausted_seq = dropped->seq;
+      snap.exhausted_error = dropped->why;
+    }
+    *resp.mutable_state() = StateOf(snap, info_);
     size_t waiting = 0;
     for (const MessageWait& w : comm_->WaitingMessages(4, &waiting)) {
       proto::WaitingMessage* out = resp.mutable_state()->add_waiting();

@@ -389,7 +389,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       break;
     case RankClass::kExhausted:
       os << "its seq=" << S << " failed for want of its own memory: "
-         << (v.root == me.rank ? me.status.message() : st.last_error());
+         << (v.root == me.rank               ? me.status.message()
+             : !st.exhausted_error().empty() ? st.exhausted_error()
+                                             : st.last_error());
       break;
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"

@@ -65,6 +65,13 @@ struct MessageHeader {
 
 using DoneCallback = std::function<void(Status)>;
 
+// A message this rank had to drop for want of its own memory (TCP: an early message whose
+// buffer could not be allocated): the operation it belonged to, and why.
+struct Exhaustion {
+  uint64_t seq = 0;
+  std::string why;
+};
+
 // A message held for an operation this rank has already finished, which none of its
 // receives took: ranks making the same call receive all that is sent to them in it, so the
 // sender made another call there.
@@ -115,6 +122,11 @@ class Transport {
     (void)seq;
     return std::nullopt;
   }
+
+  // The latest drop for want of this rank's own memory, if any. A rank's state reports it at
+  // once, so the others' verdicts name this rank even before its own call of that operation
+  // fails (or starts). Any thread; the default drops nothing for memory.
+  virtual std::optional<Exhaustion> LastExhaustion() const { return std::nullopt; }
 };
 
 }  // namespace gyre

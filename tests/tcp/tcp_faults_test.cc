@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -528,9 +529,10 @@ TEST(TcpFaultsTest, BrokenFrameAfterTheHandshakeFailsThatPeerOnly) {
 // What a bare data frame header from a fake rank 1, claiming `payload_len` bytes under
 // `seq`, does to rank 0's pending receive of seq 1.
 struct BareHeaderOutcome {
-  Status status;             // the pending receive's
-  std::string peer;          // rank 0's description of rank 1
-  bool fake_closed = false;  // rank 0 closed the fake's connection
+  Status status;                        // the pending receive's
+  std::string peer;                     // rank 0's description of rank 1
+  bool fake_closed = false;             // rank 0 closed the fake's connection
+  std::optional<Exhaustion> exhausted;  // rank 0's LastExhaustion afterwards
 };
 
 BareHeaderOutcome SendBareHeader(TcpTransportOptions options, uint64_t seq, uint64_t payload_len) {
@@ -553,13 +555,16 @@ BareHeaderOutcome SendBareHeader(TcpTransportOptions options, uint64_t seq, uint
   out.status = pending.Wait();
   out.peer = w.transport->DescribePeer(1);
   out.fake_closed = fake->WaitClosed();
+  out.exhausted = w.transport->LastExhaustion();
   return out;
 }
 
 TEST(TcpFaultsTest, HugeLengthAfterTheHandshakeIsRefusedBeforeAllocating) {
-  Status s = SendBareHeader({}, 1, uint64_t{1} << 50).status;
+  BareHeaderOutcome out = SendBareHeader({}, 1, uint64_t{1} << 50);
+  const Status& s = out.status;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_TRUE(Contains(s, "exceeds the cap")) << s;
+  EXPECT_FALSE(out.exhausted.has_value());  // the sender's doing, not this rank's memory
 }
 
 // An early frame within every cap whose buffer the system cannot give (2^47 bytes: more than
@@ -577,6 +582,11 @@ TEST(TcpFaultsTest, AnEarlyFrameWhoseBufferIsRefusedClosesTheConnection) {
   EXPECT_TRUE(Contains(out.status, std::to_string(uint64_t{1} << 47) + " bytes")) << out.status;
   EXPECT_TRUE(Contains(out.status, out.peer)) << out.status;
   EXPECT_TRUE(out.fake_closed);
+  // Kept for the rank's state, which names it to the other ranks at once.
+  ASSERT_TRUE(out.exhausted.has_value());
+  EXPECT_EQ(out.exhausted->seq, 2u);
+  EXPECT_NE(out.exhausted->why.find("cannot allocate a buffer"), std::string::npos)
+      << out.exhausted->why;
 }
 
 TEST(TcpFaultsTest, EarlyMessagesOverTheCapCloseTheConnection) {

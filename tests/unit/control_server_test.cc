@@ -33,8 +33,9 @@ int ConnectIdle(const std::string& address) {
 
 // A one-rank world's rank 0 with its control server (not started) and the job's credentials.
 struct Rank0 {
-  explicit Rank0(const std::string& job)
-      : comm(std::move(LoopbackHub::CreateWorld(1)[0]), CommOptions()),
+  explicit Rank0(const std::string& job,
+                 std::unique_ptr<Transport> transport = std::move(LoopbackHub::CreateWorld(1)[0]))
+      : comm(std::move(transport), CommOptions()),
         credentials(Credentials(job)),
         server(&comm, RankInfo{0, ::getpid(), "here", "127.0.0.1:1"}, credentials) {}
   static auth::Credentials Credentials(const std::string& job) {
@@ -98,6 +99,53 @@ TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
       << err;
   EXPECT_NE(err.find("[malformed]"), std::string::npos) << err;
   server.Stop();
+}
+
+// A loopback transport that has dropped a message of operation 7 for want of memory.
+class MemoryShortTransport final : public Transport {
+ public:
+  explicit MemoryShortTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const Clock& clock() const override { return inner_->clock(); }
+  void Send(int peer, const MessageHeader& h, const void* data, size_t bytes,
+            DoneCallback done) override {
+    inner_->Send(peer, h, data, bytes, std::move(done));
+  }
+  void Recv(int peer, const MessageHeader& h, void* data, size_t bytes,
+            DoneCallback done) override {
+    inner_->Recv(peer, h, data, bytes, std::move(done));
+  }
+  void CancelOperation(uint64_t seq, const Status& reason) override {
+    inner_->CancelOperation(seq, reason);
+  }
+  uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
+  void Shutdown() override { inner_->Shutdown(); }
+  std::optional<Exhaustion> LastExhaustion() const override {
+    return Exhaustion{7, "ResourceExhausted: rank 0 cannot allocate a buffer"};
+  }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+};
+
+// What the transport dropped for want of memory is in the rank's answer at once, for a call
+// the rank has not reached (its monitor knows nothing of it yet).
+TEST(ControlServerTest, ADropForWantOfMemoryIsInTheRanksState) {
+  Rank0 rank0("control-memory",
+              std::make_unique<MemoryShortTransport>(std::move(LoopbackHub::CreateWorld(1)[0])));
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  proto::ControlRequest q;
+  q.mutable_status();
+  auth::Credentials asker = rank0.credentials;
+  asker.rank = auth::kNoRank;
+  const QueryResult r = QueryControl(rank0.server.address(), 0, q, Seconds(5), asker);
+  ASSERT_EQ(r.reach, Reach::kAnswered) << r.error;
+  EXPECT_EQ(r.response.state().exhausted_seq(), 7u);
+  EXPECT_EQ(r.response.state().exhausted_error(),
+            "ResourceExhausted: rank 0 cannot allocate a buffer");
+  EXPECT_EQ(r.response.state().last_started_seq(), 0u);
+  rank0.server.Stop();
 }
 
 }  // namespace

@@ -148,6 +148,19 @@ TEST(VerdictTest, ARankWhoseMemoryRanOutIsNamedByItselfAndByTheOthers) {
   kept.exhausted_seq = 41;
   EXPECT_EQ(StateOf(kept, RankInfo{}).exhausted_seq(), 41u);
 
+  // A rank that has not reached the call yet, but dropped a message of it for want of memory
+  // (its transport's report), is named for that, not as "not entered".
+  views[0].state.set_in_op(false);
+  views[0].state.set_last_started_seq(40);
+  views[0].state.set_last_completed_seq(40);
+  views[0].state.set_failed_seq(0);
+  views[0].state.set_last_error("");
+  views[0].state.set_exhausted_error("ResourceExhausted: " + dropped);
+  Verdict early = Classify(me1, views);
+  EXPECT_EQ(early.root, 0);
+  EXPECT_EQ(early.root_class, RankClass::kExhausted) << early.text;
+  EXPECT_NE(early.text.find(dropped), std::string::npos) << early.text;
+
   // Its memory ran out in an earlier call: this one is not explained by it.
   views[0].state.set_exhausted_seq(40);
   views[0].state.set_failed_seq(40);

@@ -201,6 +201,10 @@ class TcpTransport::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     return early_pool_.stats();
   }
+  std::optional<Exhaustion> LastExhaustion() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exhausted_;
+  }
 
  private:
   struct Completion {
@@ -458,10 +462,10 @@ class TcpTransport::Impl {
   void RefuseStranger(const std::shared_ptr<InConn>& c, auth::Refusal refusal,
                       const std::string& why);
   // `code`: ResourceExhausted when this rank's own memory is why (an early message's buffer
-  // could not be allocated), so that its receives from that peer fail with it and the
-  // verdict names this rank rather than the sender.
+  // could not be allocated, for operation `seq`), so that its receives from that peer fail
+  // with it, and its state (LastExhaustion) and the verdict name this rank, not the sender.
   void Drop(const std::shared_ptr<InConn>& c, const std::string& why,
-            StatusCode code = StatusCode::kUnavailable);
+            StatusCode code = StatusCode::kUnavailable, uint64_t seq = 0);
   void CloseIn(const std::shared_ptr<InConn>& c, const Status& reason);
   std::string DescribeIn(const InConn& c) const;
 
@@ -528,6 +532,7 @@ class TcpTransport::Impl {
   // The transport's state below, whichever thread moves the bytes.
   mutable std::mutex mu_;
   bool shutdown_ = false;
+  std::optional<Exhaustion> exhausted_;  // the latest drop for want of memory
   bool driver_active_ = false;
   std::thread::id driver_thread_;
   int wake_fd_ = -1;  // an eventfd a Drive polls, so other threads can end its wait
@@ -1855,7 +1860,7 @@ void TcpTransport::Impl::StartPayload(const std::shared_ptr<InConn>& c) {
                       DescribeSeqTag(f.seq, f.tag) +
                       " before the receive was posted, and this rank cannot allocate a "
                       "buffer of that size to hold them",
-                  StatusCode::kResourceExhausted);
+                  StatusCode::kResourceExhausted, f.seq);
     }
     unexpected_bytes_ += charge;
     c->buffer_charge = charge;
@@ -1892,12 +1897,16 @@ void TcpTransport::Impl::RefuseStranger(const std::shared_ptr<InConn>& c, auth::
 }
 
 void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::string& why,
-                              StatusCode code) {
+                              StatusCode code, uint64_t seq) {
   if (c->closed) return;
   LOG(WARNING) << "rank " << options_.rank << " dropped the connection from " << DescribeIn(*c)
                << ": " << why;
-  CloseIn(c, Status(code, "rank " + std::to_string(options_.rank) +
-                              " dropped the connection from " + DescribeIn(*c) + ": " + why));
+  const Status reason(code, "rank " + std::to_string(options_.rank) +
+                                " dropped the connection from " + DescribeIn(*c) + ": " + why);
+  if (code == StatusCode::kResourceExhausted && seq != 0) {
+    exhausted_ = Exhaustion{seq, reason.ToString()};
+  }
+  CloseIn(c, reason);
 }
 
 void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status& reason) {
@@ -2457,6 +2466,7 @@ void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
 }
 uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
 std::optional<StaleMessage> TcpTransport::TakeStale(uint64_t seq) { return impl_->TakeStale(seq); }
+std::optional<Exhaustion> TcpTransport::LastExhaustion() const { return impl_->LastExhaustion(); }
 bool TcpTransport::AcquireDriver(size_t max_message_bytes) {
   return impl_->AcquireDriver(max_message_bytes);
 }

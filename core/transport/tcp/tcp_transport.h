@@ -175,6 +175,7 @@ class TcpTransport final : public Transport, public DrivenTransport {
 
   uint64_t BytesReceivedFrom(int peer) const override;
   std::optional<StaleMessage> TakeStale(uint64_t seq) override;
+  std::optional<Exhaustion> LastExhaustion() const override;
 
   // DrivenTransport. While a driver holds the lease, the io thread leaves identified
   // connections to it; they go back to the io thread when a receive is posted without one.
