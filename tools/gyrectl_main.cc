@@ -117,7 +117,19 @@ int Run(int argc, char** argv) {
     if (!secret.ok()) return Fail(secret.status().ToString());
     credentials.secret = std::move(*secret);
   }
-  auto store = store::OpenStore(FLAGS_store, deadline, credentials);
+  // A store that does not answer at once is said to be waited on, not waited on silently
+  // for the whole 10 s.
+  auto store = store::OpenStore(
+      FLAGS_store, Deadline::After(*SteadyClock::Get(), Seconds(1)).Min(deadline), credentials);
+  if (!store.ok() && (store.status().code() == StatusCode::kUnavailable ||
+                      store.status().code() == StatusCode::kDeadlineExceeded)) {
+    std::fprintf(stderr,
+                 "gyrectl: the store at %s does not answer yet (%s); trying for up to %s more\n",
+                 FLAGS_store.c_str(), store.status().message().c_str(),
+                 FormatDuration(deadline.Remaining(*SteadyClock::Get())).c_str());
+    std::fflush(stderr);
+    store = store::OpenStore(FLAGS_store, deadline, credentials);
+  }
   if (!store.ok()) {
     return Fail(store.status().ToString() +
                 (credentials.secret.empty() &&

@@ -96,6 +96,9 @@ TEST(DaemonErrorsTest, GyrectlAgainstAStoreNobodyServesFailsPromptlyNamingIt) {
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 45.0);
+  // Not silent while it waits: it says so after the first second.
+  EXPECT_NE(r.err.find("gyrectl: the store at " + url + " does not answer yet"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace
