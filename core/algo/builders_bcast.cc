@@ -1,6 +1,6 @@
-// Broadcast schedules: binomial tree, pipelined chain, scatter + ring allgather, and
-// hierarchical (docs/algorithms_data.md, "broadcast"). Ranks are numbered relative to the root, so
-// every builder treats the root as relative rank 0.
+// Broadcast schedules: binomial tree, pipelined chain, scatter + ring allgather,
+// hierarchical and linear (docs/algorithms_data.md, "broadcast"). Ranks are numbered relative to
+// the root, so every builder treats the root as relative rank 0.
 #include <string>
 #include <vector>
 
@@ -16,6 +16,7 @@ constexpr uint32_t kPhaseScatter = 3;
 constexpr uint32_t kPhaseAllgather = 4;
 constexpr uint32_t kPhaseInterNode = 5;
 constexpr uint32_t kPhaseIntraNode = 6;
+constexpr uint32_t kPhaseLinear = 7;
 
 int Absolute(const CollectiveSpec& spec, int v) { return Mod(v + spec.root, spec.world_size); }
 
@@ -146,6 +147,28 @@ Status Hierarchical(const CollectiveSpec& spec, RankBuilder* b) {
   return Status::Ok();
 }
 
+// Linear: the root sends every segment to every other rank itself (segment by segment, in
+// relative rank order). One hop for everyone, p-1 copies through the root's port: with few
+// ranks and a small buffer, the hops a tree would add cost more than the root's sends.
+Status Linear(const CollectiveSpec& spec, RankBuilder* b) {
+  const int p = spec.world_size;
+  const int v = Mod(b->rank() - spec.root, p);
+  const Region out = OutputRegion(0, spec.count);
+  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
+  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
+  for (size_t g = 0; g < segs.size(); ++g) {
+    const uint64_t tag = MakeTag(kPhaseLinear, 0, static_cast<uint32_t>(g));
+    if (v != 0) {
+      b->Recv(spec.root, tag, segs[g]);
+      continue;
+    }
+    Region src = segs[g];
+    src.buffer = BufferId::kInput;
+    for (int c = 1; c < p; ++c) b->Send(Absolute(spec, c), tag, src);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status BuildBroadcast(const CollectiveSpec& spec, RankBuilder* b) {
@@ -159,6 +182,8 @@ Status BuildBroadcast(const CollectiveSpec& spec, RankBuilder* b) {
       return ScatterAllgather(spec, b);
     case Algorithm::kHierarchical:
       return Hierarchical(spec, b);
+    case Algorithm::kLinear:
+      return Linear(spec, b);
     default:
       break;
   }

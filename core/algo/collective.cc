@@ -68,7 +68,7 @@ std::vector<Algorithm> AlgorithmsFor(Collective c) {
               Algorithm::kHierarchical};
     case Collective::kBroadcast:
       return {Algorithm::kBinomial, Algorithm::kChain, Algorithm::kScatterAllgather,
-              Algorithm::kHierarchical};
+              Algorithm::kHierarchical, Algorithm::kLinear};
     case Collective::kReduce:
       return {Algorithm::kBinomial, Algorithm::kRingGather};
     case Collective::kAllgather:

@@ -42,7 +42,7 @@ enum class Algorithm : uint8_t {
   kBruck = 10,             // allgather, alltoall
   kRecursiveHalving = 11,  // reduce_scatter
   kPairwise = 12,          // alltoall
-  kLinear = 13,            // gather, scatter
+  kLinear = 13,            // broadcast, gather, scatter, barrier
   kDissemination = 14,     // barrier
   kCanonical = 15,         // deterministic mode's schedule (see docs/algorithms.md)
   kTwoD = 16,              // allreduce: dimension-wise on a grid (CollectiveSpec::grid_rows)

@@ -81,6 +81,16 @@ StatusOr<ClosedForm> BroadcastTheory(const CollectiveSpec& spec, int rank) {
       f.beta_elems = 2.0 * static_cast<double>(p - 1) * static_cast<double>(n) / p;
       return f;
     }
+    case Algorithm::kLinear: {
+      const int64_t sends = v == 0 ? p - 1 : 0;
+      const int64_t recvs = v == 0 ? 0 : 1;
+      f.traffic = {sends * segments, recvs * segments, sends * n, recvs * n};
+      // One hop; the root's port sends p-1 copies of the buffer, the last one's last segment
+      // landing after all of them.
+      f.alpha_terms = 1.0;
+      f.beta_elems = static_cast<double>((p - 1) * n);
+      return f;
+    }
     case Algorithm::kHierarchical: {
       const GridShape grid = HierarchicalGrid(spec);
       const int64_t g = grid.cols;
@@ -112,6 +122,7 @@ bool BroadcastFormulaIsExact(const CollectiveSpec& spec) {
   switch (spec.algorithm) {
     case Algorithm::kBinomial:
     case Algorithm::kChain:
+    case Algorithm::kLinear:
       return true;
     case Algorithm::kScatterAllgather:
       // Even chunks, and ring messages of one segment each (segmented ring steps overlap

@@ -146,6 +146,9 @@ TEST(NonReducingFormulaTest, HandComputedValues) {
       // chain: (p-1) alpha + (n + (p-2) segment) beta.
       {Collective::kBroadcast, Algorithm::kChain, 4, 13, 3, 3, 19},
       {Collective::kBroadcast, Algorithm::kChain, 4, 13, 0, 3, 39},
+      // Linear: one hop; the root's port sends p-1 copies, segmented or not.
+      {Collective::kBroadcast, Algorithm::kLinear, 4, 13, 0, 1, 39},
+      {Collective::kBroadcast, Algorithm::kLinear, 5, 100, 30, 1, 400},
       // scatter + ring: (floor(log2 p) + p - 1) alpha + 2 (p-1)/p n beta.
       {Collective::kBroadcast, Algorithm::kScatterAllgather, 4, 100, 0, 5, 150},
       {Collective::kAllgather, Algorithm::kRing, 5, 10, 0, 4, 40},
