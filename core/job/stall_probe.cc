@@ -124,6 +124,10 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   const bool diverged = v.root_class == RankClass::kDiverged && in.answered == p && v.voters == p;
   if (!diverged && v.root_class != RankClass::kRefused) return false;
   comm_->recorder()->Record("verdict", snap.seq, v.text);
+  // Before the abort: the call it stops writes the flight record at once, and gyrerun reads
+  // the blamed rank from it (recorded after, it was missing from about one record in four,
+  // and the summary marked the first rank to exit as the cause).
+  RecordBlame(comm_->recorder(), snap.seq, &v, self);
   const std::string mine = v.text + " [rank " + std::to_string(self) +
                            " saw: " + (diverged ? "a mismatched call" : "a refused call") +
                            " while quiet for " + FormatDuration(snap.since_progress) + "]";
@@ -131,7 +135,6 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
                                OpMonitor::AbortKind::kMismatch)) {
     return false;
   }
-  RecordBlame(comm_->recorder(), snap.seq, &v, self);
   TellTheOthers(*dir_, self, in, snap.seq, v.text, OpMonitor::AbortKind::kMismatch, query_timeout);
   return true;
 }
