@@ -20,6 +20,26 @@ constexpr uint32_t kPhaseLinear = 7;
 
 int Absolute(const CollectiveSpec& spec, int v) { return Mod(v + spec.root, spec.world_size); }
 
+// One segment of the output, and where the root sends it from.
+struct Segment {
+  uint32_t index;
+  Region out;
+  Region src;  // the root's input, so its sends never wait for its own output copy
+};
+
+// The output's segments; on the root, after copying its input to its output.
+std::vector<Segment> Segments(const CollectiveSpec& spec, RankBuilder* b, bool is_root) {
+  const Region out = OutputRegion(0, spec.count);
+  if (is_root) b->Copy(out, InputRegion(0, spec.count));
+  std::vector<Segment> segs;
+  for (const Region& r : SplitSegments(out, spec.segment_elems)) {
+    Segment s{static_cast<uint32_t>(segs.size()), r, r};
+    if (is_root) s.src.buffer = BufferId::kInput;
+    segs.push_back(s);
+  }
+  return segs;
+}
+
 // The round of a tree edge is the bit that separates parent and child, so a printed
 // schedule shows the level each message belongs to.
 uint32_t EdgeRound(int parent, int child) {
@@ -32,21 +52,14 @@ uint32_t EdgeRound(int parent, int child) {
 Status Binomial(const CollectiveSpec& spec, RankBuilder* b) {
   const int p = spec.world_size;
   const int v = Mod(b->rank() - spec.root, p);
-  const Region out = OutputRegion(0, spec.count);
   const int parent = BinomialParent(v);
   const std::vector<int> children = BinomialChildren(p, v);
-  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
-  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
-  for (size_t g = 0; g < segs.size(); ++g) {
-    const uint32_t seg = static_cast<uint32_t>(g);
-    Region src = segs[g];
-    if (v == 0) {
-      src.buffer = BufferId::kInput;
-    } else {
-      b->Recv(Absolute(spec, parent), MakeTag(kPhaseTree, EdgeRound(parent, v), seg), segs[g]);
+  for (const Segment& s : Segments(spec, b, v == 0)) {
+    if (v != 0) {
+      b->Recv(Absolute(spec, parent), MakeTag(kPhaseTree, EdgeRound(parent, v), s.index), s.out);
     }
     for (int c : children) {
-      b->Send(Absolute(spec, c), MakeTag(kPhaseTree, EdgeRound(v, c), seg), src);
+      b->Send(Absolute(spec, c), MakeTag(kPhaseTree, EdgeRound(v, c), s.index), s.src);
     }
   }
   return Status::Ok();
@@ -57,18 +70,10 @@ Status Binomial(const CollectiveSpec& spec, RankBuilder* b) {
 Status Chain(const CollectiveSpec& spec, RankBuilder* b) {
   const int p = spec.world_size;
   const int v = Mod(b->rank() - spec.root, p);
-  const Region out = OutputRegion(0, spec.count);
-  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
-  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
-  for (size_t g = 0; g < segs.size(); ++g) {
-    const uint64_t tag = MakeTag(kPhaseChain, 0, static_cast<uint32_t>(g));
-    Region src = segs[g];
-    if (v == 0) {
-      src.buffer = BufferId::kInput;
-    } else {
-      b->Recv(Absolute(spec, v - 1), tag, segs[g]);
-    }
-    if (v + 1 < p) b->Send(Absolute(spec, v + 1), tag, src);
+  for (const Segment& s : Segments(spec, b, v == 0)) {
+    const uint64_t tag = MakeTag(kPhaseChain, 0, s.index);
+    if (v != 0) b->Recv(Absolute(spec, v - 1), tag, s.out);
+    if (v + 1 < p) b->Send(Absolute(spec, v + 1), tag, s.src);
   }
   return Status::Ok();
 }
@@ -120,28 +125,21 @@ Status Hierarchical(const CollectiveSpec& spec, RankBuilder* b) {
   const int vl = Mod(local - root_local, g);    // local-relative
   auto node_rank = [&](int rel_node) { return Mod(rel_node + root_node, nodes) * g + root_local; };
   auto local_rank = [&](int rel_local) { return node * g + Mod(rel_local + root_local, g); };
-  const Region out = OutputRegion(0, spec.count);
-  const bool is_root = b->rank() == spec.root;
-  if (is_root) b->Copy(out, InputRegion(0, spec.count));
-  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const uint32_t seg = static_cast<uint32_t>(i);
-    Region src = segs[i];
-    if (is_root) src.buffer = BufferId::kInput;
+  for (const Segment& s : Segments(spec, b, b->rank() == spec.root)) {
     if (vl == 0) {  // on the root's rail: the inter-node tree
       if (vn != 0) {
         const int parent = BinomialParent(vn);
-        b->Recv(node_rank(parent), MakeTag(kPhaseInterNode, EdgeRound(parent, vn), seg), segs[i]);
+        b->Recv(node_rank(parent), MakeTag(kPhaseInterNode, EdgeRound(parent, vn), s.index), s.out);
       }
       for (int c : BinomialChildren(nodes, vn)) {
-        b->Send(node_rank(c), MakeTag(kPhaseInterNode, EdgeRound(vn, c), seg), src);
+        b->Send(node_rank(c), MakeTag(kPhaseInterNode, EdgeRound(vn, c), s.index), s.src);
       }
     } else {
       const int parent = BinomialParent(vl);
-      b->Recv(local_rank(parent), MakeTag(kPhaseIntraNode, EdgeRound(parent, vl), seg), segs[i]);
+      b->Recv(local_rank(parent), MakeTag(kPhaseIntraNode, EdgeRound(parent, vl), s.index), s.out);
     }
     for (int c : BinomialChildren(g, vl)) {
-      b->Send(local_rank(c), MakeTag(kPhaseIntraNode, EdgeRound(vl, c), seg), src);
+      b->Send(local_rank(c), MakeTag(kPhaseIntraNode, EdgeRound(vl, c), s.index), s.src);
     }
   }
   return Status::Ok();
@@ -153,18 +151,10 @@ Status Hierarchical(const CollectiveSpec& spec, RankBuilder* b) {
 Status Linear(const CollectiveSpec& spec, RankBuilder* b) {
   const int p = spec.world_size;
   const int v = Mod(b->rank() - spec.root, p);
-  const Region out = OutputRegion(0, spec.count);
-  if (v == 0) b->Copy(out, InputRegion(0, spec.count));
-  const std::vector<Region> segs = SplitSegments(out, spec.segment_elems);
-  for (size_t g = 0; g < segs.size(); ++g) {
-    const uint64_t tag = MakeTag(kPhaseLinear, 0, static_cast<uint32_t>(g));
-    if (v != 0) {
-      b->Recv(spec.root, tag, segs[g]);
-      continue;
-    }
-    Region src = segs[g];
-    src.buffer = BufferId::kInput;
-    for (int c = 1; c < p; ++c) b->Send(Absolute(spec, c), tag, src);
+  for (const Segment& s : Segments(spec, b, v == 0)) {
+    const uint64_t tag = MakeTag(kPhaseLinear, 0, s.index);
+    if (v != 0) b->Recv(spec.root, tag, s.out);
+    for (int c = 1; v == 0 && c < p; ++c) b->Send(Absolute(spec, c), tag, s.src);
   }
   return Status::Ok();
 }
