@@ -90,9 +90,7 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   } else {
     snap_.last_error = status.ToString();
     snap_.failed_seq = seq;
-    const bool told = aborted_seq_ == seq && status.code() == abort_reason_.code() &&
-                      status.message() == abort_reason_.message();
-    if (status.code() == StatusCode::kResourceExhausted && !told) {
+    if (status.code() == StatusCode::kResourceExhausted && !StoppedByAbortLocked(seq, status)) {
       snap_.exhausted_seq = seq;
       snap_.exhausted_error = snap_.last_error;
     }
@@ -172,6 +170,10 @@ std::optional<Status> OpMonitor::VerdictReceived(uint64_t seq) const {
 
 bool OpMonitor::StoppedByAbort(uint64_t seq, const Status& failure) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return StoppedByAbortLocked(seq, failure);
+}
+
+bool OpMonitor::StoppedByAbortLocked(uint64_t seq, const Status& failure) const {
   return aborted_seq_ == seq && failure.code() == abort_reason_.code() &&
          failure.message() == abort_reason_.message();
 }

@@ -134,6 +134,8 @@ class OpMonitor {
   TimePoint last_success_start() const;
 
  private:
+  // StoppedByAbort, with mu_ held.
+  bool StoppedByAbortLocked(uint64_t seq, const Status& failure) const;
   const Clock* clock_;
   mutable std::mutex mu_;
   OpRun* current_ = nullptr;

@@ -80,6 +80,16 @@ TEST(DaemonErrorsTest, ASocketInAMissingFolderIsRefusedBeforeTheRendezvous) {
                        "/nonexistent-gyre-dir: No such file or directory"),
             std::string::npos)
       << r.err;
+  // A "folder" that is a file.
+  const std::string file = BinDir() + "/gyred";
+  r = RunCommand({BinDir() + "/gyred", "--rank=0", "--world_size=2", "--store=file://" + store,
+                  "--job_id=socket-file", "--run=serve", "--socket=" + file + "/rank0.sock",
+                  "--rendezvous_timeout=60"},
+                 {}, 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 10.0) << r.err;
+  EXPECT_NE(r.err.find(": " + file + " is a regular file, not a folder"), std::string::npos)
+      << r.err;
 }
 
 TEST(DaemonErrorsTest, GyrectlAgainstAStoreNobodyServesFailsPromptlyNamingIt) {

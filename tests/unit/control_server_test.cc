@@ -13,6 +13,7 @@
 #include "core/auth/secret.h"
 #include "core/job/control.h"
 #include "core/transport/loopback.h"
+#include "tests/support/forwarding_transport.h"
 
 namespace gyre::job {
 namespace {
@@ -102,31 +103,12 @@ TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
 }
 
 // A loopback transport that has dropped a message of operation 7 for want of memory.
-class MemoryShortTransport final : public Transport {
+class MemoryShortTransport final : public gyre::testing::ForwardingTransport {
  public:
-  explicit MemoryShortTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  const Clock& clock() const override { return inner_->clock(); }
-  void Send(int peer, const MessageHeader& h, const void* data, size_t bytes,
-            DoneCallback done) override {
-    inner_->Send(peer, h, data, bytes, std::move(done));
-  }
-  void Recv(int peer, const MessageHeader& h, void* data, size_t bytes,
-            DoneCallback done) override {
-    inner_->Recv(peer, h, data, bytes, std::move(done));
-  }
-  void CancelOperation(uint64_t seq, const Status& reason) override {
-    inner_->CancelOperation(seq, reason);
-  }
-  uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
-  void Shutdown() override { inner_->Shutdown(); }
+  using ForwardingTransport::ForwardingTransport;
   std::optional<Exhaustion> LastExhaustion() const override {
     return Exhaustion{7, "ResourceExhausted: rank 0 cannot allocate a buffer"};
   }
-
- private:
-  std::unique_ptr<Transport> inner_;
 };
 
 // What the transport dropped for want of memory is in the rank's answer at once, for a call

@@ -8,31 +8,16 @@
 #include <vector>
 
 #include "core/transport/loopback.h"
+#include "tests/support/forwarding_transport.h"
 #include "tests/world/world.h"
 
 namespace gyre::testing {
 namespace {
 
 // Forwards everything to a loopback endpoint and keeps what ExpectSend was told.
-class RecordingTransport final : public Transport {
+class RecordingTransport final : public ForwardingTransport {
  public:
-  explicit RecordingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  const Clock& clock() const override { return inner_->clock(); }
-  void Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
-            DoneCallback done) override {
-    inner_->Send(peer, header, data, bytes, std::move(done));
-  }
-  void Recv(int peer, const MessageHeader& header, void* data, size_t bytes,
-            DoneCallback done) override {
-    inner_->Recv(peer, header, data, bytes, std::move(done));
-  }
-  void CancelOperation(uint64_t seq, const Status& reason) override {
-    inner_->CancelOperation(seq, reason);
-  }
-  uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
-  void Shutdown() override { inner_->Shutdown(); }
+  using ForwardingTransport::ForwardingTransport;
   void ExpectSend(size_t bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
     told_.push_back(bytes);
@@ -45,7 +30,6 @@ class RecordingTransport final : public Transport {
   }
 
  private:
-  std::unique_ptr<Transport> inner_;
   std::mutex mu_;
   std::vector<size_t> told_;
 };
