@@ -112,6 +112,10 @@ DEFINE_bool(allow_loopback, false, "let a multi-host job use loopback addresses"
 DEFINE_string(store_host, "",
               "address other hosts use to reach the TCP store this gyrerun serves "
               "(default: the first address on --ifaces)");
+DEFINE_int32(max_restarts, 0,
+             "torchrun style: when a rank fails, stop the job and start every rank again, up "
+             "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
+             "a job this gyrerun runs alone, on its own store");
 DEFINE_string(secret_file, "",
               "the job's secret (hex, mode 0600), e.g. shared with a gyre-store server or with "
               "ranks on other hosts (default: a new random secret in the run folder)");
@@ -273,6 +277,25 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
         gyre::launcher::kExitJobDeadline);
     return;
   }
+}
+
+// Why a failed attempt is not started again (--max_restarts), or "" when it is. A process
+// that could not be executed would fail alike every time, and a stop the user asked for (a
+// signal to gyrerun) or the end of the job's time (--job_timeout) ends the job. A rank that
+// failed, and a hang the watchdog stopped (--hang_timeout), are what restarts are for.
+std::string WhyNotRestart(int code, const std::vector<gyre::launcher::ProcessResult>& results,
+                          const gyre::launcher::SupervisorOptions& options) {
+  if (options.job_deadline.Expired(*gyre::SteadyClock::Get())) {
+    return "the job's time ran out (--job_timeout)";
+  }
+  for (const auto& r : results) {
+    if (!r.root_cause) continue;
+    if (r.launch_error.empty()) return "";
+    return (r.name.empty() ? "rank " + std::to_string(r.rank) : r.name) +
+           " could not be started (" + r.launch_error + "), as it would not be again";
+  }
+  if (code == gyre::launcher::kExitJobDeadline) return "";  // the hang watchdog stopped it
+  return "gyrerun was told to stop (exit status " + std::to_string(code) + ")";
 }
 
 // The most ranks one gyrerun starts (each is a process with pipes this launcher reads).
@@ -671,6 +694,28 @@ int main(int argc, char** argv) {
   }
   bool remote = false;
   for (const auto& p : placements) remote = remote || p.remote;
+  // A restart starts every rank afresh against a store emptied of the failed attempt's
+  // claims, which only a gyrerun that runs the whole job, on a store it owns, can do.
+  if (FLAGS_max_restarts < 0) {
+    return Usage("--max_restarts must be 0 (no restart) or more, not " +
+                 std::to_string(FLAGS_max_restarts));
+  }
+  if (FLAGS_max_restarts > 0) {
+    if (FLAGS_nnodes > 1) {
+      return Usage("--max_restarts with --nnodes " + std::to_string(FLAGS_nnodes) +
+                   ": each node's gyrerun would restart its own ranks without the others; "
+                   "restarts are for a job one gyrerun runs");
+    }
+    if (remote) {
+      return Usage("--max_restarts with ranks on other hosts: restarts are for jobs on this host");
+    }
+    if (FLAGS_store != "file" && FLAGS_store != "tcp") {
+      return Usage("--max_restarts with --store " + FLAGS_store +
+                   ": that store would keep the failed attempt's claims and the next attempt "
+                   "could not meet there; restarts need gyrerun's own store (--store file or "
+                   "tcp), which it empties for each attempt");
+    }
+  }
   // Ranks on other hosts need routable addresses, and so does the store they meet at.
   const bool networked = remote || FLAGS_nnodes > 1;
   const std::string ifaces =
@@ -867,16 +912,16 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<store::TcpStoreServer> store_server;
   std::string store_url;
+  store::TcpStoreServer::Options store_options;
+  store_options.secret = secret;
+  store_options.job_id = job_id;
+  store_options.max_connections = store_connections;
+  store_options.max_connections_hint = store_connections_hint;
   // A store folder cannot be shared with other hosts: a job reaching them serves TCP.
   const bool serve_tcp = FLAGS_store == "tcp" || (FLAGS_store == "file" && remote);
   if (FLAGS_store == "file" && !remote) {
     store_url = "file://" + run_dir + "/store";
   } else if (serve_tcp) {
-    store::TcpStoreServer::Options store_options;
-    store_options.secret = secret;
-    store_options.job_id = job_id;
-    store_options.max_connections = store_connections;
-    store_options.max_connections_hint = store_connections_hint;
     auto server = store::TcpStoreServer::Start(remote ? "0.0.0.0" : "127.0.0.1", 0, store_options);
     if (!server.ok()) {
       std::cerr << "gyrerun: cannot start the TCP store: " << server.status() << "\n";
@@ -898,11 +943,6 @@ int main(int argc, char** argv) {
     }
   } else if (FLAGS_nnodes > 1 && FLAGS_node_rank == 0) {
     // torchrun style: node 0 serves the store at the port every node was given.
-    store::TcpStoreServer::Options store_options;
-    store_options.secret = secret;
-    store_options.job_id = job_id;
-    store_options.max_connections = store_connections;
-    store_options.max_connections_hint = store_connections_hint;
     const int port = job::PortOf(FLAGS_store.substr(6));
     // Every interface, for the other hosts; but a loopback address given means one host, and
     // the store then listens there only.
@@ -946,6 +986,13 @@ int main(int argc, char** argv) {
       {"GYRE_SEGMENT_BYTES", std::to_string(FLAGS_segment_bytes)},
       {"GYRE_DETERMINISTIC", FLAGS_deterministic ? "1" : "0"},
       {"GYRE_TUNE", FLAGS_tune ? "1" : "0"}};
+  // Which attempt this is (--max_restarts), for the program to resume from its checkpoint.
+  int attempt = 0;
+  auto restart_env = [&] {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"GYRE_RESTART_COUNT", std::to_string(attempt)},
+        {"GYRE_MAX_RESTARTS", std::to_string(FLAGS_max_restarts)}};
+  };
   auto common_env = [&](int rank) {
     auto env = std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RANK", std::to_string(rank)},
@@ -960,6 +1007,7 @@ int main(int argc, char** argv) {
     if (!ifaces.empty()) env.push_back({"GYRE_IFACES", ifaces});
     if (FLAGS_allow_loopback) env.push_back({"GYRE_ALLOW_LOOPBACK", "1"});
     for (auto& kv : call_defaults) env.push_back(kv);
+    for (auto& kv : restart_env()) env.push_back(kv);
     return env;
   };
   auto gyred_argv = [&](const std::string& run) {
@@ -974,89 +1022,6 @@ int main(int argc, char** argv) {
   };
 
   const std::string report_file = run_dir + "/report.txt";
-  std::vector<launcher::ProcessSpec> specs;
-  for (const Placement& placement : placements) {
-    placing = &placement;
-    const int r = placement.rank;
-    if (program.empty()) {
-      launcher::ProcessSpec s;
-      s.rank = r;
-      s.argv = gyred_argv(FLAGS_run);
-      // A rank on another host cannot write here; it prints its report instead.
-      if (!placement.remote) s.argv.push_back("--report_file=" + report_file);
-      s.argv.push_back("--timing_runs=" + std::to_string(FLAGS_timing_runs));
-      s.env = common_env(r);
-      specs.push_back(std::move(s));
-      continue;
-    }
-    if (FLAGS_mode == "daemon") {
-      const std::string socket = run_dir + "/rank" + std::to_string(r) + ".sock";
-      launcher::ProcessSpec d;
-      d.rank = r;
-      d.name = "rank " + std::to_string(r) + " gyred";
-      d.argv = gyred_argv("serve");
-      d.argv.push_back("--socket=" + socket);
-      d.env = common_env(r);
-      d.service = true;  // stopped if the program ends without (or after) calling it
-      // gyred makes its socket once it serves; a remote one's is not to be seen from here.
-      if (!placement.remote) d.ready_path = socket;
-      specs.push_back(std::move(d));
-      launcher::ProcessSpec p;
-      p.rank = r;
-      p.argv = program;
-      p.env = {{"GYRE_SOCKET", socket},
-               {"GYRE_MODE", "daemon"},
-               {"GYRE_RANK", std::to_string(r)},
-               {"GYRE_WORLD_SIZE", std::to_string(n)},
-               {"GYRE_JOB_ID", job_id},
-               {"GYRE_SECRET_FILE", secret_file},
-               {"GYRE_LOCAL_WORLD_SIZE", local_world()}};
-      for (auto& kv : call_defaults) p.env.push_back(kv);
-      specs.push_back(std::move(p));
-    } else {
-      launcher::ProcessSpec p;
-      p.rank = r;
-      p.argv = program;
-      p.env = common_env(r);
-      p.env.push_back({"GYRE_MODE", "embedded"});
-      specs.push_back(std::move(p));
-    }
-  }
-
-  // Names carry the host once there is more than one, and remote processes run behind --rsh.
-  // The environment travels inside the command, since ssh does not pass it on.
-  const std::vector<std::string> rsh = SplitWords(FLAGS_rsh);
-  const std::string rsh_name = rsh.empty() ? "" : rsh[0].substr(rsh[0].rfind('/') + 1);
-  const bool quote = rsh_name == "ssh" || rsh_name == "rsh";
-  if (remote && rsh.empty()) return Usage("--rsh is empty but some --hosts are not this host");
-  for (auto& spec : specs) {
-    const Placement& placement =
-        *std::find_if(placements.begin(), placements.end(),
-                      [&](const Placement& p) { return p.rank == spec.rank; });
-    if (!placement.host.empty() && (remote || torchrun)) {
-      if (spec.name.empty()) spec.name = "rank " + std::to_string(spec.rank);
-      spec.name = placement.host + " " + spec.name;
-      spec.host = placement.host;
-    }
-    if (!placement.remote) continue;
-    std::vector<std::string> command = {"env"};
-    for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
-    command.insert(command.end(), spec.argv.begin(), spec.argv.end());
-    std::vector<std::string> wrapped = rsh;
-    wrapped.push_back(placement.host);
-    for (const auto& w : command) wrapped.push_back(quote ? ShellQuote(w) : w);
-    spec.argv = std::move(wrapped);
-  }
-
-  if (FLAGS_pin && !remote) {
-    const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-    for (auto& spec : specs) {
-      std::vector<std::string> wrapped = {"taskset", "-c", std::to_string(spec.rank % cpus)};
-      wrapped.insert(wrapped.end(), spec.argv.begin(), spec.argv.end());
-      spec.argv = std::move(wrapped);
-    }
-  }
-
   launcher::SupervisorOptions options;
   options.grace_period = Seconds(FLAGS_grace_period);
   options.settle_time = Seconds(FLAGS_settle_time);
@@ -1072,67 +1037,207 @@ int main(int argc, char** argv) {
   if (FLAGS_job_timeout > 0) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));
   }
-  std::cerr << "gyrerun: job " << job_id << ", " << n << " ranks"
-            << (torchrun ? " (node " + std::to_string(FLAGS_node_rank) + " of " +
-                               std::to_string(FLAGS_nnodes) + ": ranks " +
-                               std::to_string(placements.front().rank) + "-" +
-                               std::to_string(placements.back().rank) + ")"
-                         : "")
-            << ", store " << store_url
-            << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n"
-            << "gyrerun: inspect it with: gyrectl status --store " << store_url << " --job_id "
-            << job_id
-            // gyrectl finds the secret beside a file store in the run folder, not otherwise.
-            << (store_url == "file://" + run_dir + "/store" ? "" : " --secret_file " + secret_file)
-            << "\n";
-  RunRecords records(run_dir, n);
-  options.blame = [&records] { return records.Blame(); };
-  launcher::Supervisor supervisor(options);
-  Status st = supervisor.Start(std::move(specs));
-  if (!st.ok()) {
-    std::cerr << "gyrerun: cannot start the job: " << st << "\n";
-    return 1;
-  }
-  std::atomic<bool> done{false};
-  std::thread watcher;
-  if (FLAGS_hang_timeout > 0) {
-    auth::Credentials credentials;
-    credentials.secret = secret;
-    credentials.job_id = job_id;
-    watcher =
-        std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &supervisor, &done);
-  }
-  const int code = supervisor.Wait();
-  done = true;
-  if (watcher.joinable()) watcher.join();
-  if (code != 0) PrintMergedView(records, n);
-  if (code != 0 && remote) {
-    std::vector<std::string> remote_hosts;
-    for (const Placement& p : placements) {
-      if (p.remote) remote_hosts.push_back(p.host);
+  // Between attempts (--max_restarts, one host, gyrerun's own store): the failed attempt's
+  // claims (the store), flight records, report and daemon sockets go, so the next attempt
+  // meets afresh and nothing of the failed one is read as its own. A TCP store is served
+  // anew, at a new port.
+  auto renew_for_restart = [&]() -> Status {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      const bool flight = name.rfind("flight-rank", 0) == 0 && name.size() > 16 &&
+                          name.compare(name.size() - 5, 5, ".json") == 0;
+      const bool socket = name.rfind("rank", 0) == 0 && name.size() > 9 &&
+                          name.compare(name.size() - 5, 5, ".sock") == 0;
+      if (flight || socket || name == "report.txt") std::filesystem::remove(entry.path(), ec);
     }
-    PrintLostHosts(supervisor.results(), remote_hosts);
-  }
-  int exit_code = code;
-  if (program.empty()) {
-    std::ifstream report(report_file);
-    // (An empty report writes nothing, which `<<` of a buffer counts as a failure.)
-    if (report && report.peek() != std::ifstream::traits_type::eof()) {
-      std::cout << report.rdbuf() << std::flush;
-      // The report is the job's result: one that did not reach stdout fails the run.
-      if (!std::cout) {
-        std::cerr << "gyrerun: cannot write the job's report to stdout\n";
-        if (exit_code == 0) exit_code = 1;
+    if (store_url == "file://" + run_dir + "/store") {
+      std::filesystem::remove_all(run_dir + "/store", ec);
+      if (ec)
+        return InternalError("cannot empty the store folder " + run_dir +
+                             "/store: " + ec.message());
+    }
+    if (store_server) {
+      store_server->Stop();
+      store_server.reset();
+      auto server = store::TcpStoreServer::Start("127.0.0.1", 0, store_options);
+      if (!server.ok()) return server.status().WithContext("serving the TCP store anew");
+      store_server = std::move(*server);
+      store_url = "tcp://" + store_server->address();
+    }
+    return Status::Ok();
+  };
+  bool lost_output = false;
+  for (;; ++attempt) {
+    std::vector<launcher::ProcessSpec> specs;
+    for (const Placement& placement : placements) {
+      placing = &placement;
+      const int r = placement.rank;
+      if (program.empty()) {
+        launcher::ProcessSpec s;
+        s.rank = r;
+        s.argv = gyred_argv(FLAGS_run);
+        // A rank on another host cannot write here; it prints its report instead.
+        if (!placement.remote) s.argv.push_back("--report_file=" + report_file);
+        s.argv.push_back("--timing_runs=" + std::to_string(FLAGS_timing_runs));
+        s.env = common_env(r);
+        specs.push_back(std::move(s));
+        continue;
+      }
+      if (FLAGS_mode == "daemon") {
+        const std::string socket = run_dir + "/rank" + std::to_string(r) + ".sock";
+        launcher::ProcessSpec d;
+        d.rank = r;
+        d.name = "rank " + std::to_string(r) + " gyred";
+        d.argv = gyred_argv("serve");
+        d.argv.push_back("--socket=" + socket);
+        d.env = common_env(r);
+        d.service = true;  // stopped if the program ends without (or after) calling it
+        // gyred makes its socket once it serves; a remote one's is not to be seen from here.
+        if (!placement.remote) d.ready_path = socket;
+        specs.push_back(std::move(d));
+        launcher::ProcessSpec p;
+        p.rank = r;
+        p.argv = program;
+        p.env = {{"GYRE_SOCKET", socket},
+                 {"GYRE_MODE", "daemon"},
+                 {"GYRE_RANK", std::to_string(r)},
+                 {"GYRE_WORLD_SIZE", std::to_string(n)},
+                 {"GYRE_JOB_ID", job_id},
+                 {"GYRE_SECRET_FILE", secret_file},
+                 {"GYRE_LOCAL_WORLD_SIZE", local_world()}};
+        for (auto& kv : call_defaults) p.env.push_back(kv);
+        for (auto& kv : restart_env()) p.env.push_back(kv);
+        specs.push_back(std::move(p));
+      } else {
+        launcher::ProcessSpec p;
+        p.rank = r;
+        p.argv = program;
+        p.env = common_env(r);
+        p.env.push_back({"GYRE_MODE", "embedded"});
+        specs.push_back(std::move(p));
       }
     }
+
+    // Names carry the host once there is more than one, and remote processes run behind --rsh.
+    // The environment travels inside the command, since ssh does not pass it on.
+    const std::vector<std::string> rsh = SplitWords(FLAGS_rsh);
+    const std::string rsh_name = rsh.empty() ? "" : rsh[0].substr(rsh[0].rfind('/') + 1);
+    const bool quote = rsh_name == "ssh" || rsh_name == "rsh";
+    if (remote && rsh.empty()) return Usage("--rsh is empty but some --hosts are not this host");
+    for (auto& spec : specs) {
+      const Placement& placement =
+          *std::find_if(placements.begin(), placements.end(),
+                        [&](const Placement& p) { return p.rank == spec.rank; });
+      if (!placement.host.empty() && (remote || torchrun)) {
+        if (spec.name.empty()) spec.name = "rank " + std::to_string(spec.rank);
+        spec.name = placement.host + " " + spec.name;
+        spec.host = placement.host;
+      }
+      if (!placement.remote) continue;
+      std::vector<std::string> command = {"env"};
+      for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
+      command.insert(command.end(), spec.argv.begin(), spec.argv.end());
+      std::vector<std::string> wrapped = rsh;
+      wrapped.push_back(placement.host);
+      for (const auto& w : command) wrapped.push_back(quote ? ShellQuote(w) : w);
+      spec.argv = std::move(wrapped);
+    }
+
+    if (FLAGS_pin && !remote) {
+      const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+      for (auto& spec : specs) {
+        std::vector<std::string> wrapped = {"taskset", "-c", std::to_string(spec.rank % cpus)};
+        wrapped.insert(wrapped.end(), spec.argv.begin(), spec.argv.end());
+        spec.argv = std::move(wrapped);
+      }
+    }
+
+    std::cerr << "gyrerun: job " << job_id << ", " << n << " ranks"
+              << (torchrun ? " (node " + std::to_string(FLAGS_node_rank) + " of " +
+                                 std::to_string(FLAGS_nnodes) + ": ranks " +
+                                 std::to_string(placements.front().rank) + "-" +
+                                 std::to_string(placements.back().rank) + ")"
+                           : "")
+              << ", store " << store_url
+              << (program.empty() ? ", workload " + FLAGS_run : ", mode " + FLAGS_mode) << "\n"
+              << "gyrerun: inspect it with: gyrectl status --store " << store_url << " --job_id "
+              << job_id
+              // gyrectl finds the secret beside a file store in the run folder, not otherwise.
+              << (store_url == "file://" + run_dir + "/store" ? ""
+                                                              : " --secret_file " + secret_file)
+              << "\n";
+    RunRecords records(run_dir, n);
+    launcher::SupervisorOptions attempt_options = options;
+    attempt_options.blame = [&records] { return records.Blame(); };
+    launcher::Supervisor supervisor(attempt_options);
+    Status st = supervisor.Start(std::move(specs));
+    if (!st.ok()) {
+      std::cerr << "gyrerun: cannot start the job: " << st << "\n";
+      return 1;
+    }
+    std::atomic<bool> done{false};
+    std::thread watcher;
+    if (FLAGS_hang_timeout > 0) {
+      auth::Credentials credentials;
+      credentials.secret = secret;
+      credentials.job_id = job_id;
+      watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &supervisor,
+                            &done);
+    }
+    const int code = supervisor.Wait();
+    done = true;
+    if (watcher.joinable()) watcher.join();
+    if (code != 0) PrintMergedView(records, n);
+    if (code != 0 && remote) {
+      std::vector<std::string> remote_hosts;
+      for (const Placement& p : placements) {
+        if (p.remote) remote_hosts.push_back(p.host);
+      }
+      PrintLostHosts(supervisor.results(), remote_hosts);
+    }
+    // The ranks' relayed output is the job's output too: lines lost on the way (a full disk)
+    // fail a job that would otherwise succeed, naming what was lost.
+    const std::string lost = supervisor.LostOutput();
+    if (!lost.empty()) {
+      std::cerr << "gyrerun: " << lost << "\n";
+      lost_output = true;
+    }
+    const std::string why_not = code == 0 ? "" : WhyNotRestart(code, supervisor.results(), options);
+    if (code != 0 && attempt < FLAGS_max_restarts && why_not.empty()) {
+      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << FLAGS_max_restarts + 1
+                << " failed (exit status " << code << "); restarting every rank (restart "
+                << attempt + 1 << " of " << FLAGS_max_restarts << ")\n";
+      if (Status renewed = renew_for_restart(); !renewed.ok()) {
+        std::cerr << "gyrerun: cannot restart the job: " << renewed << "\n";
+        if (store_server) store_server->Stop();
+        return code;
+      }
+      continue;
+    }
+    if (code != 0 && FLAGS_max_restarts > 0) {
+      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << FLAGS_max_restarts + 1
+                << " failed (exit status " << code << ")"
+                << (attempt < FLAGS_max_restarts ? "; not restarting: " + why_not
+                                                 : "; no restart left (--max_restarts " +
+                                                       std::to_string(FLAGS_max_restarts) + ")")
+                << "\n";
+    }
+    int exit_code = code;
+    if (program.empty()) {
+      std::ifstream report(report_file);
+      // (An empty report writes nothing, which `<<` of a buffer counts as a failure.)
+      if (report && report.peek() != std::ifstream::traits_type::eof()) {
+        std::cout << report.rdbuf() << std::flush;
+        // The report is the job's result: one that did not reach stdout fails the run.
+        if (!std::cout) {
+          std::cerr << "gyrerun: cannot write the job's report to stdout\n";
+          if (exit_code == 0) exit_code = 1;
+        }
+      }
+    }
+    if (lost_output && exit_code == 0) exit_code = 1;
+    if (store_server) store_server->Stop();
+    return exit_code;  // `cleanup` removes the secret, and the folder if gyrerun made it
   }
-  // The ranks' relayed output is the job's output too: lines lost on the way (a full disk)
-  // fail a job that would otherwise succeed, naming what was lost.
-  const std::string lost = supervisor.LostOutput();
-  if (!lost.empty()) {
-    std::cerr << "gyrerun: " << lost << "\n";
-    if (exit_code == 0) exit_code = 1;
-  }
-  if (store_server) store_server->Stop();
-  return exit_code;  // `cleanup` removes the secret, and the folder if gyrerun made it
 }
