@@ -112,6 +112,10 @@ DEFINE_bool(allow_loopback, false, "let a multi-host job use loopback addresses"
 DEFINE_string(store_host, "",
               "address other hosts use to reach the TCP store this gyrerun serves "
               "(default: the first address on --ifaces)");
+DEFINE_string(output_dir, "",
+              "also write each process's output to files here, without the [rank R] prefix: "
+              "rankR.stdout and rankR.stderr (rankR-gyred.* for a program's daemon), in "
+              "attemptK/ folders with --max_restarts");
 DEFINE_int32(max_restarts, 0,
              "torchrun style: when a rank fails, stop the job and start every rank again, up "
              "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
@@ -1144,6 +1148,25 @@ int main(int argc, char** argv) {
       spec.argv = std::move(wrapped);
     }
 
+    if (!FLAGS_output_dir.empty()) {
+      // With restarts each attempt keeps its own files: the failed attempt's are what
+      // explains the restart.
+      const std::string dir = FLAGS_max_restarts > 0
+                                  ? FLAGS_output_dir + "/attempt" + std::to_string(attempt)
+                                  : FLAGS_output_dir;
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) {
+        std::cerr << "gyrerun: cannot make the output folder " << dir
+                  << " (--output_dir): " << ec.message() << "\n";
+        if (store_server) store_server->Stop();
+        return 1;
+      }
+      for (auto& spec : specs) {
+        spec.log_prefix =
+            dir + "/rank" + std::to_string(spec.rank) + (spec.service ? "-gyred" : "");
+      }
+    }
     if (FLAGS_pin && !remote) {
       const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
       for (auto& spec : specs) {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "glog/logging.h"
 #include "launcher/signal_name.h"
@@ -82,6 +83,22 @@ Status MakePipe(int fds[2], const std::string& what) {
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
+}
+
+// Writes all of `data` to `fd`, going on after a short write or EINTR; false (errno set) on
+// the first other failure.
+bool WriteAllTo(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 // execvp-style lookup done before fork, so the child only calls async-signal-safe functions.
@@ -276,6 +293,8 @@ struct Supervisor::Stream {
   int fd = -1;
   bool is_stderr = false;
   std::string partial;
+  int log_fd = -1;  // ProcessSpec::log_prefix's file for this stream, or -1
+  std::string log_path;
 };
 
 struct Supervisor::Child {
@@ -322,21 +341,56 @@ Status Supervisor::Start(std::vector<ProcessSpec> specs) {
       }
     }
   }
+  // Every log file is opened before any process starts: one that cannot be made fails the
+  // job before it runs, naming the file.
+  std::vector<std::pair<int, int>> log_fds(specs.size(), {-1, -1});
+  auto close_logs = [&log_fds] {
+    for (auto& [out, err] : log_fds) {
+      CloseFd(&out);
+      CloseFd(&err);
+    }
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].log_prefix.empty()) continue;
+    for (const char* suffix : {".stdout", ".stderr"}) {
+      const std::string path = specs[i].log_prefix + suffix;
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        const int err = errno;
+        close_logs();
+        return InvalidArgumentError(specs[i].name + ": cannot open its log file " + path + ": " +
+                                    std::strerror(err));
+      }
+      (suffix[4] == 'o' ? log_fds[i].first : log_fds[i].second) = fd;
+    }
+  }
   StatusOr<std::unique_ptr<SignalRelay>> relay =
       SignalRelay::Install(options_.handle_termination_signals);
-  if (!relay.ok()) return relay.status();
+  if (!relay.ok()) {
+    close_logs();
+    return relay.status();
+  }
   relay_ = std::move(relay).value();
   started_ = true;
   start_time_ = clock_->Now();
   Status guardian = SpawnGuardian();
   if (!guardian.ok()) {
+    close_logs();
     KillAllAndReap();
     waited_ = true;
     return guardian;
   }
 
-  for (ProcessSpec& spec : specs) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ProcessSpec& spec = specs[i];
     auto child = std::make_unique<Child>();
+    // Owned by the child from here: CloseAll closes them.
+    child->out.log_fd = std::exchange(log_fds[i].first, -1);
+    child->err.log_fd = std::exchange(log_fds[i].second, -1);
+    if (!spec.log_prefix.empty()) {
+      child->out.log_path = spec.log_prefix + ".stdout";
+      child->err.log_path = spec.log_prefix + ".stderr";
+    }
     child->spec = std::move(spec);
     child->result.rank = child->spec.rank;
     child->result.name = child->spec.name;
@@ -346,7 +400,11 @@ Status Supervisor::Start(std::vector<ProcessSpec> specs) {
     children_.push_back(std::move(child));
     Status status = SpawnOne(children_.back().get());
     if (!status.ok()) {
+      for (Stream* stream : {&children_.back()->out, &children_.back()->err}) {
+        CloseFd(&stream->log_fd);
+      }
       children_.pop_back();
+      close_logs();
       KillAllAndReap();
       waited_ = true;
       return status;
@@ -734,6 +792,15 @@ void Supervisor::EmitLine(Child* child, Stream* stream, const std::string& line)
     }
     os->clear();
   }
+  if (stream->log_fd >= 0) {
+    std::string raw = line + '\n';
+    if (!WriteAllTo(stream->log_fd, raw)) {
+      if (lost_log_.lines++ == 0) {
+        lost_log_.first_from = stream->log_path;
+        lost_log_.first_errno = errno;
+      }
+    }
+  }
   if (stream->is_stderr && options_.tail_lines > 0) {
     child->tail.push_back(line);
     while (child->tail.size() > options_.tail_lines) child->tail.pop_front();
@@ -750,6 +817,13 @@ std::string Supervisor::LostOutput() const {
             " of the ranks' " + what + " (the first from " + lost.first_from +
             ") could not be written";
     if (lost.first_errno != 0) text += std::string(": ") + std::strerror(lost.first_errno);
+  }
+  if (lost_log_.lines > 0) {
+    if (!text.empty()) text += "; ";
+    text += std::to_string(lost_log_.lines) + (lost_log_.lines == 1 ? " line" : " lines") +
+            " could not be written to the log files (the first to " + lost_log_.first_from + ")";
+    if (lost_log_.first_errno != 0)
+      text += std::string(": ") + std::strerror(lost_log_.first_errno);
   }
   return text;
 }
@@ -899,6 +973,7 @@ void Supervisor::CloseAll() {
       if (!stream->partial.empty()) EmitLine(child.get(), stream, stream->partial);
       stream->partial.clear();
       CloseFd(&stream->fd);
+      CloseFd(&stream->log_fd);
     }
     CloseFd(&child->launch_fd);
   }

@@ -124,6 +124,11 @@ struct ProcessSpec {
   // ever there, never served that program: the job fails at once (the program would wait
   // for it until its own timeout). Empty: not checked.
   std::string ready_path;
+  // When set, every line the process writes to stdout is also written to
+  // <log_prefix>.stdout, and every stderr line to <log_prefix>.stderr, without the "[name] "
+  // prefix (files created, or emptied, at Start). A line that cannot be written there counts
+  // in LostOutput; the job goes on.
+  std::string log_prefix;
 };
 
 // The rank a failed job's own verdict blames, and how ("stalled", "diverged", ...).
@@ -234,8 +239,9 @@ class Supervisor {
   std::string FailureSummary() const { return summary_; }
   // Empty when every relayed line was written; otherwise what was lost, as "N lines of the
   // ranks' stdout (the first from rank 2) could not be written: <reason>" (a full disk,
-  // /dev/full, a closed pipe). The job goes on either way; the caller decides (gyrerun fails
-  // a job that would otherwise exit 0). Final once Wait() returned.
+  // /dev/full, a closed pipe), and likewise for lines that did not reach a process's log
+  // files (ProcessSpec::log_prefix). The job goes on either way; the caller decides (gyrerun
+  // fails a job that would otherwise exit 0). Final once Wait() returned.
   std::string LostOutput() const;
 
  private:
@@ -332,7 +338,7 @@ class Supervisor {
     std::string first_from;
     int first_errno = 0;
   };
-  Lost lost_out_, lost_err_;
+  Lost lost_out_, lost_err_, lost_log_;
 };
 
 }  // namespace gyre::launcher

@@ -811,6 +811,61 @@ TEST_F(SupervisorTest, PrefixCanBeTurnedOff) {
   EXPECT_EQ(out_.str(), "stdout line 1 of 2\nstdout line 2 of 2\n");
 }
 
+std::string FileText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Each process's lines also go, unprefixed, to its own two files; the relay is unchanged.
+TEST_F(SupervisorTest, LogFilesGetEachProcesssOwnLinesWithoutThePrefix) {
+  ProcessSpec talker = Rank(0, {"--stdout_lines=2", "--stderr_lines=1", "--stdout_text=last"});
+  talker.log_prefix = (tmp_ / "rank0").string();
+  ProcessSpec quiet = Rank(1, {"--stdout_lines=1"});
+  quiet.log_prefix = (tmp_ / "rank1").string();
+  {
+    std::ofstream stale(tmp_ / "rank1.stderr");
+    stale << "left by an earlier job\n";
+  }
+  EXPECT_EQ(Run({talker, quiet}), 0) << err_.str();
+  EXPECT_EQ(FileText(tmp_ / "rank0.stdout"), "stdout line 1 of 2\nstdout line 2 of 2\nlast\n");
+  EXPECT_EQ(FileText(tmp_ / "rank0.stderr"), "stderr line 1 of 1\n");
+  EXPECT_EQ(FileText(tmp_ / "rank1.stdout"), "stdout line 1 of 1\n");
+  EXPECT_EQ(FileText(tmp_ / "rank1.stderr"), "");  // emptied at Start
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 0] stdout line 2 of 2\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 1] stdout line 1 of 1\n"));
+  EXPECT_EQ(supervisor_->LostOutput(), "");
+}
+
+// A log file that cannot be made fails Start, naming it, before any process runs.
+TEST_F(SupervisorTest, ALogFileThatCannotBeMadeStopsTheJobBeforeItStarts) {
+  const std::string ran = (tmp_ / "ran").string();
+  ProcessSpec first = Rank(0, {"--touch_file=" + ran});
+  ProcessSpec second = Rank(1, {"--touch_file=" + ran});
+  second.log_prefix = (tmp_ / "no-such-folder" / "rank1").string();
+  Supervisor supervisor(Options());
+  Status status = supervisor.Start({first, second});
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("rank 1: cannot open its log file " +
+                                          (tmp_ / "no-such-folder" / "rank1.stdout").string() +
+                                          ": No such file or directory"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(std::filesystem::exists(ran));
+}
+
+// Lines that cannot be written to a log file (a full disk) are counted, and the job goes on.
+TEST_F(SupervisorTest, LinesALogFileCannotTakeAreCountedAndTheJobGoesOn) {
+  std::filesystem::create_symlink("/dev/full", tmp_ / "rank0.stdout");
+  ProcessSpec spec = Rank(0, {"--stdout_lines=3"});
+  spec.log_prefix = (tmp_ / "rank0").string();
+  EXPECT_EQ(Run({spec}), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 0] stdout line 3 of 3\n"));
+  EXPECT_EQ(supervisor_->LostOutput(),
+            "3 lines could not be written to the log files (the first to " +
+                (tmp_ / "rank0.stdout").string() + "): No space left on device");
+}
+
 TEST_F(SupervisorTest, RejectsBadSpecs) {
   Supervisor empty(Options());
   EXPECT_EQ(empty.Start({}).code(), StatusCode::kInvalidArgument);

@@ -1,9 +1,12 @@
-// gyrerun --max_restarts, with real ranks: a job whose rank fails is stopped and every rank
-// started again on a store emptied of the failed attempt's claims, up to the limit; the
+// gyrerun --max_restarts and --output_dir, with real ranks: a job whose rank fails is stopped and
+// every rank started again on a store emptied of the failed attempt's claims, up to the limit; the
 // program learns which attempt it is; what cannot be helped by a restart (a program that
 // cannot start, the job's time running out) is not restarted, and says why.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -150,6 +153,61 @@ TEST(RestartLimitTest, RestartsAreRefusedWhereGyrerunCannotRenewTheJob) {
     EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
     EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
   }
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --output_dir: every process's own lines in its own files, a folder per attempt when the job
+// may restart; a program's daemon has files of its own.
+TEST(OutputDirTest, EachProcesssLinesGoToItsOwnFilesAndEachAttemptToItsOwnFolder) {
+  const std::string dir = EmptyTempDir("gyre-output-dir");
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "--max_restarts", "1", "--output_dir",
+       dir + "/logs", "--", "/bin/sh", "-c",
+       "echo \"out $GYRE_RANK attempt $GYRE_RESTART_COUNT\"; echo \"err $GYRE_RANK\" >&2; "
+       "[ \"$GYRE_RESTART_COUNT\" = 1 ]"},
+      {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string base =
+          dir + "/logs/attempt" + std::to_string(attempt) + "/rank" + std::to_string(rank);
+      EXPECT_EQ(FileText(base + ".stdout"),
+                "out " + std::to_string(rank) + " attempt " + std::to_string(attempt) + "\n");
+      EXPECT_EQ(FileText(base + ".stderr"), "err " + std::to_string(rank) + "\n");
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/logs/attempt2"));
+
+  // Without restarts the files sit in the folder itself; through the daemon, gyred's beside.
+  CommandResult d = RunCommand({Gyrerun(), "-n", "2", "--output_dir", dir + "/flat", "--", Client(),
+                                "--check=false", "--loop_iters", "3"},
+                               {}, 60);
+  EXPECT_EQ(d.exit_code, 0) << d.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string base = dir + "/flat/rank" + std::to_string(rank);
+    EXPECT_NE(FileText(base + ".stdout").find("client rank " + std::to_string(rank) + " of 2"),
+              std::string::npos);
+    EXPECT_NE(FileText(base + "-gyred.stderr").find("serving clients on"), std::string::npos);
+    EXPECT_EQ(FileText(base + ".stdout").find("[rank"), std::string::npos);
+  }
+
+  // A folder that cannot be made stops the job before any rank starts.
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "x";
+  CommandResult bad = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--output_dir",
+                                  file + "/logs", "--", "/bin/sh", "-c", "echo ran"},
+                                 {}, 60);
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("gyrerun: cannot make the output folder " + file + "/logs (--output_dir)"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_EQ(bad.out.find("ran"), std::string::npos) << bad.out;
 }
 
 }  // namespace
