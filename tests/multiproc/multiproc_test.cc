@@ -835,6 +835,17 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
       {{"-n", "2", "--job_id", std::string(300, 'j')},
        "job id '" + std::string(120, 'j') +
            "...(300 bytes)' is 300 bytes, more than the 256 a job id may have"},
+      // Restarts need a job one gyrerun runs on its own store (restart_mp_test.cc).
+      {{"-n", "2", "--max_restarts", "-1"},
+       "--max_restarts must be 0 (no restart) or more, not -1"},
+      {{"-n", "2", "--max_restarts", "1", "--store", "file:///tmp/gyre-restart-user-store"},
+       "--max_restarts with --store file:///tmp/gyre-restart-user-store: that store would keep "
+       "the failed attempt's claims"},
+      {{"--nnodes", "2", "--nproc_per_node", "1", "--max_restarts", "1", "--store",
+        "tcp://127.0.0.1:1", "--secret_file", "/nonexistent/secret"},
+       "--max_restarts with --nnodes 2: each node's gyrerun would restart its own ranks"},
+      {{"--hosts", "otherhost:1", "--max_restarts", "1"},
+       "--max_restarts with ranks on other hosts"},
   };
   for (const auto& [flags, want] : cases) {
     std::vector<std::string> argv = {Gyrerun()};

@@ -131,30 +131,6 @@ TEST(RestartLimitTest, AHangTheWatchdogStoppedIsRestarted) {
       << r.err;
 }
 
-TEST(RestartLimitTest, RestartsAreRefusedWhereGyrerunCannotRenewTheJob) {
-  const std::string secret = EmptyTempDir("gyre-restart-secret") + "/secret";
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"-n", "2", "--max_restarts", "-1"},
-       "--max_restarts must be 0 (no restart) or more, not -1"},
-      {{"-n", "2", "--max_restarts", "1", "--store", "file:///tmp/gyre-restart-user-store"},
-       "--max_restarts with --store file:///tmp/gyre-restart-user-store: that store would keep "
-       "the failed attempt's claims"},
-      {{"--nnodes", "2", "--nproc_per_node", "1", "--max_restarts", "1", "--store",
-        "tcp://127.0.0.1:1", "--secret_file", secret},
-       "--max_restarts with --nnodes 2: each node's gyrerun would restart its own ranks"},
-      {{"--hosts", "otherhost:1", "--max_restarts", "1"},
-       "--max_restarts with ranks on other hosts"},
-  };
-  for (const auto& [flags, want] : cases) {
-    std::vector<std::string> argv = {Gyrerun()};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.insert(argv.end(), {"--", "/bin/true"});
-    CommandResult r = RunCommand(argv, {}, 30);
-    EXPECT_EQ(r.exit_code, 2) << want << "\n" << r.err;
-    EXPECT_NE(r.err.find("gyrerun: " + want), std::string::npos) << r.err;
-  }
-}
-
 std::string FileText(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
