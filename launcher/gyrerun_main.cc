@@ -283,24 +283,79 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
   }
 }
 
-// Why a failed attempt is not started again (--max_restarts), or "" when it is. A process
-// that could not be executed would fail alike every time, and a stop the user asked for (a
-// signal to gyrerun) or the end of the job's time (--job_timeout) ends the job. A rank that
-// failed, and a hang the watchdog stopped (--hang_timeout), are what restarts are for.
-std::string WhyNotRestart(int code, const std::vector<gyre::launcher::ProcessResult>& results,
+// Why a failed attempt is not started again (--max_restarts), or "" when it is. A restart is
+// for a rank that failed, or a hang the watchdog stopped (--hang_timeout). Not for:
+//   - a stop the user asked for: a signal to gyrerun (`stop_signal`), even one that came as
+//     the attempt ended, or the end of the job's time (--job_timeout);
+//   - what would fail alike every time: a program that could not be executed (exit 126 or
+//     127 also counts: a `taskset` of --pin cannot say it otherwise), a daemon that exited
+//     before it ever served;
+//   - a job whose programs all succeeded, where only a daemon failed after them: running them
+//     again would repeat what they did;
+//   - a process that never exited, even to SIGKILL: it may still hold what the next attempt
+//     needs.
+std::string WhyNotRestart(int code, int stop_signal,
+                          const std::vector<gyre::launcher::ProcessResult>& results,
                           const gyre::launcher::SupervisorOptions& options) {
+  using gyre::launcher::ProcessResult;
+  if (stop_signal != 0) return "gyrerun received " + gyre::launcher::SignalName(stop_signal);
   if (options.job_deadline.Expired(*gyre::SteadyClock::Get())) {
     return "the job's time ran out (--job_timeout)";
   }
-  for (const auto& r : results) {
+  auto name = [](const ProcessResult& r) {
+    return r.name.empty() ? "rank " + std::to_string(r.rank) : r.name;
+  };
+  bool programs_ok = true;
+  for (const ProcessResult& r : results) {
+    if (!r.finished()) {
+      return name(r) + " (pid " + std::to_string(r.pid) +
+             ") did not exit, even to SIGKILL, and may hold what the next attempt needs";
+    }
+    if (!r.service && (r.signaled || r.exit_code != 0)) programs_ok = false;
+  }
+  bool has_program = false;
+  for (const ProcessResult& r : results) has_program = has_program || !r.service;
+  if (programs_ok && has_program && code != gyre::launcher::kExitJobDeadline) {
+    return "every program exited 0 (only a daemon failed after them), and a restart would run "
+           "them again";
+  }
+  for (const ProcessResult& r : results) {
     if (!r.root_cause) continue;
-    if (r.launch_error.empty()) return "";
-    return (r.name.empty() ? "rank " + std::to_string(r.rank) : r.name) +
-           " could not be started (" + r.launch_error + "), as it would not be again";
+    if (!r.launch_error.empty()) {
+      return name(r) + " could not be started (" + r.launch_error + "), as it would not be again";
+    }
+    if (r.exited && (r.exit_code == 126 || r.exit_code == 127)) {
+      return name(r) + " exited with " + std::to_string(r.exit_code) +
+             ", a command that could not be run, as it could not be again";
+    }
+    if (r.never_served) return name(r) + " exited before it ever served, as it would again";
+    return "";
   }
   if (code == gyre::launcher::kExitJobDeadline) return "";  // the hang watchdog stopped it
-  return "gyrerun was told to stop (exit status " + std::to_string(code) + ")";
+  return "the job ended with exit status " + std::to_string(code) + " and no rank failed";
 }
+
+// The first SIGINT, SIGTERM or SIGHUP gyrerun received while no Supervisor held the signals:
+// between the attempts of --max_restarts, where the default action would end gyrerun
+// without removing its run folder and secret.
+volatile sig_atomic_t g_stop_signal = 0;
+void RecordStopSignal(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+}
+void CatchStopSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    // nohup's SIGHUP stays ignored.
+    if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction action {};
+    action.sa_handler = RecordStopSignal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigaction(sig, &action, nullptr);
+  }
+}
+
+constexpr int kMaxRestarts = 1000000;
 
 // The most ranks one gyrerun starts (each is a process with pipes this launcher reads).
 constexpr int kMaxRanks = 1024;
@@ -700,9 +755,9 @@ int main(int argc, char** argv) {
   for (const auto& p : placements) remote = remote || p.remote;
   // A restart starts every rank afresh against a store emptied of the failed attempt's
   // claims, which only a gyrerun that runs the whole job, on a store it owns, can do.
-  if (FLAGS_max_restarts < 0) {
-    return Usage("--max_restarts must be 0 (no restart) or more, not " +
-                 std::to_string(FLAGS_max_restarts));
+  if (FLAGS_max_restarts < 0 || FLAGS_max_restarts > kMaxRestarts) {
+    return Usage("--max_restarts must be 0 (no restart) to " + std::to_string(kMaxRestarts) +
+                 ", not " + std::to_string(FLAGS_max_restarts));
   }
   if (FLAGS_max_restarts > 0) {
     if (FLAGS_nnodes > 1) {
@@ -1042,24 +1097,35 @@ int main(int argc, char** argv) {
     options.job_deadline = Deadline::After(*SteadyClock::Get(), Seconds(FLAGS_job_timeout));
   }
   // Between attempts (--max_restarts, one host, gyrerun's own store): the failed attempt's
-  // claims (the store), flight records, report and daemon sockets go, so the next attempt
-  // meets afresh and nothing of the failed one is read as its own. A TCP store is served
-  // anew, at a new port.
+  // claims (the store) and daemon sockets go, so the next attempt meets afresh; its flight
+  // records and report move to attemptK/ in the run folder, where they still explain the
+  // restart (kept with --run_dir or --keep_run_dir) and are not read as the next attempt's. A
+  // TCP store is served anew, at a new port.
   auto renew_for_restart = [&]() -> Status {
     std::error_code ec;
+    const std::filesystem::path kept =
+        std::filesystem::path(run_dir) / ("attempt" + std::to_string(attempt));
+    std::filesystem::create_directories(kept, ec);
+    if (ec) return InternalError("cannot make " + kept.string() + ": " + ec.message());
     for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
       const std::string name = entry.path().filename().string();
-      const bool flight = name.rfind("flight-rank", 0) == 0 && name.size() > 16 &&
-                          name.compare(name.size() - 5, 5, ".json") == 0;
-      const bool socket = name.rfind("rank", 0) == 0 && name.size() > 9 &&
-                          name.compare(name.size() - 5, 5, ".sock") == 0;
-      if (flight || socket || name == "report.txt") std::filesystem::remove(entry.path(), ec);
+      const bool flight =
+          name.rfind("flight-rank", 0) == 0 && (name.find(".json") != std::string::npos);
+      if (flight || name == "report.txt") {
+        std::filesystem::rename(entry.path(), kept / name, ec);
+        if (ec) std::filesystem::remove(entry.path(), ec);
+      }
+    }
+    // This job's sockets only: a --run_dir may hold the user's own files.
+    for (const Placement& p : placements) {
+      std::filesystem::remove(run_dir + "/rank" + std::to_string(p.rank) + ".sock", ec);
     }
     if (store_url == "file://" + run_dir + "/store") {
       std::filesystem::remove_all(run_dir + "/store", ec);
-      if (ec)
+      if (ec) {
         return InternalError("cannot empty the store folder " + run_dir +
                              "/store: " + ec.message());
+      }
     }
     if (store_server) {
       store_server->Stop();
@@ -1071,7 +1137,8 @@ int main(int argc, char** argv) {
     }
     return Status::Ok();
   };
-  bool lost_output = false;
+  // From here a signal between two attempts is recorded, not fatal: gyrerun ends in order.
+  if (FLAGS_max_restarts > 0) CatchStopSignals();
   for (;; ++attempt) {
     std::vector<launcher::ProcessSpec> specs;
     for (const Placement& placement : placements) {
@@ -1199,6 +1266,11 @@ int main(int argc, char** argv) {
       std::cerr << "gyrerun: cannot start the job: " << st << "\n";
       return 1;
     }
+    // A signal after the last look between attempts, before the Supervisor took the signals.
+    if (g_stop_signal != 0) {
+      supervisor.RequestStop("gyrerun received " + launcher::SignalName(g_stop_signal),
+                             128 + g_stop_signal);
+    }
     std::atomic<bool> done{false};
     std::thread watcher;
     if (FLAGS_hang_timeout > 0) {
@@ -1221,32 +1293,39 @@ int main(int argc, char** argv) {
     }
     // The ranks' relayed output is the job's output too: lines lost on the way (a full disk)
     // fail a job that would otherwise succeed, naming what was lost.
+    // (Of the last attempt only: a restarted one's loss was said above.)
     const std::string lost = supervisor.LostOutput();
-    if (!lost.empty()) {
-      std::cerr << "gyrerun: " << lost << "\n";
-      lost_output = true;
-    }
-    const std::string why_not = code == 0 ? "" : WhyNotRestart(code, supervisor.results(), options);
+    if (!lost.empty()) std::cerr << "gyrerun: " << lost << "\n";
+    int stop_signal = supervisor.ReceivedSignal();
+    if (stop_signal == 0) stop_signal = g_stop_signal;
+    const std::string why_not =
+        code == 0 ? "" : WhyNotRestart(code, stop_signal, supervisor.results(), options);
+    const int64_t attempts = int64_t{FLAGS_max_restarts} + 1;
     if (code != 0 && attempt < FLAGS_max_restarts && why_not.empty()) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << FLAGS_max_restarts + 1
+      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
                 << " failed (exit status " << code << "); restarting every rank (restart "
                 << attempt + 1 << " of " << FLAGS_max_restarts << ")\n";
-      if (Status renewed = renew_for_restart(); !renewed.ok()) {
-        std::cerr << "gyrerun: cannot restart the job: " << renewed << "\n";
-        if (store_server) store_server->Stop();
-        return code;
+      Status renewed = renew_for_restart();
+      if (!renewed.ok()) std::cerr << "gyrerun: cannot restart the job: " << renewed << "\n";
+      if (g_stop_signal != 0) {
+        std::cerr << "gyrerun: received " << launcher::SignalName(g_stop_signal)
+                  << " between two attempts; not starting another\n";
       }
-      continue;
+      if (renewed.ok() && g_stop_signal == 0) continue;
+      if (store_server) store_server->Stop();
+      return g_stop_signal != 0 ? 128 + g_stop_signal : code;
     }
     if (code != 0 && FLAGS_max_restarts > 0) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << FLAGS_max_restarts + 1
+      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
                 << " failed (exit status " << code << ")"
                 << (attempt < FLAGS_max_restarts ? "; not restarting: " + why_not
                                                  : "; no restart left (--max_restarts " +
                                                        std::to_string(FLAGS_max_restarts) + ")")
                 << "\n";
     }
-    int exit_code = code;
+    // A stop asked for ends the job as the stop's: 128 + the signal, as the Supervisor's own.
+    int exit_code =
+        code != 0 && stop_signal != 0 && FLAGS_max_restarts > 0 ? 128 + stop_signal : code;
     if (program.empty()) {
       std::ifstream report(report_file);
       // (An empty report writes nothing, which `<<` of a buffer counts as a failure.)
@@ -1259,7 +1338,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (lost_output && exit_code == 0) exit_code = 1;
+    if (!lost.empty() && exit_code == 0) exit_code = 1;
     if (store_server) store_server->Stop();
     return exit_code;  // `cleanup` removes the secret, and the folder if gyrerun made it
   }

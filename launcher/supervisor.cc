@@ -394,6 +394,7 @@ Status Supervisor::Start(std::vector<ProcessSpec> specs) {
     child->spec = std::move(spec);
     child->result.rank = child->spec.rank;
     child->result.name = child->spec.name;
+    child->result.service = child->spec.service;
     child->result.host = child->spec.host.empty() ? host_ : child->spec.host;
     child->prefix = options_.prefix_output ? "[" + child->spec.name + "] " : "";
     child->err.is_stderr = true;
@@ -763,6 +764,7 @@ void Supervisor::HandleSignalBytes() {
   }
   for (int sig : relay_->Drain()) {
     if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) continue;  // SIGCHLD: the sweep
+    if (received_signal_ == 0) received_signal_ = sig;
     if (finishing_) continue;
     if (!shutting_down_) {
       launcher_signal_ = sig;
@@ -1042,6 +1044,12 @@ int Supervisor::Wait() {
     // Under the lock RequestStop writes the pipe with: no write after the pipe is closed.
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_accepted_ = false;
+    // A signal since the last poll is still told (ReceivedSignal); from here on the handlers
+    // the launcher had before Start() take them.
+    for (int sig : relay_->Drain()) {
+      const bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+      if (stop && received_signal_ == 0) received_signal_ = sig;
+    }
     relay_.reset();
   }
 

@@ -194,6 +194,8 @@ struct ProcessResult {
   // A service that exited 0 before it ever served, while its rank's program still ran
   // (ProcessSpec::ready_path): the program has nothing to call.
   bool never_served = false;
+  // ProcessSpec::service, as given.
+  bool service = false;
   // The first process to fail on its own; at most one per job.
   bool root_cause = false;
   // "cannot execute <path>: <strerror>" when the child never ran the program.
@@ -233,6 +235,10 @@ class Supervisor {
 
   // One entry per ProcessSpec, in Start() order.
   std::vector<ProcessResult> results() const;
+  // The first SIGINT, SIGTERM or SIGHUP the launcher received while the job ran, 0 if none:
+  // also one that came once every process had ended, which no longer changes the exit status
+  // but tells a caller that would start the job again (gyrerun --max_restarts) not to.
+  int ReceivedSignal() const { return received_signal_; }
   // The job's process group, or -1 before Start().
   pid_t process_group() const { return pgid_; }
   // The text printed after a failed job; empty while running or when the job succeeded.
@@ -318,6 +324,7 @@ class Supervisor {
   Deadline kill_wait_deadline_ = Deadline::Infinite();
   bool sent_sigkill_ = false;
   int launcher_signal_ = 0;  // SIGINT / SIGTERM / SIGHUP received by the launcher
+  int received_signal_ = 0;  // the first of them, even one that came as the job finished
   // RequestStop: guarded by stop_mu_ until Wait() has read them.
   std::mutex stop_mu_;
   bool stop_requested_ = false;

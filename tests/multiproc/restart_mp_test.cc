@@ -3,11 +3,14 @@
 // program learns which attempt it is; what cannot be helped by a restart (a program that
 // cannot start, the job's time running out) is not restarted, and says why.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/subprocess.h"
@@ -59,8 +62,20 @@ TEST_P(RestartTest, AFailedAttemptRunsAgainOnAFreshStoreAndPasses) {
                        "(restart 1 of 2)"),
             std::string::npos)
       << r.err;
-  // Once for each attempt: the TCP store is served anew, so its address is printed again.
+  // One header per attempt; a TCP store is served anew, at another port.
   EXPECT_EQ(Count(r.err, "gyrerun: job restarted, 2 ranks"), 2) << r.err;
+  if (c.store == "tcp") {
+    std::vector<std::string> stores;  // from gyrerun's header lines
+    std::istringstream lines(r.err);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t at = line.find(", store tcp://");
+      if (line.rfind("gyrerun: job ", 0) == 0 && at != std::string::npos) {
+        stores.push_back(line.substr(at, line.find(',', at + 2) - at));
+      }
+    }
+    ASSERT_EQ(stores.size(), 2u) << r.err;
+    EXPECT_NE(stores[0], stores[1]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Multiproc, RestartTest,
@@ -110,23 +125,115 @@ TEST(RestartLimitTest, WhatARestartCannotMendIsNotRestarted) {
                              "/nonexistent/gyre-program"),
             std::string::npos)
       << missing.err;
+  // The same under --pin, where taskset runs it and exits 127.
+  CommandResult pinned = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--pin",
+                                     "--max_restarts", "3", "--", "/nonexistent/gyre-program"},
+                                    {}, 60);
+  EXPECT_EQ(pinned.exit_code, 127) << pinned.err;
+  EXPECT_NE(pinned.err.find("not restarting: rank 0 exited with 127, a command that could not "
+                            "be run"),
+            std::string::npos)
+      << pinned.err;
+  // A "daemon" that exits before it ever serves would do so again.
+  CommandResult unserved =
+      RunCommand({Gyrerun(), "-n", "1", "--gyred", "/bin/true", "--max_restarts", "3", "--",
+                  Client(), "--check=false", "--loop_iters", "2"},
+                 {}, 60);
+  EXPECT_EQ(unserved.exit_code, 1) << unserved.err;
+  EXPECT_NE(unserved.err.find("not restarting: rank 0 gyred exited before it ever served"),
+            std::string::npos)
+      << unserved.err;
 }
 
-// A hang stopped by the watchdog is a failure a restart is for.
+// A hang stopped by the watchdog is a failure a restart is for; the flight records the
+// watchdog saved stay, in attempt0/ of the run folder, not read as the next attempt's.
 TEST(RestartLimitTest, AHangTheWatchdogStoppedIsRestarted) {
+  const std::string dir = EmptyTempDir("gyre-restart-hang");
   const std::string script =
       "if [ \"$GYRE_RESTART_COUNT\" = 0 ]; then "
       "exec \"$0\" --check=false --loop_iters 50 --skip_rank 1 --fault_at 3 --skip_seconds 60; "
       "else exec \"$0\" --check=false --loop_iters 5; fi";
-  CommandResult r =
-      RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--timeout", "60", "--hang_timeout",
-                  "2", "--max_restarts", "1", "--", "/bin/sh", "-c", script, Client()},
-                 {}, 120);
+  CommandResult r = RunCommand(
+      {Gyrerun(), "-n", "2", "--mode", "embedded", "--timeout", "60", "--hang_timeout", "2",
+       "--max_restarts", "1", "--run_dir", dir, "--", "/bin/sh", "-c", script, Client()},
+      {}, 120);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("--hang_timeout"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("gyrerun: attempt 1 of 2 failed (exit status 124); restarting every rank "
                        "(restart 1 of 1)"),
+            std::string::npos)
+      << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string name = "flight-rank" + std::to_string(rank) + ".json";
+    EXPECT_TRUE(std::filesystem::exists(dir + "/attempt0/" + name)) << name;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/" + name)) << name;
+  }
+}
+
+// A signal to gyrerun ends the restarts in order, wherever it lands: in the wait for the
+// others' verdicts after a rank failed (the attempt then ends by the signal), or between two
+// attempts (no Supervisor holds the signals there). Either way gyrerun exits 128 + the signal
+// and removes its run folder.
+TEST(RestartLimitTest, ASignalToGyrerunEndsTheRestartsInOrder) {
+  const std::string dir = EmptyTempDir("gyre-restart-signal");
+  {
+    const std::string log = dir + "/settle.log";
+    const pid_t pid = StartLogged(Gyrerun(),
+                                  {"-n", "2", "--mode", "embedded", "--settle_time", "5",
+                                   "--max_restarts", "3", "--", "/bin/sh", "-c",
+                                   "echo started; if [ $GYRE_RANK = 1 ]; then echo failing >&2; "
+                                   "exit 3; fi; sleep 30"},
+                                  log);
+    ASSERT_GT(pid, 0);
+    for (int i = 0; i < 300 && ReadAll(log).find("[rank 1] failing") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the 5 s settle time
+    ::kill(pid, SIGINT);
+    EXPECT_EQ(WaitExit(pid, Seconds(60)), 130);
+    const std::string text = ReadAll(log);
+    EXPECT_EQ(Count(text, "[rank 0] started"), 1) << text;
+    EXPECT_NE(text.find("; not restarting: gyrerun received SIGINT"), std::string::npos) << text;
+  }
+  // A program that fails at once, restarted hundreds of times a second: most signals land
+  // between two attempts or as one ends.
+  const std::string tmp = dir + "/tmp";
+  for (int run = 0; run < 3; ++run) {
+    std::filesystem::create_directories(tmp);
+    const std::string log = dir + "/loop" + std::to_string(run) + ".log";
+    const pid_t pid = StartLogged("/usr/bin/env",
+                                  {"TMPDIR=" + tmp, Gyrerun(), "-n", "2", "--mode", "embedded",
+                                   "--max_restarts", "1000000", "--", "/bin/sh", "-c", "exit 3"},
+                                  log);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600 + 150 * run));
+    ::kill(pid, SIGTERM);
+    EXPECT_EQ(WaitExit(pid, Seconds(60)), 143) << ReadAll(log).substr(0, 2000);
+    const std::string text = ReadAll(log);
+    EXPECT_TRUE(text.find("not restarting: gyrerun received SIGTERM") != std::string::npos ||
+                text.find("gyrerun: received SIGTERM between two attempts") != std::string::npos)
+        << text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "run " << run << ": the run folder was left";
+  }
+}
+
+// Programs that all succeeded are not run again for a daemon that failed after them.
+TEST(RestartLimitTest, ADaemonFailingAfterItsProgramsSucceededIsNotARestart) {
+  const std::string dir = EmptyTempDir("gyre-restart-daemon-after");
+  const std::string wrapper = dir + "/gyred-then-7";
+  {
+    std::ofstream f(wrapper);
+    f << "#!/bin/sh\n\"" << BinDir() << "/gyred\" \"$@\"\nexit 7\n";
+  }
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--gyred", wrapper, "--max_restarts", "2",
+                                "--", Client(), "--check=false", "--loop_iters", "3", "--close"},
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(Count(r.out, ": closed"), 2) << r.out;
+  EXPECT_NE(r.err.find("not restarting: every program exited 0 (only a daemon failed after "
+                       "them)"),
             std::string::npos)
       << r.err;
 }
