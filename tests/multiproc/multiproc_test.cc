@@ -837,7 +837,7 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
            "...(300 bytes)' is 300 bytes, more than the 256 a job id may have"},
       // Restarts need a job one gyrerun runs on its own store (restart_mp_test.cc).
       {{"-n", "2", "--max_restarts", "-1"},
-       "--max_restarts must be 0 (no restart) or more, not -1"},
+       "--max_restarts must be 0 (no restart) to 1000000, not -1"},
       {{"-n", "2", "--max_restarts", "1", "--store", "file:///tmp/gyre-restart-user-store"},
        "--max_restarts with --store file:///tmp/gyre-restart-user-store: that store would keep "
        "the failed attempt's claims"},
