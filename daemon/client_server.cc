@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "core/algo/collective.h"
@@ -435,16 +436,38 @@ void ClientServer::Serve(bool until_first_client_leaves) {
     }
     handshaking_.push_back(fd);
     live_fds_.push_back(fd);
-    threads_.emplace_back([this, fd] { HandleConnection(fd); });
+    try {
+      threads_.emplace_back([this, fd] { HandleConnection(fd); });
+    } catch (const std::system_error& e) {
+      // No thread to be had: this connection goes, the daemon (and its program) goes on.
+      handshaking_.erase(std::remove(handshaking_.begin(), handshaking_.end(), fd),
+                         handshaking_.end());
+      live_fds_.erase(std::remove(live_fds_.begin(), live_fds_.end(), fd), live_fds_.end());
+      ::close(fd);
+      LOG(WARNING) << prefix_ << "cannot start a thread for a client connection (" << e.what()
+                   << "); it is closed";
+    }
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
   if (stopping_) Stop();  // a RequestStop (a signal): wake the connection threads from here
 }
 
+bool ClientServer::TakeTheRank() {
+  // A program that just left may not have been seen to go yet (its thread reads the EOF a
+  // moment later), and the next one must not be refused for it: wait for that, briefly.
+  const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
+  while (serving_.exchange(true)) {
+    if (deadline.Expired(*SteadyClock::Get()) || stopping_) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 void ClientServer::HandleConnection(int fd) {
   Regions regions;
   bool said_hello = false;
+  bool refused_hello = false;  // answered, then the connection ends
   int64_t client_pid = 0;
   bool goodbye = false;  // the program closed its communicator
   const std::string what = "client connection";
@@ -494,8 +517,25 @@ void ClientServer::HandleConnection(int fd) {
     resp.set_id(req.id());
     Status result;
     ipc::Doorbell attached;  // a doorbell this request attaches
-    if (req.has_hello()) {
+    if (req.has_hello() && !said_hello && !TakeTheRank()) {
+      // One program, one communicator, per rank: a second one's calls would be matched with
+      // the other ranks' calls of the first, and both would return data summed across them.
+      const int64_t served = served_pid_.load();
+      const int64_t asking = req.hello().client_pid();
+      const std::string rank = "rank " + std::to_string(comm_->rank());
+      result = AlreadyExistsError(
+          asking == served
+              ? rank + "'s gyred already serves a communicator of this program (pid " +
+                    std::to_string(served) + "), and a rank has one"
+              : rank + "'s gyred already serves program pid " + std::to_string(served) +
+                    ", and a rank has one program with one communicator: pid " +
+                    std::to_string(asking) + " is refused (was it given this rank's socket?)");
+      LOG(WARNING) << prefix_ << "refused client pid " << req.hello().client_pid() << ": "
+                   << result.message();
+      refused_hello = true;
+    } else if (req.has_hello()) {
       said_hello = true;
+      served_pid_ = req.hello().client_pid();
       resp.set_rank(comm_->rank());
       resp.set_world_size(comm_->size());
       resp.set_job_id(job_id_);
@@ -668,6 +708,7 @@ void ClientServer::HandleConnection(int fd) {
       LOG(WARNING) << prefix_ << "cannot answer the client: " << ws.message();
       break;
     }
+    if (refused_hello) break;
   }
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
@@ -676,7 +717,10 @@ void ClientServer::HandleConnection(int fd) {
     finished_.push_back(std::this_thread::get_id());
   }
   ::close(fd);
-  if (said_hello) client_left_ = true;
+  if (said_hello) {
+    client_left_ = true;
+    serving_ = false;  // the next program may come (a gyred that serves one after another)
+  }
 }
 
 }  // namespace gyre::daemon

@@ -4,8 +4,11 @@
 // attaches a doorbell (core/ipc/doorbell.h) and in its shared slots from then on; payloads
 // live in shared memory the client creates and passes as descriptors (memfds sealed against
 // shrinking, so the client cannot truncate what the daemon has mapped).
-// Calls from all connections run one at a time on the rank's Communicator. Every connection
-// first proves the job's secret (core/auth/handshake.h) before a single request is read.
+// A rank has one program with one communicator at a time, as an embedded rank has: while a
+// connection that said hello lasts, another hello is refused (AlreadyExists, naming the
+// program served), since its calls would be matched with the other ranks' calls of the
+// first. A gyred that outlives its program may serve the next one. Every connection first proves
+// the job's secret (core/auth/handshake.h) before a single request is read.
 #pragma once
 
 #include <algorithm>
@@ -86,6 +89,13 @@ class ClientServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> client_left_{false};
   std::atomic<bool> program_closed_{false};
+  // A client that said hello is connected: the rank's program. Another hello meanwhile is
+  // refused.
+  std::atomic<bool> serving_{false};
+  // Takes serving_ for a hello, waiting up to 2 s for a program that is leaving; false when
+  // another one still holds it.
+  bool TakeTheRank();
+  std::atomic<int64_t> served_pid_{0};
   std::atomic<int64_t> calls_{0};
   mutable std::mutex departure_mu_;
   std::optional<Departure> departure_;  // guarded by departure_mu_

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <system_error>
+#include <thread>
 
 #include "core/auth/fd_handshake.h"
 #include "core/ipc/ipc.h"
@@ -113,10 +115,24 @@ void ControlServer::Loop() {
       handshaking_.Add(fd);
     }
     ++active_;
-    std::thread([this, fd] {
-      Handle(fd);
+    try {
+      std::thread([this, fd] {
+        Handle(fd);
+        --active_;
+      }).detach();
+    } catch (const std::system_error& e) {
+      // No thread to be had (memory or the process limit): this connection goes, the rank
+      // goes on. A stranger's connections must not end the rank.
+      {
+        std::lock_guard<std::mutex> lock(handshaking_mu_);
+        handshaking_.Remove(fd);
+      }
+      ::close(fd);
       --active_;
-    }).detach();
+      ++refused_;
+      LOG_EVERY_N(WARNING, 100) << "control endpoint: cannot start a thread for a connection ("
+                                << e.what() << "); it is closed";
+    }
   }
 }
 

@@ -534,6 +534,31 @@ TEST(GyrerunTest, AFileDescriptorLimitTooLowForTheJobIsRaisedOrNamed) {
   EXPECT_EQ(raised.exit_code, 0) << raised.err;
 }
 
+// A rank has one communicator in both modes. Through the daemon a second one used to be
+// served too, its calls matched with the other ranks' calls of the first: both returned OK
+// with data summed across unrelated calls.
+TEST(GyrerunTest, ASecondCommOfARankIsRefusedInBothModes) {
+  for (const std::string mode : {"daemon", "embedded"}) {
+    CommandResult r =
+        RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--timeout", "20", "--", Client(),
+                    "--second_comm", "--check=false", "--loop_iters", "5", "--close"},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank " + std::to_string(rank);
+      EXPECT_NE(r.out.find(name + ": second comm: AlreadyExists: "), std::string::npos)
+          << mode << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find(name + ": closed"), std::string::npos) << mode << "\n" << r.out;
+    }
+    if (mode == "daemon") {
+      EXPECT_NE(r.out.find("rank 0's gyred already serves a communicator of this program"),
+                std::string::npos)
+          << r.out;
+    }
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

@@ -48,6 +48,9 @@ DEFINE_int32(recv_rank, -1,
 DEFINE_int32(fault_at, 10,
              "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank / --recv_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
+DEFINE_bool(second_comm, false,
+            "after joining, make a second Comm from the same environment and print "
+            "'rank R: second comm: <status>' (a rank has one communicator)");
 DEFINE_bool(outlive, false,
             "post a receive nobody answers and a send, destroy the Comm, then wait on both: "
             "the send's Work reports how it ended, the receive's Aborted (no use of the "
@@ -184,6 +187,12 @@ int main(int argc, char** argv) {
   std::printf("client rank %d of %d pid=%d mode=%s\n", r, p, static_cast<int>(getpid()),
               comm.mode().c_str());
   std::fflush(stdout);
+  if (FLAGS_second_comm) {
+    auto second = Comm::FromEnvironment();
+    std::printf("rank %d: second comm: %s\n", r,
+                second.ok() ? "ok" : second.status().ToString().c_str());
+    std::fflush(stdout);
+  }
   if (FLAGS_outlive) {
     int32_t got = 0;
     const int32_t sent = 7;
