@@ -1,8 +1,14 @@
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "client/comm_impl.h"
+#include "core/base/large_memory.h"
 #include "core/job/identity.h"
 
 namespace gyre {
@@ -220,11 +226,34 @@ CallInfo CommBase::last() const {
 }
 
 StatusOr<void*> CommBase::AllocBuffer(size_t bytes) {
+  // As the daemon's shared memory is: more than the host has is refused now, and a block is
+  // written through now, so the next one is judged by what is really left. Untouched, a
+  // block larger than the memory left was granted and its first use ended in the OOM killer.
+  const std::optional<uint64_t> available = AvailableMemory();
+  if (available && bytes > *available) {
+    return ResourceExhaustedError(
+        "AllocBuffer: cannot allocate " + std::to_string(bytes) + " bytes: this host has " +
+        std::to_string(*available) +
+        " bytes available (MemAvailable, or the memory cgroup's limit less what it holds and "
+        "cannot reclaim)");
+  }
   void* p = nullptr;
   const size_t n = std::max<size_t>(bytes, 1);
   if (::posix_memalign(&p, 4096, n) != 0) {
     return ResourceExhaustedError("AllocBuffer: cannot allocate " + std::to_string(bytes) +
                                   " bytes");
+  }
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  // Whole pages of the block only (it may share its last page with other heap memory); where
+  // the kernel cannot populate (older than 5.14), the pages come at first use, as before.
+  const size_t span = n / 4096 * 4096;
+  if (span > 0 && ::madvise(p, span, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) {
+    const int err = errno;
+    std::free(p);
+    return ResourceExhaustedError("AllocBuffer: cannot allocate " + std::to_string(bytes) +
+                                  " bytes: " + std::strerror(err));
   }
   std::lock_guard<std::mutex> lock(blocks_mu_);
   blocks_.insert(p);

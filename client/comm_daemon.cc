@@ -21,6 +21,7 @@
 
 #include "client/comm_impl.h"
 #include "core/auth/fd_handshake.h"
+#include "core/base/large_memory.h"
 #include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "proto/client.pb.h"
@@ -529,44 +530,6 @@ class DaemonComm final : public CommBase {
     if (m == MAP_FAILED) return fail("map", errno);
     *fd = mfd;
     return m;
-  }
-
-  // The bytes of memory this process could still get: MemAvailable, and under a cgroup v2
-  // memory limit, that limit less what the cgroup uses and cannot give back (its use less its
-  // page cache, which the kernel reclaims, but not less its shared memory, which it cannot
-  // without swap); nullopt when neither can be read.
-  static std::optional<uint64_t> AvailableMemory() {
-    std::optional<uint64_t> best;
-    auto take = [&](uint64_t v) { best = best ? std::min(*best, v) : v; };
-    std::ifstream meminfo("/proc/meminfo");
-    for (std::string key; meminfo >> key;) {
-      uint64_t kib = 0;
-      if (key == "MemAvailable:" && meminfo >> kib) {
-        take(kib * 1024);
-        break;
-      }
-      meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-    }
-    std::ifstream self("/proc/self/cgroup");
-    for (std::string line; std::getline(self, line);) {
-      if (line.rfind("0::", 0) != 0) continue;
-      const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-      std::ifstream max_file(dir + "/memory.max"), current_file(dir + "/memory.current");
-      uint64_t max = 0, current = 0;
-      if (!(max_file >> max && current_file >> current)) continue;  // "max": no limit
-      uint64_t file = 0, shmem = 0;
-      std::ifstream stat(dir + "/memory.stat");
-      for (std::string key; stat >> key;) {
-        uint64_t v = 0;
-        if (!(stat >> v)) break;
-        if (key == "file") file = v;
-        if (key == "shmem") shmem = v;
-      }
-      const uint64_t reclaimable = file > shmem ? file - shmem : 0;
-      const uint64_t held = current > reclaimable ? current - reclaimable : 0;
-      take(max > held ? max - held : 0);
-    }
-    return best;
   }
 
   int fd_;

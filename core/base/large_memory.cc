@@ -3,7 +3,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <fstream>
+#include <limits>
 #include <new>
+#include <string>
 
 namespace gyre {
 
@@ -37,6 +40,40 @@ LargeBytes AllocateLarge(size_t bytes) {
   // Advice only: without transparent huge pages the mapping works in small pages.
   ::madvise(p, length, MADV_HUGEPAGE);
   return LargeBytes(p, LargeFree{length});
+}
+
+std::optional<uint64_t> AvailableMemory() {
+  std::optional<uint64_t> best;
+  auto take = [&](uint64_t v) { best = best ? std::min(*best, v) : v; };
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib = 0;
+    if (key == "MemAvailable:" && meminfo >> kib) {
+      take(kib * 1024);
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (line.rfind("0::", 0) != 0) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    std::ifstream max_file(dir + "/memory.max"), current_file(dir + "/memory.current");
+    uint64_t max = 0, current = 0;
+    if (!(max_file >> max && current_file >> current)) continue;  // "max": no limit
+    uint64_t file = 0, shmem = 0;
+    std::ifstream stat(dir + "/memory.stat");
+    for (std::string key; stat >> key;) {
+      uint64_t v = 0;
+      if (!(stat >> v)) break;
+      if (key == "file") file = v;
+      if (key == "shmem") shmem = v;
+    }
+    const uint64_t reclaimable = file > shmem ? file - shmem : 0;
+    const uint64_t held = current > reclaimable ? current - reclaimable : 0;
+    take(max > held ? max - held : 0);
+  }
+  return best;
 }
 
 }  // namespace gyre

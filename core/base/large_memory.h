@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace gyre {
 
@@ -30,5 +31,12 @@ using LargeBytes = std::unique_ptr<uint8_t[], LargeFree>;
 // `bytes` (at least 1) of uninitialised memory, aligned as operator new[] aligns below
 // kMappedFromBytes and to kHugePageBytes from there; null if the system refuses.
 LargeBytes AllocateLarge(size_t bytes);
+
+// The bytes of memory this process could still get: MemAvailable, and under a cgroup v2
+// memory limit, that limit less what the cgroup uses and cannot give back (its use less its
+// page cache, which the kernel reclaims, but not less its shared memory, which it cannot
+// without swap); nullopt when neither can be read. A buffer larger than this, once written,
+// ends in the OOM killer rather than in an error.
+std::optional<uint64_t> AvailableMemory();
 
 }  // namespace gyre

@@ -12,12 +12,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "client/include/gyre/gyre.h"
 #include "core/algo/collective.h"
+#include "core/base/large_memory.h"
 #include "core/base/tool_flags.h"
 #include "core/comm/selfcheck.h"
 
@@ -165,6 +167,19 @@ int CheckAllocatedBuffers(gyre::Comm& comm) {
   if (!comm.FreeBuffer(*in_block).ok() || !comm.FreeBuffer(*out_block).ok()) fail("FreeBuffer");
   if (comm.FreeBuffer(*in_block).code() != StatusCode::kInvalidArgument) {
     fail("a second FreeBuffer of one block was not refused");
+  }
+  // More memory than the host has available is refused in both modes, saying so: granted
+  // untouched, its first use would end in the OOM killer. (Above MemTotal, where the
+  // kernel itself might refuse, it would still be granted by an overcommitting one.)
+  if (const std::optional<uint64_t> available = AvailableMemory()) {
+    auto too_big = comm.AllocBuffer(static_cast<size_t>(*available + (uint64_t{1} << 30)));
+    if (too_big.ok()) {
+      (void)comm.FreeBuffer(*too_big);
+      fail("AllocBuffer of 1 GiB more than available was granted");
+    } else if (too_big.status().code() != StatusCode::kResourceExhausted ||
+               too_big.status().message().find("available") == std::string::npos) {
+      fail("AllocBuffer of more than available: " + too_big.status().ToString());
+    }
   }
   return failures;
 }
