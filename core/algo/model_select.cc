@@ -1,10 +1,14 @@
 #include "core/algo/model_select.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -236,11 +240,32 @@ std::string FormatMachineModel(const MachineModel& model) {
 }
 
 Status WriteMachineModel(const std::string& path, const MachineModel& model) {
-  std::ofstream out(path);
-  if (!out) return InvalidArgumentError("cannot write calibration file '" + path + "'");
-  out << FormatMachineModel(model);
-  out.close();
-  if (!out) return InvalidArgumentError("writing calibration file '" + path + "' failed");
+  // Written beside it and renamed over it: a write that fails (a full disk) leaves the file
+  // as it was, never empty or cut short, which every later run would refuse.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());
+    const std::string message = "cannot " + what + " calibration file '" + path +
+                                "': " + std::strerror(err) + " (the file is unchanged)";
+    return err == ENOSPC || err == EDQUOT ? ResourceExhaustedError(message)
+                                          : InvalidArgumentError(message);
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("write", errno);
+  const std::string text = FormatMachineModel(model);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return fail("write", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return fail("write", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("replace", errno);
   return Status::Ok();
 }
 

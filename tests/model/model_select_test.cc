@@ -4,12 +4,16 @@
 #include "core/algo/model_select.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "core/algo/builders.h"
 #include "core/algo/verifier.h"
@@ -322,6 +326,59 @@ TEST(CalibrationFileTest, RoundTripsAndTheBuiltInModelParses) {
     EXPECT_NEAR(read->points[i].beta_all_s_per_byte, builtin.points[i].beta_all_s_per_byte,
                 1e-3 * builtin.points[i].beta_all_s_per_byte);
   }
+  std::remove(path.c_str());
+}
+
+// A write that fails leaves the file as it was (it used to be left empty, and every later
+// run refused it), says why, and leaves nothing beside it.
+TEST(CalibrationFileTest, AWriteThatFailsLeavesTheFileAsItWasAndSaysWhy) {
+  const MachineModel builtin = DefaultMachineModel();
+  const std::string good = FormatMachineModel(builtin);
+  const std::string path = TempFile(good);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  auto leftovers = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().string().rfind(path + ".tmp.", 0) == 0) ++n;
+    }
+    return n;
+  };
+  // The disk fills up under the write (a file size limit fails it as ENOSPC would).
+  struct sigaction ignore {
+  }, old_action{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  struct rlimit old_limit {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  MachineModel other = builtin;
+  other.cores = 7;
+  const Status full = WriteMachineModel(path, other);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  ::sigaction(SIGXFSZ, &old_action, nullptr);
+  EXPECT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("cannot write calibration file '" + path +
+                                "': File too large "
+                                "(the file is unchanged)"),
+            std::string::npos)
+      << full;
+  std::ifstream in(path);
+  std::stringstream kept;
+  kept << in.rdbuf();
+  EXPECT_EQ(kept.str(), good);
+  EXPECT_EQ(leftovers(), 0);
+  // A folder that is not there: named, with the reason.
+  const Status nowhere = WriteMachineModel("/nonexistent/gyre/model.txt", builtin);
+  EXPECT_EQ(nowhere.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nowhere.message().find("No such file or directory"), std::string::npos) << nowhere;
+  // And a write that works replaces the file whole.
+  ASSERT_TRUE(WriteMachineModel(path, other).ok());
+  auto read = ReadMachineModel(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->cores, 7);
+  EXPECT_EQ(leftovers(), 0);
   std::remove(path.c_str());
 }
 
