@@ -216,6 +216,7 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
   auto store =
       store::OpenStore(store_url, Deadline::After(*SteadyClock::Get(), Seconds(10)), credentials);
   if (!store.ok()) return;
+  std::vector<TimePoint> silent_since(static_cast<size_t>(n));  // per rank, since it went silent
   while (!*done) {
     std::this_thread::sleep_for(Millis(500));
     if (addresses.size() < static_cast<size_t>(n)) {
@@ -232,8 +233,23 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
     q.mutable_status();
     auto results = job::QueryAll(addresses, q, Seconds(1), credentials);
     bool any_in_op = false, all_stuck = true;
-    for (const auto& r : results) {
-      if (r.reach != job::Reach::kAnswered) continue;  // silent ranks cannot progress
+    int silent_long = 0;
+    const TimePoint now = SteadyClock::Get()->Now();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      if (r.reach != job::Reach::kAnswered) {
+        // A rank that does not answer makes no progress either: silent for the whole limit,
+        // it counts as stuck; and every rank silent that long is a hang too (all stopped or
+        // frozen), where no rank answers to say it is inside an operation.
+        if (silent_since[i] == TimePoint{}) silent_since[i] = now;
+        if (now - silent_since[i] >= limit) {
+          ++silent_long;
+        } else {
+          all_stuck = false;
+        }
+        continue;
+      }
+      silent_since[i] = TimePoint{};
       const auto& st = r.response.state();
       // An idle rank while others wait inside a collective is the hang itself (it never
       // called); only ranks inside an operation must be stuck.
@@ -243,6 +259,7 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
         all_stuck = false;
       }
     }
+    if (silent_long == n) any_in_op = true;
     if (!any_in_op || !all_stuck || *done) continue;
     std::ostringstream os;
     os << "gyrerun: no rank made progress for " << FLAGS_hang_timeout

@@ -771,6 +771,29 @@ TEST(HangTimeoutTest, GyrerunStopsAHungJobAndShowsEveryRank) {
       << r.err;
 }
 
+// Every rank stopped: none answers, so none says it is inside an operation; the watchdog
+// used to wait for one that would, forever.
+TEST(HangTimeoutTest, EveryRankStoppedIsAHangToo) {
+  CommandResult r =
+      RunCommand({BinDir() + "/gyrerun", "-n", "3", "--mode", "embedded", "--timeout", "60",
+                  "--hang_timeout", "2", "--", "/bin/sh", "-c",
+                  "\"$0\" --check=false --loop_iters 100000000 & pid=$!; sleep 1; kill -STOP $pid; "
+                  "wait $pid",
+                  BinDir() + "/gyre-test-client"},
+                 {}, 60);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(r.err.find("rank " + std::to_string(rank) +
+                         ": alive but not answering (stopped or frozen)"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_NE(r.err.find("gyrerun: job stopped: no rank made progress for 2.00 s (--hang_timeout)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(GyrectlTest, StatusOnAHungJobShowsTheStalledRankBeforeTheDeadline) {
   const double T = 20;
   CommandResult status;
