@@ -16,7 +16,9 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "client/comm_impl.h"
@@ -46,12 +48,30 @@ size_t Align(size_t v) { return (v + 63) & ~size_t{63}; }
 // within it, and a longer one costs this much CPU once.
 constexpr Duration kAnswerSpin = std::chrono::microseconds(50);
 
+// The daemons whose communicator this process has had and let go: a gyred started by gyrerun
+// serves its program's one communicator and exits once it is closed or gone, so a second
+// one made here finds no daemon, and is told so at once rather than after the wait for a
+// daemon still starting.
+std::mutex g_served_mu;
+std::set<std::string>* g_served = new std::set<std::string>();  // leaked: used at exit
+
+void RememberServed(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_served_mu);
+  g_served->insert(path);
+}
+
+bool WasServed(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_served_mu);
+  return g_served->count(path) > 0;
+}
+
 class DaemonComm final : public CommBase {
  public:
   DaemonComm(int fd, std::string path) : fd_(fd), reader_(fd), path_(std::move(path)) {}
   ~DaemonComm() override {
     StopCalls();
     SayGoodbye(false);
+    if (served_) RememberServed(path_);
     if (map_ != nullptr) ::munmap(map_, map_bytes_);
     if (bell_mem_ != nullptr) ::munmap(bell_mem_, ipc::Doorbell::kBlockBytes);
     for (const auto& [start, block] : blocks_) {
@@ -102,6 +122,7 @@ class DaemonComm final : public CommBase {
     req.mutable_hello()->set_client_pid(::getpid());
     proto::ClientResponse resp;
     GYRE_RETURN_IF_ERROR(SocketRoundTrip(req, &resp, deadline));
+    served_ = true;
     rank_ = resp.rank();
     size_ = resp.world_size();
     spin_ = ipc::SpinWaitPays(size_);
@@ -436,6 +457,7 @@ class DaemonComm final : public CommBase {
 
   Status broken_;
   bool said_goodbye_ = false;  // by Close or the destructor, once
+  bool served_ = false;        // the daemon took this communicator (its hello was answered)
 
   // Whether the daemon closed the socket: once the doorbell is attached it writes nothing
   // there, so anything readable is its EOF.
@@ -551,6 +573,21 @@ class DaemonComm final : public CommBase {
 
 StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path,
                                                  Deadline deadline) {
+  if (WasServed(socket_path)) {
+    // A daemon that serves one program after another is there at once; one that served this
+    // program and exited will not come back.
+    StatusOr<int> again =
+        ipc::ConnectUnix(socket_path, Deadline::After(*SteadyClock::Get(), Millis(500)));
+    if (!again.ok()) {
+      return UnavailableError(
+          "the daemon at " + socket_path +
+          " served an earlier communicator of this program and is gone (" +
+          again.status().message() +
+          "): a gyred started by gyrerun serves one communicator and exits when it is closed "
+          "or destroyed; keep the first one for the program's life");
+    }
+    ::close(*again);
+  }
   GYRE_ASSIGN_OR_RETURN(int fd, ipc::ConnectUnix(socket_path, deadline));
   auto comm = std::make_unique<DaemonComm>(fd, socket_path);
   // The daemon reads nothing from a program that has not proved the job's secret.

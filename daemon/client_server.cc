@@ -399,6 +399,7 @@ void ClientServer::Stop() {
 }
 
 void ClientServer::Serve(bool until_first_client_leaves) {
+  one_program_ = until_first_client_leaves;
   while (!stopping_ && !(until_first_client_leaves && client_left_)) {
     pollfd p{listen_fd_, POLLIN, 0};
     int rc = ::poll(&p, 1, 100);
@@ -453,15 +454,43 @@ void ClientServer::Serve(bool until_first_client_leaves) {
   if (stopping_) Stop();  // a RequestStop (a signal): wake the connection threads from here
 }
 
-bool ClientServer::TakeTheRank() {
+Status ClientServer::AdmitProgram(int64_t pid) {
+  const std::string rank = "rank " + std::to_string(comm_->rank());
+  // A gyred that serves one program's communicator exits once it is gone: a later one would
+  // be cut off as it exits.
+  auto exiting = [&] {
+    return UnavailableError(rank + "'s gyred served its program's communicator (pid " +
+                            std::to_string(served_pid_.load()) +
+                            ") and exits once that is closed or gone; a gyred started by "
+                            "gyrerun serves one communicator: keep the first one for the "
+                            "program's life");
+  };
+  if (one_program_ && ever_served_ && !serving_) return exiting();
   // A program that just left may not have been seen to go yet (its thread reads the EOF a
   // moment later), and the next one must not be refused for it: wait for that, briefly.
   const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(2));
   while (serving_.exchange(true)) {
-    if (deadline.Expired(*SteadyClock::Get()) || stopping_) return false;
+    if (deadline.Expired(*SteadyClock::Get()) || stopping_) {
+      // One program, one communicator, per rank: a second one's calls would be matched with
+      // the other ranks' calls of the first, and both would return data summed across them.
+      const int64_t served = served_pid_.load();
+      return AlreadyExistsError(
+          pid == served
+              ? rank + "'s gyred already serves a communicator of this program (pid " +
+                    std::to_string(served) + "), and a rank has one"
+              : rank + "'s gyred already serves program pid " + std::to_string(served) +
+                    ", and a rank has one program with one communicator: pid " +
+                    std::to_string(pid) + " is refused (was it given this rank's socket?)");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return true;
+  if (one_program_ && ever_served_) {
+    serving_ = false;
+    return exiting();
+  }
+  ever_served_ = true;
+  served_pid_ = pid;
+  return Status::Ok();
 }
 
 void ClientServer::HandleConnection(int fd) {
@@ -517,25 +546,15 @@ void ClientServer::HandleConnection(int fd) {
     resp.set_id(req.id());
     Status result;
     ipc::Doorbell attached;  // a doorbell this request attaches
-    if (req.has_hello() && !said_hello && !TakeTheRank()) {
-      // One program, one communicator, per rank: a second one's calls would be matched with
-      // the other ranks' calls of the first, and both would return data summed across them.
-      const int64_t served = served_pid_.load();
-      const int64_t asking = req.hello().client_pid();
-      const std::string rank = "rank " + std::to_string(comm_->rank());
-      result = AlreadyExistsError(
-          asking == served
-              ? rank + "'s gyred already serves a communicator of this program (pid " +
-                    std::to_string(served) + "), and a rank has one"
-              : rank + "'s gyred already serves program pid " + std::to_string(served) +
-                    ", and a rank has one program with one communicator: pid " +
-                    std::to_string(asking) + " is refused (was it given this rank's socket?)");
+    Status admitted;
+    if (req.has_hello() && !said_hello) admitted = AdmitProgram(req.hello().client_pid());
+    if (!admitted.ok()) {
+      result = admitted;
       LOG(WARNING) << prefix_ << "refused client pid " << req.hello().client_pid() << ": "
                    << result.message();
       refused_hello = true;
     } else if (req.has_hello()) {
       said_hello = true;
-      served_pid_ = req.hello().client_pid();
       resp.set_rank(comm_->rank());
       resp.set_world_size(comm_->size());
       resp.set_job_id(job_id_);

@@ -92,9 +92,14 @@ class ClientServer {
   // A client that said hello is connected: the rank's program. Another hello meanwhile is
   // refused.
   std::atomic<bool> serving_{false};
-  // Takes serving_ for a hello, waiting up to 2 s for a program that is leaving; false when
-  // another one still holds it.
-  bool TakeTheRank();
+  // Serve(until_first_client_leaves = true): one program's communicator, then exit; a hello
+  // after the first program's is refused.
+  std::atomic<bool> one_program_{false};
+  std::atomic<bool> ever_served_{false};
+  // Takes the rank for a hello from `pid`: AlreadyExists while another program is served
+  // (after waiting up to 2 s for one that is leaving), Unavailable once the one program of
+  // Serve(until_first_client_leaves) has been served.
+  Status AdmitProgram(int64_t pid);
   std::atomic<int64_t> served_pid_{0};
   std::atomic<int64_t> calls_{0};
   mutable std::mutex departure_mu_;

@@ -559,6 +559,31 @@ TEST(GyrerunTest, ASecondCommOfARankIsRefusedInBothModes) {
   }
 }
 
+// A gyred started by gyrerun serves its program's one communicator, then exits. A new Comm
+// after Close waited out the daemon's 60 s start-up allowance and failed saying the
+// rendezvous might still be going on. Now it is told at once: by the daemon while it is
+// exiting, or by the client library once the daemon is gone.
+TEST(GyrerunTest, ANewCommAfterCloseThroughTheDaemonIsToldAtOnce) {
+  for (const std::string delay : {"0", "1.5"}) {
+    CommandResult r =
+        RunCommand({Gyrerun(), "-n", "2", "--", Client(), "--check=false", "--loop_iters", "3",
+                    "--close", "--recreate_after_close", "--recreate_delay", delay},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string want = delay == "0"
+                                 ? "Unavailable: rank 0's gyred served its program's communicator"
+                                 : "Unavailable: the daemon at ";
+    EXPECT_NE(r.out.find("rank 0: recreated after close: " + want), std::string::npos)
+        << "delay " << delay << "\n"
+        << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(
+        r.out, m, std::regex(R"(rank 0: recreated after close: .* in ([0-9.]+) s)")))
+        << r.out;
+    EXPECT_LT(std::stod(m[1]), 5.0) << r.out;
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

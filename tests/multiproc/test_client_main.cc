@@ -50,6 +50,10 @@ DEFINE_int32(recv_rank, -1,
 DEFINE_int32(fault_at, 10,
              "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank / --recv_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
+DEFINE_bool(recreate_after_close, false,
+            "at the end, after Close, make a new Comm from the same environment and print "
+            "'rank R: recreated after close: <status> in <seconds> s'");
+DEFINE_double(recreate_delay, 0, "seconds to wait before --recreate_after_close's new Comm");
 DEFINE_bool(second_comm, false,
             "after joining, make a second Comm from the same environment and print "
             "'rank R: second comm: <status>' (a rank has one communicator)");
@@ -440,6 +444,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("rank %d: closed\n", r);
+    std::fflush(stdout);
+  }
+  if (FLAGS_recreate_after_close) {
+    comm_or->reset();  // through the daemon, its gyred exits now
+    std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_recreate_delay));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto again = Comm::FromEnvironment();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("rank %d: recreated after close: %s in %.1f s\n", r,
+                again.ok() ? "ok" : again.status().ToString().c_str(), seconds);
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;
