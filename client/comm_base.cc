@@ -229,14 +229,7 @@ StatusOr<void*> CommBase::AllocBuffer(size_t bytes) {
   // As the daemon's shared memory is: more than the host has is refused now, and a block is
   // written through now, so the next one is judged by what is really left. Untouched, a
   // block larger than the memory left was granted and its first use ended in the OOM killer.
-  const std::optional<uint64_t> available = AvailableMemory();
-  if (available && bytes > *available) {
-    return ResourceExhaustedError(
-        "AllocBuffer: cannot allocate " + std::to_string(bytes) + " bytes: this host has " +
-        std::to_string(*available) +
-        " bytes available (MemAvailable, or the memory cgroup's limit less what it holds and "
-        "cannot reclaim)");
-  }
+  GYRE_RETURN_IF_ERROR(CheckAvailableMemory(bytes, "AllocBuffer: cannot allocate"));
   void* p = nullptr;
   const size_t n = std::max<size_t>(bytes, 1);
   if (::posix_memalign(&p, 4096, n) != 0) {

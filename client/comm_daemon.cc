@@ -523,14 +523,7 @@ class DaemonComm final : public CommBase {
   // touch; more than the host (or this process's memory cgroup) has available is refused
   // before the reservation, which would otherwise end in the OOM killer.
   StatusOr<void*> CreateShared(size_t want, int* fd) {
-    const std::optional<uint64_t> available = AvailableMemory();
-    if (available && want > *available) {
-      return ResourceExhaustedError(
-          "cannot reserve " + std::to_string(want) +
-          " bytes of shared memory for the daemon: this host has " + std::to_string(*available) +
-          " bytes available (MemAvailable, or the memory cgroup's limit less what it holds and "
-          "cannot reclaim)");
-    }
+    GYRE_RETURN_IF_ERROR(CheckAvailableMemory(want, "cannot reserve shared memory for the daemon"));
     const int mfd = ::memfd_create("gyre-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0) {
       return ResourceExhaustedError(std::string("cannot create shared memory (memfd_create): ") +

@@ -652,8 +652,9 @@ void ClientServer::HandleConnection(int fd) {
         }
       }
       if (result.ok()) {
-        // Beating from before the lock: a call queued behind another client's call waits on
-        // a live daemon, and its program must not take the wait for a frozen one.
+        // Beating from before the lock, so that no wait for it can pass for a frozen daemon.
+        // (One program is served at a time (AdmitProgram), so the lock only guards the
+        // Communicator.)
         beat->CallStarted();
         std::lock_guard<std::mutex> lock(call_mu_);
         result = comm_->Run(spec, in, out, opts);

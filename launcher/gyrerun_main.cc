@@ -322,16 +322,16 @@ std::string WhyNotRestart(int code, int stop_signal,
   auto name = [](const ProcessResult& r) {
     return r.name.empty() ? "rank " + std::to_string(r.rank) : r.name;
   };
-  bool programs_ok = true;
+  bool has_program = false, programs_ok = true;
   for (const ProcessResult& r : results) {
     if (!r.finished()) {
       return name(r) + " (pid " + std::to_string(r.pid) +
              ") did not exit, even to SIGKILL, and may hold what the next attempt needs";
     }
-    if (!r.service && (r.signaled || r.exit_code != 0)) programs_ok = false;
+    if (r.service) continue;
+    has_program = true;
+    if (r.signaled || r.exit_code != 0) programs_ok = false;
   }
-  bool has_program = false;
-  for (const ProcessResult& r : results) has_program = has_program || !r.service;
   if (programs_ok && has_program && code != gyre::launcher::kExitJobDeadline) {
     return "every program exited 0 (only a daemon failed after them), and a restart would run "
            "them again";

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/base/file_io.h"
 #include "glog/logging.h"
 #include "launcher/signal_name.h"
 
@@ -83,22 +84,6 @@ Status MakePipe(int fds[2], const std::string& what) {
 void CloseFd(int* fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;
-}
-
-// Writes all of `data` to `fd`, going on after a short write or EINTR; false (errno set) on
-// the first other failure.
-bool WriteAllTo(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // execvp-style lookup done before fork, so the child only calls async-signal-safe functions.
@@ -352,16 +337,16 @@ Status Supervisor::Start(std::vector<ProcessSpec> specs) {
   };
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].log_prefix.empty()) continue;
-    for (const char* suffix : {".stdout", ".stderr"}) {
+    for (auto [suffix, fd] : {std::pair<const char*, int*>{".stdout", &log_fds[i].first},
+                              std::pair<const char*, int*>{".stderr", &log_fds[i].second}}) {
       const std::string path = specs[i].log_prefix + suffix;
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) {
+      *fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (*fd < 0) {
         const int err = errno;
         close_logs();
         return InvalidArgumentError(specs[i].name + ": cannot open its log file " + path + ": " +
                                     std::strerror(err));
       }
-      (suffix[4] == 'o' ? log_fds[i].first : log_fds[i].second) = fd;
     }
   }
   StatusOr<std::unique_ptr<SignalRelay>> relay =
@@ -795,12 +780,11 @@ void Supervisor::EmitLine(Child* child, Stream* stream, const std::string& line)
     os->clear();
   }
   if (stream->log_fd >= 0) {
-    std::string raw = line + '\n';
-    if (!WriteAllTo(stream->log_fd, raw)) {
-      if (lost_log_.lines++ == 0) {
-        lost_log_.first_from = stream->log_path;
-        lost_log_.first_errno = errno;
-      }
+    const std::string raw = line + '\n';
+    const int err = WriteFully(stream->log_fd, raw.data(), raw.size());
+    if (err != 0 && lost_log_.lines++ == 0) {
+      lost_log_.first_from = stream->log_path;
+      lost_log_.first_errno = err;
     }
   }
   if (stream->is_stderr && options_.tail_lines > 0) {

@@ -13,6 +13,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/base/file_io.h"
+
 namespace gyre::algo {
 namespace {
 
@@ -253,16 +255,9 @@ Status WriteMachineModel(const std::string& path, const MachineModel& model) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail("write", errno);
   const std::string text = FormatMachineModel(model);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return fail("write", err);
-    }
-    done += static_cast<size_t>(n);
+  if (const int err = WriteFully(fd, text.data(), text.size()); err != 0) {
+    ::close(fd);
+    return fail("write", err);
   }
   if (::close(fd) != 0) return fail("write", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("replace", errno);

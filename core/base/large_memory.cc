@@ -76,4 +76,14 @@ std::optional<uint64_t> AvailableMemory() {
   return best;
 }
 
+Status CheckAvailableMemory(uint64_t bytes, const std::string& what) {
+  const std::optional<uint64_t> available = AvailableMemory();
+  if (!available || bytes <= *available) return Status::Ok();
+  return ResourceExhaustedError(
+      what + ": " + std::to_string(bytes) + " bytes is more than the " +
+      std::to_string(*available) +
+      " bytes available on this host (MemAvailable, or the memory cgroup's limit less what it "
+      "holds and cannot reclaim)");
+}
+
 }  // namespace gyre

@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include "core/base/status.h"
 
 namespace gyre {
 
@@ -38,5 +41,9 @@ LargeBytes AllocateLarge(size_t bytes);
 // without swap); nullopt when neither can be read. A buffer larger than this, once written,
 // ends in the OOM killer rather than in an error.
 std::optional<uint64_t> AvailableMemory();
+
+// ResourceExhausted "<what>: B bytes is more than the N bytes available on this host (...)"
+// when `bytes` is more than AvailableMemory(); OK when it fits or nothing can be read.
+Status CheckAvailableMemory(uint64_t bytes, const std::string& what);
 
 }  // namespace gyre

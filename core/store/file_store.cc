@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "core/base/file_io.h"
 #include "core/store/store_internal.h"
 
 namespace gyre::store {
@@ -113,16 +114,8 @@ std::string EncodeHashedContent(const std::string& key, const std::string& value
 }
 
 Status WriteAll(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("write " + path, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  const int err = WriteFully(fd, data.data(), data.size());
+  return err == 0 ? Status::Ok() : IoError("write " + path, err);
 }
 
 Status MakeDirs(const std::string& dir) {
