@@ -1,4 +1,6 @@
 // The embedded Comm: a Communicator joined to the job inside this process.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +11,8 @@
 #include "client/call_queue.h"
 #include "client/comm_impl.h"
 #include "core/job/bootstrap.h"
+#include "core/job/inquiry.h"
+#include "glog/logging.h"
 
 namespace gyre::client {
 namespace {
@@ -76,6 +80,7 @@ class EmbeddedComm final : public CommBase {
   }
   ~EmbeddedComm() override {
     StopCalls();
+    TellIfLeavingEarly();
     // Messages still posted end now (a thread waiting on one returns Aborted), and no Work
     // reaches the communicator after this.
     std::vector<std::shared_ptr<PendingMessage>> open;
@@ -100,6 +105,7 @@ class EmbeddedComm final : public CommBase {
   // Every rank has joined once Close's exchange met them all: this rank's records leave the
   // store, so that the job id can be used again there.
   void Closing(bool met) override {
+    closed_with_everyone_ = met;
     if (met) job::LeaveJobOrWarn(joined_, "rank " + std::to_string(rank()) + ": ");
   }
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
@@ -143,7 +149,28 @@ class EmbeddedComm final : public CommBase {
   }
 
  private:
+  // Destroyed without a Close that met every rank, this rank makes no more calls while the
+  // others may: they are told before its connections close, so that a call of theirs it never
+  // makes fails naming it as having left, not as dead (a program that finished its own work
+  // may well exit 0). As gyred does for its program (daemon/main.cc), not after a call of its
+  // own failed: the others, still judging that call, must not take its leaving for the cause.
+  void TellIfLeavingEarly() {
+    if (closed_with_everyone_ || joined_.directory == nullptr || size() < 2) return;
+    const OpSnapshot snap = joined_.comm->monitor()->Snapshot();
+    if (snap.failed_seq != 0 && snap.failed_seq == snap.last_started_seq) return;
+    PeerDeparture left;
+    left.program_pid = ::getpid();
+    left.how = job::kLeftWithoutClose;
+    left.last_completed_seq = snap.last_completed_seq;
+    left.on_purpose = true;
+    const int told = job::TellDeparture(*joined_.directory, rank(), left,
+                                        job::QueryTimeoutFor(joined_.comm->progress_timeout()));
+    VLOG(1) << "rank " << rank() << ": left after seq=" << left.last_completed_seq << "; told "
+            << told << " of " << size() - 1 << " other ranks";
+  }
+
   job::Joined joined_;
+  bool closed_with_everyone_ = false;  // Close's exchange met every rank
   std::shared_ptr<CommLink> link_ = std::make_shared<CommLink>();
   std::mutex posted_mu_;
   std::vector<std::weak_ptr<PendingMessage>> posted_;  // messages posted, maybe still open

@@ -24,6 +24,7 @@
 #include "core/auth/fd_handshake.h"
 #include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
+#include "core/job/inquiry.h"
 #include "glog/logging.h"
 #include "proto/client.pb.h"
 
@@ -560,11 +561,23 @@ void ClientServer::HandleConnection(int fd) {
       resp.set_job_id(job_id_);
       LOG(INFO) << prefix_ << "client pid " << req.hello().client_pid() << " connected";
       client_pid = req.hello().client_pid();
+      {
+        // A daemon that serves one program after another tells of the last one's departure.
+        std::lock_guard<std::mutex> lock(departure_mu_);
+        departure_.reset();
+      }
     } else if (!said_hello) {
       result = InvalidArgumentError("the first request on a connection must be hello");
     } else if (req.has_goodbye()) {
       goodbye = true;
-      if (req.goodbye().closed()) program_closed_ = true;
+      if (req.goodbye().closed()) {
+        program_closed_ = true;
+      } else {
+        // It stops calling here while the others may go on: they must hear that it left, or
+        // a call of theirs that it never makes reads as this daemon dying.
+        std::lock_guard<std::mutex> lock(departure_mu_);
+        departure_ = Departure{client_pid, job::kLeftWithoutClose, true};
+      }
       LOG(INFO) << prefix_ << "client pid " << client_pid << " closed its communicator"
                 << (req.goodbye().closed() ? ""
                                            : " without a Close that met every rank (this "

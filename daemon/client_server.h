@@ -50,11 +50,13 @@ class ClientServer {
   void RequestStop();
 
   int64_t calls_served() const { return calls_.load(); }
-  // A program that said hello and then went away without its Goodbye: killed, crashed, or
-  // exited without closing its communicator. Empty when none did.
+  // A program that said hello and then went away without its Goodbye (killed, crashed, or
+  // exited without closing its communicator), or whose goodbye came without a Close that met
+  // every rank (its Comm destroyed: on purpose). Empty when none did.
   struct Departure {
     int64_t program_pid = 0;
     std::string how;
+    bool on_purpose = false;
   };
   std::optional<Departure> departure() const;
   // Whether a program said goodbye after a Close that met every rank.

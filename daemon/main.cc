@@ -360,14 +360,21 @@ int main(int argc, char** argv) {
     if (const auto gone = server.departure(); gone && !g_stop && !own_call_failed) {
       // Before the peer connections close: a rank that then finds this one gone names the
       // program and how it went, not this daemon's pid.
-      const uint64_t done = at_exit.last_completed_seq;
-      comm.recorder()->Record("program_gone", done,
+      PeerDeparture told_them;
+      told_them.program_pid = gone->program_pid;
+      told_them.how = gone->how;
+      told_them.last_completed_seq = at_exit.last_completed_seq;
+      told_them.on_purpose = gone->on_purpose;
+      comm.recorder()->Record(gone->on_purpose ? "program_left" : "program_gone",
+                              told_them.last_completed_seq,
                               "pid " + std::to_string(gone->program_pid) + ": " + gone->how);
-      const int told = job::TellDeparture(*joined->directory, comm.rank(), gone->program_pid,
-                                          gone->how, done, job::QueryTimeoutFor(jo.comm.timeout));
-      LOG(WARNING) << prefix << "its program (pid " << gone->program_pid
-                   << ") went away after seq=" << done << "; told " << told << " of "
-                   << comm.size() - 1 << " other ranks";
+      const int told = job::TellDeparture(*joined->directory, comm.rank(), told_them,
+                                          job::QueryTimeoutFor(jo.comm.timeout));
+      (gone->on_purpose ? LOG(INFO) : LOG(WARNING))
+          << prefix << "its program (pid " << gone->program_pid << ") "
+          << (gone->on_purpose ? "left" : "went away")
+          << " after seq=" << told_them.last_completed_seq << "; told " << told << " of "
+          << comm.size() - 1 << " other ranks";
     }
     if (!g_stop && own_call_failed) {
       // The others may still be composing their verdict on this failure: a rank that

@@ -1,6 +1,7 @@
 #include "launcher/flight_records.h"
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -70,6 +71,7 @@ Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_si
     std::map<std::string, std::pair<int, int64_t>> by_class;
   };
   std::map<int, Votes> votes;
+  uint64_t earliest = std::numeric_limits<uint64_t>::max();
   for (const std::vector<FlightEvent>& events : records) {
     std::optional<job::Blamed> last;
     uint64_t last_seq = 0;
@@ -82,7 +84,11 @@ Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_si
         last.reset();  // the program went on past that failure
       }
     }
-    if (!last || last->rank < 0 || last->rank >= world_size) continue;
+    if (!last || last->rank < 0 || last->rank >= world_size || last_seq > earliest) continue;
+    if (last_seq < earliest) {
+      votes.clear();
+      earliest = last_seq;
+    }
     Votes& v = votes[last->rank];
     ++v.count;
     auto [it, fresh] = v.by_class.try_emplace(last->what, 0, last->pid);

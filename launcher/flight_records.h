@@ -26,10 +26,12 @@ std::vector<FlightEvent> ParseFlightRecord(const std::string& json);
 std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_dir, int r);
 
 // The rank the ranks' verdicts blame, from each record's blame event
-// (core/job/verdict.h): the rank most records name (a tie goes to the lower rank), with the
-// class most of them gave it and the pid recorded with that class. A record's blame counts
-// only if the rank started no later operation: a failure the program went on from is not the
-// one that ended the job.
+// (core/job/verdict.h): among the verdicts on the earliest failed operation, the rank most
+// records name (a tie goes to the lower rank), with the class most of them gave it and the pid
+// recorded with that class. A later operation's failure is the first one's consequence (a rank
+// that finished the failed call early meets the ranks that left over it in its next call). A
+// record's blame counts only if the rank started no later operation: a failure the program
+// went on from is not the one that ended the job.
 Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size);
 
 }  // namespace gyre::launcher

@@ -340,9 +340,21 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
       monitor_.End(seq, st);  // failed here: the verdict of a rank asking finds the divergence
     }
   }
+  const Status own = st;  // before a verdict words it
   if (!st.ok() && failure_handler_) {
     st = failure_handler_(last_);
     last_.status = st;
+  }
+  // Another rank found that an earlier call, completed here, diverged: this one then failed
+  // as a consequence (the rank at fault left over it, say), and the divergence is what this
+  // rank reports, as every other rank does, not the rank that went.
+  if (!st.ok()) {
+    if (std::optional<std::string> diverged = LateDivergence()) {
+      st = InvalidArgumentError(OpName(desc, seq) + " on rank " + std::to_string(rank()) +
+                                ": failed after " + *diverged +
+                                "; this call's own error: " + own.message());
+      last_.status = st;
+    }
   }
   recorder_.Record("op_end", seq, st.ok() ? "ok" : st.ToString());
   metrics_.RecordOperation(algo::CollectiveName(spec.collective), st, last_.elapsed,
@@ -383,13 +395,16 @@ Status Communicator::Refuse(CollectiveSpec spec, const Status& why) {
                                       std::to_string(seq) + " on rank " + std::to_string(rank())));
 }
 
+std::optional<std::string> Communicator::LateDivergence() {
+  auto late = monitor_.TakeLateDivergence();
+  if (!late) return std::nullopt;
+  return "the ranks' calls diverged at seq=" + std::to_string(late->first) +
+         ", which completed on this rank before another rank found it: " + late->second.message() +
+         " (this rank's result of seq=" + std::to_string(late->first) + " may be wrong)";
+}
+
 std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
-  if (auto late = monitor_.TakeLateDivergence()) {
-    return "the ranks' calls diverged at seq=" + std::to_string(late->first) +
-           ", which completed on this rank before another rank found it: " +
-           late->second.message() + " (this rank's result of seq=" + std::to_string(late->first) +
-           " may be wrong)";
-  }
+  if (std::optional<std::string> late = LateDivergence()) return late;
   std::optional<StaleMessage> stale = transport_->TakeStale(before);
   if (!stale) return std::nullopt;
   const std::optional<OpDesc> mine = monitor_.CallAt(stale->seq);

@@ -205,6 +205,7 @@ class Communicator {
 
   // Whether online tuning is on (CommOptions::tune).
   bool tuning() const { return options_.tune; }
+  Duration progress_timeout() const { return options_.timeout; }
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }
   uint64_t next_seq() const { return next_seq_; }
@@ -213,8 +214,11 @@ class Communicator {
 
  private:
   StatusOr<std::shared_ptr<const algo::RankSchedule>> GetSchedule(const algo::CollectiveSpec& spec);
-  // A message held for a call before `before` that this rank made differently from its
-  // sender (Transport::TakeStale), described; nullopt when there is none. Under mu_.
+  // A divergence another rank found in a call this rank had completed
+  // (OpMonitor::TakeLateDivergence), described, once; nullopt when there is none.
+  std::optional<std::string> LateDivergence();
+  // That, or else a message held for a call before `before` that this rank made differently
+  // from its sender (Transport::TakeStale), described; nullopt when there is none. Under mu_.
   std::optional<std::string> EarlierDivergence(uint64_t before);
   // Records call `seq` as refused with `why` (already naming it); returns `why`. Under mu_.
   Status RefuseLocked(uint64_t seq, const algo::CollectiveSpec& spec, const Status& why);

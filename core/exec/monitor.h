@@ -27,13 +27,16 @@ struct CallRecord {
   std::string op_name;
 };
 
-// A peer's daemon said that its program went away without closing its communicator
-// (core/job/control.h): the verdict of a later failure names that program, not the daemon.
+// A peer said that its program went away without closing its communicator
+// (core/job/control.h): the verdict of a later failure names that program, not its daemon.
 struct PeerDeparture {
   int rank = -1;
   int64_t program_pid = 0;
   std::string how;
   uint64_t last_completed_seq = 0;  // the peer's, when its program went
+  // The program let go of its communicator itself (destroyed it without Comm::Close) rather
+  // than being killed or crashing: the verdict calls it "left", not "dead".
+  bool on_purpose = false;
 };
 
 struct OpSnapshot {

@@ -204,7 +204,9 @@ void ControlServer::Handle(int fd) {
         gone.program_pid = d.program_pid();
         gone.how = d.how().substr(0, 512);
         gone.last_completed_seq = d.last_completed_seq();
-        comm_->recorder()->Record("peer_program_gone", d.last_completed_seq(),
+        gone.on_purpose = d.on_purpose();
+        comm_->recorder()->Record(gone.on_purpose ? "peer_program_left" : "peer_program_gone",
+                                  d.last_completed_seq(),
                                   "rank " + std::to_string(gone.rank) + "'s program (pid " +
                                       std::to_string(gone.program_pid) + "): " + gone.how);
         comm_->monitor()->NoteDeparture(std::move(gone));

@@ -96,14 +96,14 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
   QueryAll(tell, abort, timeout, dir.credentials);
 }
 
-int TellDeparture(const JobDirectory& dir, int self, int64_t program_pid, const std::string& how,
-                  uint64_t last_completed_seq, Duration timeout) {
+int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, Duration timeout) {
   proto::ControlRequest req;
   proto::Departure* d = req.mutable_departure();
   d->set_from_rank(self);
-  d->set_program_pid(program_pid);
-  d->set_how(how);
-  d->set_last_completed_seq(last_completed_seq);
+  d->set_program_pid(gone.program_pid);
+  d->set_how(gone.how);
+  d->set_last_completed_seq(gone.last_completed_seq);
+  d->set_on_purpose(gone.on_purpose);
   int told = 0;
   for (const QueryResult& r : QueryAll(OtherRanks(dir, self), req, timeout, dir.credentials)) {
     if (r.reach == Reach::kAnswered) ++told;

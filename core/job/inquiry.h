@@ -39,11 +39,12 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
                    const std::string& text, OpMonitor::AbortKind kind, Duration timeout);
 
 // Tells every other rank that this rank's program went away without closing its
-// communicator (`how`, after this rank's call `last_completed_seq`): their verdict on a call
-// that then fails without this rank names the program. Each rank bounded by `timeout`; the
-// ranks that cannot be told (gone, stopped) are skipped. Returns how many were told.
-int TellDeparture(const JobDirectory& dir, int self, int64_t program_pid, const std::string& how,
-                  uint64_t last_completed_seq, Duration timeout);
+// communicator (`gone`: its pid, how, after which call; gone.rank is ignored): their verdict on
+// a call that then fails without this rank names the program. Each rank bounded by `timeout`;
+// the ranks that cannot be told (gone, stopped) are skipped. Returns how many were told.
+int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, Duration timeout);
+// PeerDeparture::how of a program that let go of its communicator without Comm::Close.
+inline constexpr char kLeftWithoutClose[] = "destroyed its communicator without Comm::Close";
 
 // The time allowed for one round of control queries under progress timeout `t`: quick
 // enough not to stretch a failure much, long enough for a loaded machine.

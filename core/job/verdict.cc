@@ -47,6 +47,8 @@ const char* RankClassName(RankClass c) {
       return "self";
     case RankClass::kDead:
       return "dead";
+    case RankClass::kLeft:
+      return "left";
     case RankClass::kUnreachable:
       return "unreachable";
     case RankClass::kStalled:
@@ -96,9 +98,11 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     const PeerView& pv = peers[q];
     // Its program went away: before completing this call, it will make no call after the
     // last it completed, whatever its daemon (gone, or idle on its way out) shows; after, it
-    // did its part in this call and left.
+    // did its part in this call and left. Gone on purpose, it is as much the cause, but not
+    // dead: the program may have finished its work and exited 0.
     if (gone[q] != nullptr && (pv.reach != Reach::kAnswered || !pv.state.in_op())) {
-      v.classes[q] = gone[q]->last_completed_seq < S ? RankClass::kDead : RankClass::kDone;
+      const RankClass gone_class = gone[q]->on_purpose ? RankClass::kLeft : RankClass::kDead;
+      v.classes[q] = gone[q]->last_completed_seq < S ? gone_class : RankClass::kDone;
       continue;
     }
     if (pv.reach == Reach::kRefused) {
@@ -245,8 +249,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   // priority decide, so that a rank which merely left early (it reached its own verdict and
   // exited) cannot outrank the stalled rank everybody is actually waiting on.
   auto is_cause = [](RankClass c) {
-    return c == RankClass::kDead || c == RankClass::kUnreachable || c == RankClass::kStalled ||
-           c == RankClass::kNotEntered;
+    return c == RankClass::kDead || c == RankClass::kLeft || c == RankClass::kUnreachable ||
+           c == RankClass::kStalled || c == RankClass::kNotEntered;
   };
   // A rank that never started this call because its previous one failed is a victim of
   // that failure, not the cause: the chain does not stop at it, so a dead or cut-off rank,
@@ -262,7 +266,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   const bool ended_early = me.elapsed < me.timeout / 2;
   auto merely_behind = [&](int q) {
     return v.classes[q] == RankClass::kNotEntered && ended_early &&
-           (first_of(RankClass::kDead) >= 0 || first_of(RankClass::kUnreachable) >= 0);
+           (first_of(RankClass::kDead) >= 0 || first_of(RankClass::kLeft) >= 0 ||
+            first_of(RankClass::kUnreachable) >= 0);
   };
   // This rank's own process did not run for long enough that the others' progress deadlines
   // ran out on it: whatever they look like now (gone, having given up), they are its victims.
@@ -293,8 +298,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       v.root_class = v.classes[q];
     }
   }
-  for (RankClass c :
-       {RankClass::kDead, RankClass::kUnreachable, RankClass::kStalled, RankClass::kNotEntered}) {
+  for (RankClass c : {RankClass::kDead, RankClass::kLeft, RankClass::kUnreachable,
+                      RankClass::kStalled, RankClass::kNotEntered}) {
     if (v.root < 0) {
       v.root = first_of(c);
       if (v.root >= 0) v.root_class = c;
@@ -327,7 +332,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   const proto::RankState& st = pv.state;
   if (v.root != me.rank) v.root_pid = pv.reach == Reach::kAnswered ? pv.state.pid() : pv.pid;
   const PeerDeparture* root_gone =
-      v.root_class == RankClass::kDead && v.root != me.rank ? gone[v.root] : nullptr;
+      (v.root_class == RankClass::kDead || v.root_class == RankClass::kLeft) && v.root != me.rank
+          ? gone[v.root]
+          : nullptr;
   if (root_gone != nullptr && root_gone->program_pid > 0) v.root_pid = root_gone->program_pid;
   if (v.root == me.rank && v.root_class == RankClass::kSelf) {
     os << "rank " << v.root << " (this rank) was not running: its process did not run for "
@@ -348,6 +355,17 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
         break;
       }
       os << "its process is gone (" << (pv.error.empty() ? "connection refused" : pv.error) << ")";
+      break;
+    case RankClass::kLeft:
+      // Only a departure it told makes a rank "left".
+      if (root_gone != nullptr) {
+        os << "its program ";
+        // Through a daemon, the pid above is the daemon's.
+        if (root_gone->program_pid != pv.pid && root_gone->program_pid != st.pid()) {
+          os << "(pid " << root_gone->program_pid << ") ";
+        }
+        os << root_gone->how << ", so that rank makes no more calls";
+      }
       break;
     case RankClass::kUnreachable:
       os << "cannot be reached from host " << me.host

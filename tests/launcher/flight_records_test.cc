@@ -65,6 +65,18 @@ TEST(FlightRecordsTest, TheRankMostVerdictsBlameIsNamedWithTheClassMostGaveIt) {
   EXPECT_EQ(b.rank, 1);
 
   // Nothing to name: no records, no blame, garbage, or a rank outside the job.
+  // The earliest failed call's verdicts decide: a later call failed because of it (a rank
+  // a call ahead found the rank that diverged gone), whatever the number of records.
+  b = BlameOf({{Start(6), Blame(6, "1 10 diverged")},
+               {Start(7), Blame(7, "1 10 dead")},
+               {Start(7), Blame(7, "1 10 dead")},
+               {Start(7), Blame(7, "2 20 dead")},
+               {Start(7), Blame(7, "2 20 dead")},
+               {Start(7), Blame(7, "2 20 dead")}},
+              4);
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(b.what, "diverged");
+
   EXPECT_EQ(BlameOf({}, 4).rank, -1);
   EXPECT_EQ(BlameOf({{Start(1)}}, 4).rank, -1);
   EXPECT_EQ(BlameOf({{Blame(1, "two 10 dead")}}, 4).rank, -1);

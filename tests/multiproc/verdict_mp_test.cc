@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -458,9 +459,9 @@ TEST(DaemonVerdictTest, AKilledProgramIsNamedByItsPidNotItsDaemons) {
 }
 
 // A program that closes its communicator says so: its daemon does not take the exit for a
-// death, and tells nobody.
-// Destroyed, or closed with Comm::Close first (which says goodbye once, not again on
-// destruction).
+// death. Closed with Comm::Close first (which says goodbye once, not again on destruction),
+// it tells nobody; destroyed without Close, it tells the others that the program left (a
+// call of theirs it never makes would name it so, EarlyLeaverTest).
 TEST(DaemonVerdictTest, AProgramThatClosesItsCommunicatorIsNotTakenForDead) {
   for (const bool close : {false, true}) {
     std::vector<std::string> argv = {
@@ -481,8 +482,99 @@ TEST(DaemonVerdictTest, AProgramThatClosesItsCommunicatorIsNotTakenForDead) {
       }
     }
     EXPECT_EQ(r.err.find("went away"), std::string::npos) << r.err;
+    const bool told_left = std::regex_search(r.err, std::regex(R"(\) left after seq=\d+; told)"));
+    EXPECT_EQ(told_left, !close) << "close=" << close << "\n" << r.err;
   }
 }
+
+// The texts of the programs' "rank R: allreduce N failed: <text>" lines, by rank, as gyrerun
+// relays them (not its summary's copies).
+std::map<int, std::string> RelayedFailures(const std::string& err) {
+  static const std::regex fail_re(R"(^\[rank (\d+)\] rank \d+: allreduce \d+ failed: (.*)$)");
+  std::map<int, std::string> texts;
+  std::istringstream lines(err);
+  std::smatch m;
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_search(line, m, fail_re)) texts[std::stoi(m[1])] = m[2];
+  }
+  return texts;
+}
+
+// Rank 1's program makes 5 calls, destroys its communicator without Close and exits 0, while
+// ranks 0 and 2 make a sixth. Each survivor's error names rank 1 as having left, with its last
+// call, rather than "dead" (its program did not fail) or "not entered" (it never will): the
+// rank tells the others before its connections close. So does gyrerun's summary. Three runs,
+// since where the leaving rank is when the others ask (still answering, or gone) varies.
+class EarlyLeaverTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EarlyLeaverTest, EverySurvivorSaysTheRankLeftAfterItsLastCall) {
+  for (int run = 0; run < 3; ++run) {
+    CommandResult r =
+        RunCommand({BinDir() + "/gyrerun", "-n", "3", "--mode", GetParam(), "--timeout", "10", "--",
+                    "sh", "-c",
+                    "if [ \"$GYRE_RANK\" = 1 ]; then n=5; else n=10; fi; exec \"$0\" --check=false "
+                    "--loop_iters=$n",
+                    BinDir() + "/gyre-test-client"},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    const std::map<int, std::string> failures = RelayedFailures(r.err);
+    EXPECT_EQ(failures.size(), 2u) << r.err;
+    EXPECT_EQ(failures.count(1), 0u) << r.err;
+    for (const auto& [rank, text] : failures) {
+      EXPECT_TRUE(std::regex_search(
+          text, std::regex(R"(rank 1 left \(pid \d+ on host [^)]*\): its program .*destroyed its )"
+                           R"(communicator without Comm::Close, so that rank makes no more calls; )"
+                           R"(last completed seq=5, in seq=6)")))
+          << "rank " << rank << ": " << text;
+    }
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(R"(gyrerun: job failed: rank 1 \(pid \d+\) left, as the ranks' )")))
+        << r.err;
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(R"(\n\s+1\s+rank 1\s+\d+ .*ok  <- root cause \(verdict: left\))")))
+        << r.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, EarlyLeaverTest, ::testing::Values("daemon", "embedded"));
+
+// Rank 1 calls a reduce with itself as the root where ranks 0 and 2 name rank 0. Rank 2, a
+// leaf that sends and returns, goes on to its next call before rank 0 finds the mismatch; rank
+// 1 then exits on that verdict. Rank 2's next call fails for want of rank 1, and what it
+// reports is the divergence it was told of, not rank 1 "dead"; gyrerun's summary too names
+// rank 1 as diverged, from the earliest failed call, not from the call that followed it.
+class LateDivergenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LateDivergenceTest, ARankAheadReportsTheDivergenceNotTheRankThatLeftOverIt) {
+  CommandResult r =
+      RunCommand({BinDir() + "/gyrerun", "-n", "3", "--mode", GetParam(), "--timeout", "10", "--",
+                  BinDir() + "/gyre-test-client", "--check=false", "--loop_iters=20",
+                  "--mismatch_rank=1", "--mismatch_kind=root", "--fault_at=5"},
+                 {}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::map<int, std::string> failures = RelayedFailures(r.err);
+  EXPECT_EQ(failures.size(), 3u) << r.err;
+  for (const auto& [rank, text] : failures) {
+    EXPECT_NE(text.find("rank 1 diverged"), std::string::npos) << "rank " << rank << ": " << text;
+    EXPECT_EQ(text.find(" dead"), std::string::npos) << "rank " << rank << ": " << text;
+  }
+  if (failures.count(2) != 0 && failures.at(2).find("allreduce seq=7") != std::string::npos) {
+    EXPECT_NE(failures.at(2).find("failed after the ranks' calls diverged at seq=6"),
+              std::string::npos)
+        << failures.at(2);
+  }
+  const std::string row = [&] {
+    std::istringstream lines(r.err);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("<- root cause") != std::string::npos) return line;
+    }
+    return std::string();
+  }();
+  EXPECT_TRUE(std::regex_search(row, std::regex(R"(^\s+1\s+rank 1\s+\d+ )"))) << r.err;
+  EXPECT_EQ(row.find("dead"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, LateDivergenceTest, ::testing::Values("daemon", "embedded"));
 
 // The texts of the "rank R: allreduce N failed: <text>" lines of gyre-test-client's stderr.
 std::vector<std::string> FailureTexts(const std::string& err) {

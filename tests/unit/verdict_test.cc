@@ -331,6 +331,52 @@ TEST(VerdictTest, ARankWhoseProgramWentAwayIsNamedByItsProgram) {
   EXPECT_EQ(unknown.text.find("its program"), std::string::npos) << unknown.text;
 }
 
+// A program that let go of its communicator without Close (and may well have exited 0) is the
+// cause of a call it never makes, but it "left": it is not dead. Embedded, the program is the
+// rank's process, and its pid is not said twice.
+TEST(VerdictTest, ARankWhoseProgramLeftOnPurposeIsNamedAsHavingLeft) {
+  std::vector<PeerView> views(4);
+  for (int q = 0; q < 4; ++q) views[q] = Waiting(q, 41, (q + 3) % 4);
+  views[2] = Refused(2);
+  LocalFailure me = Me(3, 2);
+  me.status = UnavailableError("connection from rank 2 closed: End of file");
+  me.elapsed = Millis(120);
+  PeerDeparture left{2, 4569, "destroyed its communicator without Comm::Close", 40};
+  left.on_purpose = true;
+  me.departures.push_back(left);
+  const Verdict v = Classify(me, views);
+  EXPECT_EQ(v.root, 2) << v.text;
+  EXPECT_EQ(v.root_class, RankClass::kLeft);
+  EXPECT_EQ(v.root_pid, 4569);
+  EXPECT_NE(v.text.find("rank 2 left (pid 1002 on host h2): its program (pid 4569) destroyed its "
+                        "communicator without Comm::Close, so that rank makes no more calls; "
+                        "last completed seq=40, in seq=41"),
+            std::string::npos)
+      << v.text;
+
+  // Its daemon still answering on its way out, idle: left all the same.
+  views[2] = Waiting(2, 40, -1);
+  IdleAfterSeq40(&views[2]);
+  EXPECT_EQ(Classify(me, views).root_class, RankClass::kLeft);
+
+  // Embedded: the pid it published is its program's.
+  views[2] = Refused(2);
+  me.departures[0].program_pid = 1002;
+  const Verdict embedded = Classify(me, views);
+  EXPECT_NE(embedded.text.find("rank 2 left (pid 1002 on host h2): its program destroyed its "
+                               "communicator"),
+            std::string::npos)
+      << embedded.text;
+
+  // Left after completing this very call: it did its part, and a dead rank is the cause.
+  me.departures[0].last_completed_seq = 41;
+  views[1] = Refused(1);
+  const Verdict after = Classify(me, views);
+  EXPECT_EQ(after.classes[2], RankClass::kDone) << after.text;
+  EXPECT_EQ(after.root, 1) << after.text;
+  EXPECT_EQ(after.root_class, RankClass::kDead) << after.text;
+}
+
 // A partition between two hosts: ranks 2 and 3 on host "b" answer no connect from host "h".
 // They are named unreachable, by host, not "dead" or "stalled".
 TEST(VerdictTest, RanksBehindAPartitionAreUnreachableByHost) {
