@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -215,11 +214,11 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
 }
 
 StatusOr<MachineModel> ReadMachineModel(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("calibration file '" + path + "' cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseMachineModel(ss.str(), path);
+  // A model has a few lines per world size: a path that names /dev/zero or a huge file must
+  // not take the host's memory.
+  GYRE_ASSIGN_OR_RETURN(std::string text,
+                        ReadSmallFile(path, kMaxCalibrationFileBytes, "calibration file"));
+  return ParseMachineModel(text, path);
 }
 
 std::string FormatMachineModel(const MachineModel& model) {

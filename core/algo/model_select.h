@@ -66,6 +66,8 @@ MachineModel DefaultMachineModel();
 //   p4.copy_all_GBps = 5.0
 // Every error names the file, the line and the key.
 StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::string& path);
+// Reads at most kMaxCalibrationFileBytes (+1): a larger file, or /dev/zero, is refused.
+inline constexpr size_t kMaxCalibrationFileBytes = size_t{1} << 20;
 StatusOr<MachineModel> ReadMachineModel(const std::string& path);
 std::string FormatMachineModel(const MachineModel& model);
 Status WriteMachineModel(const std::string& path, const MachineModel& model);

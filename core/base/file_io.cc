@@ -1,8 +1,10 @@
 #include "core/base/file_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace gyre {
 
@@ -15,6 +17,36 @@ int WriteFully(int fd, const char* data, size_t n) {
     done += static_cast<size_t>(w);
   }
   return 0;
+}
+
+StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes,
+                                    const std::string& what) {
+  const std::string named = what + " '" + path + "'";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    const std::string why = named + " cannot be read: " + std::strerror(e);
+    return e == ENOENT ? NotFoundError(why) : InvalidArgumentError(why);
+  }
+  std::string text;
+  char buf[8192];
+  int read_errno = 0;
+  while (text.size() <= max_bytes) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) read_errno = errno;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (read_errno != 0) {
+    return InvalidArgumentError(named + " cannot be read: " + std::strerror(read_errno));
+  }
+  if (text.size() > max_bytes) {
+    return InvalidArgumentError(named + " is larger than " + std::to_string(max_bytes) +
+                                " bytes, more than such a file ever holds");
+  }
+  return text;
 }
 
 }  // namespace gyre

@@ -11,8 +11,10 @@
 #include <sstream>
 #include <thread>
 
+#include "core/algo/model_select.h"
 #include "core/algo/select.h"
 #include "core/base/dtype.h"
+#include "core/base/file_io.h"
 #include "core/comm/communicator.h"
 #include "core/transport/loopback.h"
 
@@ -393,11 +395,9 @@ StatusOr<double> MeasureLoopback(int p, int iterations,
 }  // namespace
 
 StatusOr<Calibration> ReadCalibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgumentError("calibration file '" + path + "' cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  // A few numbers: a path that names /dev/zero or a huge file must not take the host's memory.
+  GYRE_ASSIGN_OR_RETURN(const std::string text,
+                        ReadSmallFile(path, algo::kMaxCalibrationFileBytes, "calibration file"));
   Calibration c;
   double v = 0;
   // gyre-machine-limits --json names its numbers differently; its memcpy rate and one-way

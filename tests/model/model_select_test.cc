@@ -415,6 +415,17 @@ TEST(CalibrationFileTest, ErrorsNameTheFileTheLineAndTheKey) {
   auto missing = ReadMachineModel("/nonexistent/gyre-model.txt");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/gyre-model.txt"), std::string::npos);
+  // An endless or huge file is refused after the cap, not read into memory whole; a folder
+  // says why it cannot be read.
+  auto endless = ReadMachineModel("/dev/zero");
+  ASSERT_FALSE(endless.ok());
+  EXPECT_NE(endless.status().message().find("'/dev/zero' is larger than 1048576 bytes"),
+            std::string::npos)
+      << endless.status().ToString();
+  auto folder = ReadMachineModel("/tmp");
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(folder.status().message().find("Is a directory"), std::string::npos)
+      << folder.status().ToString();
 }
 
 TEST(CalibrationFileTest, CommunicatorUsesTheFileAndFailsAutoCallsOnABadOne) {
