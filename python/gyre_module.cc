@@ -232,7 +232,13 @@ class PyComm {
       // A call still running (a wait interrupted by Ctrl-C) is not waited out here.
       CallRunner::Release(std::move(runner_));
     }
-    abandoned_.clear();
+    // The calls still running on the released runner write into their buffers until they
+    // end (by their deadlines at the latest): those buffers stay referenced for the life of
+    // the process, as the runner itself does, rather than be freed for other arrays to take.
+    Prune();
+    if (!abandoned_.empty()) {
+      new std::vector<std::shared_ptr<Held>>(std::move(abandoned_));  // never freed, on purpose
+    }
   }
 
   int rank() { return runner_->comm().rank(); }

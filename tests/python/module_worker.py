@@ -194,7 +194,29 @@ def interrupt():
     raise AssertionError("allreduce returned")
 
 
+def abandon():
+    """Rank 0 drops a call's Work and buffer, then its Comm, while the call waits for rank 1;
+    fresh arrays it then fills must stay as filled when the call completes."""
+    global comm
+    n = 256
+    if rank == 0:
+        x = np.ones(n, np.float32)
+        w = comm.allreduce(x, async_op=True)
+        del w, x
+        time.sleep(0.2)
+        comm = None
+        fresh = [np.full(n, 7.0, np.float32) for _ in range(64)]
+        time.sleep(2.5)
+        changed = [i for i, y in enumerate(fresh) if not (y == 7.0).all()]
+        print("abandon changed=%s" % changed, flush=True)
+    else:
+        time.sleep(1.0)
+        x = np.full(n, 2.0, np.float32)
+        comm.allreduce(x)
+        print("abandon rank1 got=%s" % x[0], flush=True)
+
+
 {"collectives": collectives, "mismatch": mismatch, "stall": stall,
- "interrupt": interrupt}[scenario]()
+ "interrupt": interrupt, "abandon": abandon}[scenario]()
 sys.stdout.flush()
 os._exit(0)
