@@ -1015,6 +1015,18 @@ TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   EXPECT_NE(r.err.find("MASTER_PORT=\"notaport\" is not a whole number from 1 to 65535"),
             std::string::npos)
       << r.err;
+  // Half of torchrun's store address is named whichever half it is (MASTER_PORT alone said
+  // "no store given"); nothing else in the environment gives a store.
+  r = RunCommand(
+      {"/usr/bin/env", "-i", "RANK=0", "WORLD_SIZE=1", "MASTER_PORT=5", Gyred(), "--run=selftest"},
+      {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MASTER_PORT is set but MASTER_ADDR is not"), std::string::npos) << r.err;
+  r = RunCommand({"/usr/bin/env", "-i", "RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1", Gyred(),
+                  "--run=selftest"},
+                 {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MASTER_ADDR is set but MASTER_PORT is not"), std::string::npos) << r.err;
 }
 
 }  // namespace
