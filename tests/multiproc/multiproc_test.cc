@@ -930,8 +930,28 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
   }
   binary = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(binary.exit_code, 2) << binary.err;
-  EXPECT_NE(binary.err.find("host 'node\\x07' is not a host name"), std::string::npos)
+  EXPECT_NE(binary.err.find("--hostfile " + hostfile + " line 1: 'node\\x07' is not a host name"),
+            std::string::npos)
       << binary.err;
+  // A hostfile's error quotes its line as written, with its number: "localhost:2 slots=3" was
+  // quoted as 'localhost:2:3', which is in no file.
+  const std::vector<std::pair<std::string, std::string>> lines = {
+      {"localhost:2 slots=3", "'localhost:2 slots=3' gives the slots twice"},
+      {"localhost slots=0", "'localhost slots=0': slots must be a number from 1 to 1024"},
+      {"localhost:x:2", "'localhost:x:2': want 'host' or 'host:slots'"},
+  };
+  for (const auto& [line, want] : lines) {
+    {
+      std::ofstream f(hostfile);
+      f << "# hosts\nlocalhost:1\n" << line << "  # the bad one\n";
+    }
+    CommandResult bad = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("gyrerun: --hostfile " + hostfile + " line 3: " + want),
+              std::string::npos)
+        << line << "\n"
+        << bad.err;
+  }
   // Without a program, the workload runs in gyred.
   CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2) << r.err;
