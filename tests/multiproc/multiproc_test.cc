@@ -559,6 +559,31 @@ TEST(GyrerunTest, ASecondCommOfARankIsRefusedInBothModes) {
   }
 }
 
+// Options::deterministic takes -1, 0 or 1; 7 was taken as "on" without a word, where every
+// other bad Options field is refused by name. The refusal takes the call's place on every
+// rank, so the calls after it still meet.
+TEST(GyrerunTest, ADeterministicOptionOutsideItsValuesIsRefusedInBothModes) {
+  for (const std::string mode : {"daemon", "embedded"}) {
+    CommandResult r =
+        RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--timeout", "20", "--", Client(),
+                    "--bad_options", "--check=false", "--loop_iters", "3", "--close"},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank " + std::to_string(rank);
+      EXPECT_NE(r.out.find(name + ": deterministic 7: InvalidArgument: "), std::string::npos)
+          << mode << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find(name + ": closed"), std::string::npos) << mode << "\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("Options::deterministic is 7: want -1 (the job's default), 0 (off) or 1 "
+                         "(canonical order)"),
+              std::string::npos)
+        << mode << "\n"
+        << r.out;
+  }
+}
+
 // A gyred started by gyrerun serves its program's one communicator, then exits. A new Comm
 // after Close waited out the daemon's 60 s start-up allowance and failed saying the
 // rendezvous might still be going on. Now it is told at once: by the daemon while it is
