@@ -32,7 +32,9 @@ DEFINE_string(measure_calibration, "",
 DEFINE_string(op, "allreduce", "collective");
 DEFINE_string(algo, "auto", "algorithm name, or auto");
 DEFINE_int32(ranks, 16, "world size (1 to 4096)");
-DEFINE_string(bytes, "64M", "size of `count` elements (K, M, G = KiB, MiB, GiB)");
+DEFINE_string(bytes, "64M",
+              "size of `count` elements (K, M, G = KiB, MiB, GiB), run as whole elements, at "
+              "least one");
 DEFINE_int64(count, -1, "element count (overrides --bytes)");
 DEFINE_string(dtype, "float32", "element type");
 DEFINE_string(reduce_op, "sum", "reduction operator");
@@ -213,7 +215,19 @@ int RunOne() {
   if (count < 0) {
     auto bytes = ParseSize(FLAGS_bytes);
     if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes " + FLAGS_bytes));
-    count = *bytes / static_cast<int64_t>(DataTypeSize(spec.dtype));
+    // Whole elements, at least one, as gyre-bench runs a size (3 B of float64 used to run
+    // as 0 elements without a word); the run says so when that differs from what was asked.
+    const int64_t es = static_cast<int64_t>(DataTypeSize(spec.dtype));
+    count = *bytes / es;
+    if (spec.collective != Collective::kBarrier) {
+      count = std::max<int64_t>(1, count);
+      if (count * es != *bytes) {
+        std::fprintf(FLAGS_json ? stderr : stdout,
+                     "# %lld B runs as %lld B (whole %s elements: at least one)\n",
+                     static_cast<long long>(*bytes), static_cast<long long>(count * es),
+                     DataTypeName(spec.dtype));
+      }
+    }
     size_flag = "--bytes " + FLAGS_bytes;
   }
   // What is timed is count x byte scale elements on each of the ranks (the scale is only

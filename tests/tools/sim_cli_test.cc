@@ -48,6 +48,32 @@ TEST(GyreSimCli, SizesThatOverflowAreRefusedNamingTheFlag) {
                 {"--bytes 999999999999999G", "too large"});
 }
 
+// --bytes runs as whole elements, at least one, and says so when that is not what was asked,
+// as gyre-bench does: 3 B of float64 ran as 0 elements, "ok", without a word.
+TEST(GyreSimCli, BytesThatAreNotWholeElementsRunAsWholeOnesAndSaySo) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  CommandResult three = RunTool({sim, "--ranks", "4", "--bytes", "3", "--dtype", "float64"});
+  EXPECT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(three.out.rfind("# 3 B runs as 8 B (whole float64 elements: at least one)\n", 0), 0)
+      << three.out;
+  EXPECT_NE(three.out.find("count=1 "), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("result: ok"), std::string::npos) << three.out;
+  // With --json the note goes to stderr and stdout stays one JSON object.
+  CommandResult json =
+      RunTool({sim, "--ranks", "4", "--bytes", "20", "--dtype", "float64", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.err.find("# 20 B runs as 16 B (whole float64 elements: at least one)"),
+            std::string::npos)
+      << json.err;
+  EXPECT_EQ(json.out.rfind("{\"op\": \"allreduce\"", 0), 0) << json.out;
+  EXPECT_NE(json.out.find("\"count\": 2,"), std::string::npos) << json.out;
+  // A size of whole elements runs as asked, without a note.
+  CommandResult whole = RunTool({sim, "--ranks", "4", "--bytes", "16", "--dtype", "float64"});
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(whole.out.find("runs as"), std::string::npos) << whole.out;
+  EXPECT_NE(whole.out.find("count=2 "), std::string::npos) << whole.out;
+}
+
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
   const std::string schedule = BuiltBinary("gyre-schedule");
   ExpectRefused({schedule, "--gbps", "0"}, {"--gbps 0", "above 0"});
