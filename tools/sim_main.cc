@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "core/algo/collective.h"
@@ -81,8 +82,9 @@ int Fail(const Status& s) {
 
 // The largest world size: the 4096-rank runs docs/simulator.md describes. The ranks alone
 // do not bound the cost, the algorithm's steps do: at 4096 ranks a recursive-doubling
-// --phantom run takes 1.5 s and 0.9 GB, the default allreduce half a minute and 1 GB, and a
-// --phantom auto one over 10 GB; at 100000 ranks any run would exhaust the machine.
+// --phantom run takes 1.5 s and 0.9 GB, a --phantom ring allreduce about 25 GB. The
+// simulator estimates a run's memory before building it and refuses one that cannot fit
+// (sim::EstimateMemory); at 100000 ranks any run would exhaust the machine.
 constexpr int kMaxRanks = 4096;
 // Sizes stay within what gyre's schedules accept (ranks x count x element size, 2^60 bytes).
 constexpr int64_t kMaxBytes = int64_t{1} << 60;
@@ -330,5 +332,15 @@ int main(int argc, char** argv) {
   gyre::ParseToolFlags(
       &argc, &argv,
       "gyre-sim [flags]: run gyre's schedules on a modelled network (docs/simulator.md)");
-  return gyre::ExitCodeAfterFlushingStdout("gyre-sim", Run(argc, argv));
+  int code = 0;
+  try {
+    code = Run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // A run the estimate let through that still did not fit: an error and an exit status,
+    // not an abort.
+    code = Fail(gyre::ResourceExhaustedError(
+        "out of memory (std::bad_alloc) part way through the run, beyond its estimate up "
+        "front: give fewer ranks or an algorithm of fewer steps (recursive_doubling, tree)"));
+  }
+  return gyre::ExitCodeAfterFlushingStdout("gyre-sim", code);
 }

@@ -25,6 +25,49 @@ TEST(GyreSimCli, RanksBeyondTheCapAreRefusedAtOnce) {
   EXPECT_LT(r.seconds, 5.0);
 }
 
+// Runs `argv` with its address space limited to `kib` KiB (ulimit -v), as on a host with
+// that much memory.
+CommandResult RunWithin(int64_t kib, const std::vector<std::string>& argv, double timeout = 60) {
+  std::vector<std::string> sh = {"/bin/sh", "-c",
+                                 "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\""};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  return RunCommand(sh, {}, timeout);
+}
+
+// A run whose memory cannot fit is refused up front, naming the estimate and what is
+// available. A 4096-rank ring allreduce (the automatic choice at 64 MiB) needs about 25 GB:
+// it was OOM-killed, or under ulimit -v aborted on std::bad_alloc after seconds.
+TEST(GyreSimCli, ARunThatCannotFitInMemoryIsRefusedAtOnce) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  for (const std::vector<std::string>& run : std::vector<std::vector<std::string>>{
+           {sim, "--ranks", "4096", "--phantom", "--bytes", "64M"},
+           {sim, "--ranks", "2048", "--phantom", "--bytes", "64M", "--algo", "ring"},
+       }) {
+    CommandResult r = RunWithin(2000000, run, 120);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 2) << run[2] << " ranks: " << r.err;
+    EXPECT_NE(r.err.find("gyre-sim: ResourceExhausted: simulating allreduce (ring) on " + run[2] +
+                         " ranks needs about "),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("this process can still get (MemAvailable, the memory cgroup's limit, "
+                         "ulimit -v)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_LT(r.seconds, 10.0) << r.err;
+  }
+  // Real data at full size on a thousand ranks (64 GiB) is refused the same way.
+  CommandResult real = RunWithin(2000000, {sim, "--ranks", "1024", "--bytes", "64M", "--byte_scale",
+                                           "1", "--algo", "recursive_doubling"});
+  EXPECT_EQ(real.exit_code, 2) << real.err;
+  EXPECT_NE(real.err.find("the real data), more than the "), std::string::npos) << real.err;
+  // Runs that fit still run within the same limit: 4096 ranks of recursive doubling (0.9 GB).
+  CommandResult fits = RunWithin(2000000, {sim, "--ranks", "4096", "--phantom", "--bytes", "64M",
+                                           "--algo", "recursive_doubling"});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("steps 12 "), std::string::npos) << fits.out;
+}
+
 TEST(GyreSimCli, LinkAndRateFlagsOutsideTheirMeaningAreRefused) {
   const std::string sim = BuiltBinary("gyre-sim");
   ExpectRefused({sim, "--bandwidth_GBps", "0"}, {"--bandwidth_GBps 0", "above 0"});
