@@ -666,7 +666,9 @@ int main(int argc, char** argv) {
   int flag_argc = program_at;
   gyre::ParseToolFlags(&flag_argc, &argv,
                        "gyrerun -n N [flags] [-- program args...]\n"
-                       "Without a program, runs gyre's main job on N local ranks.");
+                       "Without a program, runs gyre's main job on N local ranks.\n"
+                       "Every rank's stdin is /dev/null; its stdout and stderr lines are "
+                       "relayed with a \"[rank R] \" prefix.");
   // The TCP store it serves and the address planning log through glog: to stderr, without
   // glog's "Logging before InitGoogleLogging()" notice in front.
   FLAGS_logtostderr = true;
