@@ -352,15 +352,16 @@ std::string WhyNotRestart(int code, int stop_signal,
   return "the job ended with exit status " + std::to_string(code) + " and no rank failed";
 }
 
-// The first SIGINT, SIGTERM or SIGHUP gyrerun received while no Supervisor held the signals:
-// between the attempts of --max_restarts, where the default action would end gyrerun
-// without removing its run folder and secret.
+// The first stop signal (launcher::IsStopSignal) gyrerun received while no Supervisor held
+// the signals: between the attempts of --max_restarts, where the default action would end
+// gyrerun without removing its run folder and secret. A forwarded one (SIGUSR1, SIGUSR2)
+// finds no rank running then, and is dropped rather than ending gyrerun.
 volatile sig_atomic_t g_stop_signal = 0;
 void RecordStopSignal(int sig) {
-  if (g_stop_signal == 0) g_stop_signal = sig;
+  if (g_stop_signal == 0 && gyre::launcher::IsStopSignal(sig)) g_stop_signal = sig;
 }
 void CatchStopSignals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
     struct sigaction old {};
     // nohup's SIGHUP stays ignored.
     if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
@@ -668,7 +669,9 @@ int main(int argc, char** argv) {
                        "gyrerun -n N [flags] [-- program args...]\n"
                        "Without a program, runs gyre's main job on N local ranks.\n"
                        "Every rank's stdin is /dev/null; its stdout and stderr lines are "
-                       "relayed with a \"[rank R] \" prefix.");
+                       "relayed with a \"[rank R] \" prefix.\n"
+                       "SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job (exit 128 + the "
+                       "signal); SIGUSR1 and SIGUSR2 are passed on to each rank's program.");
   // The TCP store it serves and the address planning log through glog: to stderr, without
   // glog's "Logging before InitGoogleLogging()" notice in front.
   FLAGS_logtostderr = true;
@@ -1243,6 +1246,7 @@ int main(int argc, char** argv) {
         spec.host = placement.host;
       }
       if (!placement.remote) continue;
+      spec.remote = true;
       std::vector<std::string> command = {"env"};
       for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
       command.insert(command.end(), spec.argv.begin(), spec.argv.end());

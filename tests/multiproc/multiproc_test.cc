@@ -13,6 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -666,6 +668,63 @@ TEST(GyrerunTest, ARunFolderInUseIsRefusedAndLeftAlone) {
   CommandResult third = RunCommand(
       {Gyrerun(), "-n", "1", "--mode", "embedded", "--run_dir", dir, "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(third.exit_code, 0) << third.err;
+}
+
+// SIGUSR1 and SIGUSR2 to gyrerun reach every rank's program (not its gyred) and the job goes
+// on; SIGQUIT stops it as SIGTERM does. All three ended gyrerun by their default action,
+// leaving its run folder, with the job's secret, in TMPDIR.
+TEST(GyrerunTest, UserSignalsReachTheProgramsAndSigquitStopsTheJobInOrder) {
+  const std::string tmp = TempDir("user-signals");
+  const std::string log = TempDir("user-signals-log") + "/gyrerun.log";
+  // Daemon mode: each rank's gyred runs beside its program, and would die of SIGUSR2.
+  const pid_t gyrerun =
+      StartLogged("/usr/bin/env",
+                  {"TMPDIR=" + tmp, Gyrerun(), "-n", "2", "--", "/bin/sh", "-c",
+                   "trap 'echo got USR1' USR1; trap 'echo got USR2' USR2; "
+                   "touch \"${GYRE_SOCKET%/*}/ready.$GYRE_RANK\"; while :; do sleep 0.05; done"},
+                  log);
+  ASSERT_GT(gyrerun, 0);
+  // However the test ends, the job does not outlive it.
+  std::shared_ptr<void> stop_job(nullptr, [gyrerun](void*) {
+    if (ProcessExists(gyrerun)) {
+      ::kill(gyrerun, SIGTERM);
+      WaitExit(gyrerun, Seconds(10));
+    }
+  });
+  auto run_dirs = [&] {
+    std::vector<std::string> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) dirs.push_back(e.path());
+    return dirs;
+  };
+  auto eventually = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(eventually([&] {
+    const std::vector<std::string> dirs = run_dirs();
+    return dirs.size() == 1 && ::access((dirs[0] + "/ready.0").c_str(), F_OK) == 0 &&
+           ::access((dirs[0] + "/ready.1").c_str(), F_OK) == 0;
+  })) << ReadAll(log);
+  for (const char* sig : {"USR1", "USR2"}) {
+    ASSERT_EQ(::kill(gyrerun, std::string(sig) == "USR1" ? SIGUSR1 : SIGUSR2), 0);
+    EXPECT_TRUE(eventually([&] {
+      const std::string text = ReadAll(log);
+      return text.find(std::string("[rank 0] got ") + sig) != std::string::npos &&
+             text.find(std::string("[rank 1] got ") + sig) != std::string::npos;
+    })) << sig
+        << "\n"
+        << ReadAll(log);
+    EXPECT_TRUE(ProcessExists(gyrerun)) << sig << "\n" << ReadAll(log);
+  }
+  ASSERT_EQ(::kill(gyrerun, SIGQUIT), 0);
+  EXPECT_EQ(WaitExit(gyrerun, Seconds(30)), 128 + SIGQUIT) << ReadAll(log);
+  const std::string text = ReadAll(log);
+  EXPECT_NE(text.find("gyrerun received SIGQUIT"), std::string::npos) << text;
+  // Stopped by gyrerun, not by a forwarded signal.
+  EXPECT_EQ(text.find("SIGUSR"), std::string::npos) << text;
+  EXPECT_TRUE(run_dirs().empty()) << "the run folder was left behind";
 }
 
 // A --run_dir that names a file (or a path through one) is refused with the reason before any
