@@ -55,6 +55,12 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
   if (!o.algorithm.empty() && o.algorithm != "auto") {
     GYRE_ASSIGN_OR_RETURN(c.algorithm, algo::ParseAlgorithm(o.algorithm));
   }
+  // Any other value used to be taken as "on" without a word, where every other field is
+  // refused by name.
+  if (o.deterministic < -1 || o.deterministic > 1) {
+    return InvalidArgumentError("Options::deterministic is " + std::to_string(o.deterministic) +
+                                ": want -1 (the job's default), 0 (off) or 1 (canonical order)");
+  }
   c.deterministic = o.deterministic;
   if (o.timeout < Duration::zero()) {
     return InvalidArgumentError("Options::timeout is negative (" + FormatDuration(o.timeout) +

@@ -352,15 +352,16 @@ std::string WhyNotRestart(int code, int stop_signal,
   return "the job ended with exit status " + std::to_string(code) + " and no rank failed";
 }
 
-// The first SIGINT, SIGTERM or SIGHUP gyrerun received while no Supervisor held the signals:
-// between the attempts of --max_restarts, where the default action would end gyrerun
-// without removing its run folder and secret.
+// The first stop signal (launcher::IsStopSignal) gyrerun received while no Supervisor held
+// the signals: between the attempts of --max_restarts, where the default action would end
+// gyrerun without removing its run folder and secret. A forwarded one (SIGUSR1, SIGUSR2)
+// finds no rank running then, and is dropped rather than ending gyrerun.
 volatile sig_atomic_t g_stop_signal = 0;
 void RecordStopSignal(int sig) {
-  if (g_stop_signal == 0) g_stop_signal = sig;
+  if (g_stop_signal == 0 && gyre::launcher::IsStopSignal(sig)) g_stop_signal = sig;
 }
 void CatchStopSignals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
     struct sigaction old {};
     // nohup's SIGHUP stays ignored.
     if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
@@ -385,9 +386,18 @@ struct HostSlots {
 // "h0:4,h1" or a hostfile's lines ("h0:4", "h0 slots=4", "h1").
 gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
                                                   const std::string& hostfile) {
-  std::vector<std::string> items;
+  // Each entry as "host" or "host:slots", and how an error quotes it: as the user wrote it
+  // ("host 'a:2:3'", or "--hostfile F line 3: 'a:2 slots=3'"), never the joined form, which
+  // is in no file.
+  struct Item {
+    std::string spec;
+    std::string quoted;
+  };
+  std::vector<Item> items;
   std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) items.push_back(item);
+  for (std::string item; std::getline(in, item, ',');) {
+    items.push_back({item, "host '" + gyre::Printable(item) + "'"});
+  }
   if (!hostfile.empty()) {
     std::error_code ec;
     if (std::filesystem::is_directory(hostfile, ec)) {
@@ -395,57 +405,66 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
     }
     std::ifstream f(hostfile);
     if (!f) return gyre::InvalidArgumentError("cannot read --hostfile " + hostfile);
+    int number = 0;
     for (std::string line; std::getline(f, line);) {
+      ++number;
       line = line.substr(0, line.find('#'));
+      // Quoted as it stands in the file, without the comment and the blanks around it.
+      const size_t first = line.find_first_not_of(" \t\r");
+      const std::string written =
+          first == std::string::npos
+              ? ""
+              : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+      const std::string quoted = "--hostfile " + hostfile + " line " + std::to_string(number) +
+                                 ": '" + gyre::Printable(written) + "'";
       std::stringstream words(line);
       std::string host, slots;
       if (!(words >> host)) continue;
       if (words >> slots) {
         if (slots.rfind("slots=", 0) != 0) {
-          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" +
-                                            gyre::Printable(line) + "' is not 'host slots=N'");
+          return gyre::InvalidArgumentError(quoted + " is not 'host slots=N'");
+        }
+        if (host.find(':') != std::string::npos) {
+          return gyre::InvalidArgumentError(quoted +
+                                            " gives the slots twice: want 'host slots=N' or "
+                                            "'host:N'");
         }
         host += ":" + slots.substr(6);
       }
       // Open MPI's max_slots=N may follow (gyre places no more than the slots anyway).
       for (std::string extra; words >> extra;) {
         if (extra.rfind("max_slots=", 0) != 0) {
-          return gyre::InvalidArgumentError("--hostfile " + hostfile + ": '" +
-                                            gyre::Printable(line) +
-                                            "' has more than 'host slots=N [max_slots=M]'");
+          return gyre::InvalidArgumentError(quoted + " has more than 'host slots=N [max_slots=M]'");
         }
       }
-      items.push_back(host);
+      items.push_back({host, quoted});
     }
   }
   std::vector<HostSlots> out;
-  for (const std::string& item : items) {
-    if (item.empty()) continue;
+  for (const Item& item : items) {
+    if (item.spec.empty()) continue;
     HostSlots h;
-    const size_t colon = item.rfind(':');
-    h.host = item.substr(0, colon);
+    const size_t colon = item.spec.rfind(':');
+    h.host = item.spec.substr(0, colon);
     if (colon != std::string::npos) {
-      const std::string n = item.substr(colon + 1);
+      const std::string n = item.spec.substr(colon + 1);
       if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos ||
           std::atoi(n.c_str()) < 1 || std::atoi(n.c_str()) > kMaxRanks) {
-        return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
-                                          "': slots must be a number from 1 to " +
+        return gyre::InvalidArgumentError(item.quoted + ": slots must be a number from 1 to " +
                                           std::to_string(kMaxRanks));
       }
       h.slots = std::atoi(n.c_str());
     }
-    if (h.host.empty())
-      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) + "' has no name");
+    if (h.host.empty()) return gyre::InvalidArgumentError(item.quoted + " has no name");
     if (std::any_of(h.host.begin(), h.host.end(),
                     [](unsigned char c) { return c <= 0x20 || c >= 0x7f; })) {
-      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
-                                        "' is not a host name (it holds bytes outside "
+      return gyre::InvalidArgumentError(item.quoted +
+                                        " is not a host name (it holds bytes outside "
                                         "printable ASCII)");
     }
     // "localhost:2:3" was taken as a host named "localhost:2", which only ssh then refused.
     if (h.host.find(':') != std::string::npos) {
-      return gyre::InvalidArgumentError("host '" + gyre::Printable(item) +
-                                        "': want 'host' or 'host:slots'");
+      return gyre::InvalidArgumentError(item.quoted + ": want 'host' or 'host:slots'");
     }
     out.push_back(h);
   }
@@ -648,7 +667,11 @@ int main(int argc, char** argv) {
   int flag_argc = program_at;
   gyre::ParseToolFlags(&flag_argc, &argv,
                        "gyrerun -n N [flags] [-- program args...]\n"
-                       "Without a program, runs gyre's main job on N local ranks.");
+                       "Without a program, runs gyre's main job on N local ranks.\n"
+                       "Every rank's stdin is /dev/null; its stdout and stderr lines are "
+                       "relayed with a \"[rank R] \" prefix.\n"
+                       "SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job (exit 128 + the "
+                       "signal); SIGUSR1 and SIGUSR2 are passed on to each rank's program.");
   // The TCP store it serves and the address planning log through glog: to stderr, without
   // glog's "Logging before InitGoogleLogging()" notice in front.
   FLAGS_logtostderr = true;
@@ -1223,6 +1246,7 @@ int main(int argc, char** argv) {
         spec.host = placement.host;
       }
       if (!placement.remote) continue;
+      spec.remote = true;
       std::vector<std::string> command = {"env"};
       for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
       command.insert(command.end(), spec.argv.begin(), spec.argv.end());

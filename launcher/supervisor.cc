@@ -198,6 +198,12 @@ int MillisUntil(const Deadline& deadline, const Clock& clock) {
 
 }  // namespace
 
+bool IsStopSignal(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+bool IsForwardedSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
+
 // Owns the self-pipe and the signal handlers for the lifetime of one running job.
 class Supervisor::SignalRelay {
  public:
@@ -215,13 +221,16 @@ class Supervisor::SignalRelay {
     g_signal_pipe_write = relay->fds_[1];
     relay->Catch(SIGCHLD, SA_NOCLDSTOP | SA_RESTART);
     if (termination_signals) {
-      relay->Catch(SIGINT, SA_RESTART);
-      relay->Catch(SIGTERM, SA_RESTART);
-      // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does;
-      // unless SIGHUP is ignored (nohup), which then holds for the job too.
-      struct sigaction hup {};
-      if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) {
-        relay->Catch(SIGHUP, SA_RESTART);
+      // Left to their default action, SIGQUIT, SIGUSR1 and SIGUSR2 ended the launcher at
+      // once: its run folder, with the job's secret, stayed behind.
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+        // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does;
+        // unless SIGHUP is ignored (nohup), which then holds for the job too.
+        struct sigaction old {};
+        if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) {
+          continue;
+        }
+        relay->Catch(sig, SA_RESTART);
       }
     }
     relay->had_subreaper_ = 0;
@@ -717,6 +726,14 @@ void Supervisor::SignalLive(int sig) {
   if (pgid_ > 0 && !group_released_) killpg(pgid_, sig);
 }
 
+void Supervisor::ForwardToPrograms(int sig) {
+  for (auto& child : children_) {
+    const ProcessResult& r = child->result;
+    if (child->spec.service || child->spec.remote || r.pid <= 0 || r.finished()) continue;
+    kill(r.pid, sig);
+  }
+}
+
 void Supervisor::BeginShutdown(const std::string& reason) {
   if (shutting_down_) return;
   shutting_down_ = true;
@@ -748,7 +765,8 @@ void Supervisor::HandleSignalBytes() {
     }
   }
   for (int sig : relay_->Drain()) {
-    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) continue;  // SIGCHLD: the sweep
+    if (IsForwardedSignal(sig) && !finishing_) ForwardToPrograms(sig);
+    if (!IsStopSignal(sig)) continue;  // SIGCHLD: the sweep
     if (received_signal_ == 0) received_signal_ = sig;
     if (finishing_) continue;
     if (!shutting_down_) {
@@ -1031,8 +1049,7 @@ int Supervisor::Wait() {
     // A signal since the last poll is still told (ReceivedSignal); from here on the handlers
     // the launcher had before Start() take them.
     for (int sig : relay_->Drain()) {
-      const bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
-      if (stop && received_signal_ == 0) received_signal_ = sig;
+      if (IsStopSignal(sig) && received_signal_ == 0) received_signal_ = sig;
     }
     relay_.reset();
   }

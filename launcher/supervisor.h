@@ -29,20 +29,24 @@
 // every child already started is killed and reaped.
 //
 // Wait() runs one single-threaded loop: poll() over every output pipe plus a self-pipe fed by
-// the SIGCHLD / SIGINT / SIGTERM handlers, with a timeout of at most kMaxPollIntervalMs, and a
-// waitid(WNOHANG) sweep of the live children on every turn (so a lost wakeup costs at most one
-// interval). Output is split into lines; each line, prefixed with "[<name>] " (name defaults
-// to "rank R"), is written to its stream with one write and a flush, so lines of different
-// processes never mix mid-line. A line longer than kMaxLineBytes is cut into pieces; a last
-// line without '\n' is still printed at EOF. Writing to options.out/err may block if their
-// reader stalls (e.g. a paused pager); that is the one wait the loop does not bound.
+// the signal handlers (SIGCHLD and the launcher signals below), with a timeout of at most
+// kMaxPollIntervalMs, and a waitid(WNOHANG) sweep of the live children on every turn (so a lost
+// wakeup costs at most one interval). Output is split into lines; each line, prefixed with
+// "[<name>] " (name defaults to "rank R"), is written to its stream with one write and a flush, so
+// lines of different processes never mix mid-line. A line longer than kMaxLineBytes is cut into
+// pieces; a last line without '\n' is still printed at EOF. Writing to options.out/err may block if
+// their reader stalls (e.g. a paused pager); that is the one wait the loop does not bound.
 //
 // The job ends when every process has exited. It is cut short by the first of:
 //   - a process exiting non-zero or by a signal: that process is the ROOT CAUSE (if several
 //     are seen in the same sweep, the one given first to Start());
-//   - SIGINT, SIGTERM or SIGHUP to the launcher (a second one escalates to SIGKILL at once);
+//   - SIGINT, SIGTERM, SIGHUP or SIGQUIT to the launcher (a second one escalates to SIGKILL at
+//     once);
 //   - options.job_deadline passing;
 //   - RequestStop() from another thread (a watchdog).
+// SIGUSR1 or SIGUSR2 to the launcher does not stop the job: it is passed on to every live
+// process that is neither a ProcessSpec::service nor ProcessSpec::remote (each rank's program;
+// a remote shell would die of it and lose its host), as mpirun passes them on.
 // A ProcessSpec::service process whose rank's other processes all exited 0 is stopped on its
 // own after options.service_linger, without failing the job.
 // Shutdown sends SIGTERM (and SIGCONT, so a stopped process can act on it) to every live
@@ -59,15 +63,15 @@
 //   0        every process exited 0;
 //   N        the root cause exited with N (127 when it could not be executed);
 //   128+S    the root cause died by signal S (SIGKILL: 137);
-//   130/143/129  the launcher got SIGINT/SIGTERM/SIGHUP;
+//   130/143/129/131  the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT;
 //   124      the job deadline passed.
 // On any non-zero result it prints FailureSummary() to options.err: one row per process
 // (rank, name, pid, host, how it ended, "<- root cause" on the first failure), then the last
 // tail_lines stderr lines of the root cause and of every other process that failed on its own.
 //
 // Threading: a Supervisor is used from one thread. Only one Supervisor may be running (between
-// Start() and the end of Wait()) per process, because it owns the SIGCHLD/SIGINT/SIGTERM
-// handlers for that time; the previous handlers are restored when Wait() returns.
+// Start() and the end of Wait()) per process, because it owns the handlers of SIGCHLD and of
+// the launcher signals for that time; the previous handlers are restored when Wait() returns.
 #pragma once
 
 #include <sys/types.h>
@@ -96,6 +100,12 @@ inline constexpr size_t kMaxLineBytes = 64 * 1024;
 inline constexpr int kKillWaitMs = 5000;
 // How long to wait, once every process is gone, for output still in the pipes.
 inline constexpr int kDrainWaitMs = 1000;
+// Signals to the launcher that stop the job in order, as SIGTERM does (exit 128 + the
+// signal): Ctrl-C, `kill`, a closed terminal or dropped ssh session, Ctrl-\.
+bool IsStopSignal(int sig);
+// Signals to the launcher passed on to each rank's program while the job goes on.
+bool IsForwardedSignal(int sig);
+
 // Exit statuses Wait() returns for causes that are not a process's own status.
 inline constexpr int kExitCannotExecute = 127;
 inline constexpr int kExitJobDeadline = 124;
@@ -114,6 +124,9 @@ struct ProcessSpec {
   // The host the process runs on when argv reaches another machine (an ssh or similar
   // prefix), for the summary; empty means this one.
   std::string host;
+  // argv reaches another machine (an rsh prefix): the local process is the remote shell, which
+  // a signal meant for the program (IsForwardedSignal) would end.
+  bool remote = false;
   // Serves the other processes of its rank (a daemon beside a program). Once every one of
   // them has exited 0 and it is still running SupervisorOptions::service_linger later, it is
   // stopped (SIGTERM, SIGKILL after the grace period) and the job does not fail for it: a
@@ -160,7 +173,8 @@ struct SupervisorOptions {
   // When above settle_time: each further failed exit in the window starts it again, up to
   // this long after the first failure (survivors that report in turn, in large jobs).
   Duration settle_limit = Duration::zero();
-  // Catch SIGINT/SIGTERM/SIGHUP sent to the launcher and shut the job down (exit 130/143/129).
+  // Catch the stop signals sent to the launcher and shut the job down (exit 128 + the signal),
+  // and pass the forwarded ones on to the ranks' programs (IsStopSignal, IsForwardedSignal).
   // Turn off when the embedding program handles these itself.
   bool handle_termination_signals = true;
   // How long a ProcessSpec::service process may outlive the rest of its rank (a daemon
@@ -235,7 +249,7 @@ class Supervisor {
 
   // One entry per ProcessSpec, in Start() order.
   std::vector<ProcessResult> results() const;
-  // The first SIGINT, SIGTERM or SIGHUP the launcher received while the job ran, 0 if none:
+  // The first stop signal (IsStopSignal) the launcher received while the job ran, 0 if none:
   // also one that came once every process had ended, which no longer changes the exit status
   // but tells a caller that would start the job again (gyrerun --max_restarts) not to.
   int ReceivedSignal() const { return received_signal_; }
@@ -268,6 +282,8 @@ class Supervisor {
   bool ProgramOfRankRunning(int rank) const;
   void BeginShutdown(const std::string& reason);
   void SignalLive(int sig);
+  // Passes a forwarded signal on to every live program on this host (IsForwardedSignal).
+  void ForwardToPrograms(int sig);
   void HandleSignalBytes();
   // One bounded poll() over the relay pipe and every open output pipe.
   void PollOnce(int timeout_ms);
@@ -323,7 +339,7 @@ class Supervisor {
   Deadline kill_deadline_ = Deadline::Infinite();
   Deadline kill_wait_deadline_ = Deadline::Infinite();
   bool sent_sigkill_ = false;
-  int launcher_signal_ = 0;  // SIGINT / SIGTERM / SIGHUP received by the launcher
+  int launcher_signal_ = 0;  // the stop signal received by the launcher
   int received_signal_ = 0;  // the first of them, even one that came as the job finished
   // RequestStop: guarded by stop_mu_ until Wait() has read them.
   std::mutex stop_mu_;

@@ -5,6 +5,7 @@
 //   gyrectl timeline --store ... --job_id J --out trace.json
 //                  (Chrome trace-event JSON: a track per rank, a slice per operation; open it
 //                   in Perfetto or chrome://tracing)
+#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -22,6 +22,7 @@
 
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
+#include "core/base/file_io.h"
 #include "core/base/stdout_check.h"
 #include "core/base/tool_flags.h"
 #include "core/comm/communicator.h"
@@ -44,6 +45,15 @@ namespace {
 int Fail(const std::string& msg) {
   std::cerr << "gyrectl: " << msg << "\n";
   return 2;
+}
+
+// Writes `text` as the whole of the file at `path`: empty, or why not ("cannot write PATH:
+// No such file or directory"), so a user sees which file and what to change.
+std::string WriteWholeFile(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : gyre::WriteFully(fd, text.data(), text.size());
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  return err == 0 ? "" : "cannot write " + path + ": " + std::strerror(err);
 }
 
 // A wait per rank: long enough for a loaded host, short enough that a frozen rank does not
@@ -161,7 +171,7 @@ int Run(int argc, char** argv) {
       job::QueryAll(addresses, req, Seconds(FLAGS_timeout), credentials);
   const int p = static_cast<int>(addresses.size());
   if (cmd == "timeline") {
-    std::ofstream f(FLAGS_out);
+    std::ostringstream f;
     f << "{\"traceEvents\": [";
     bool first = true;
     const std::regex event(
@@ -195,7 +205,9 @@ int Run(int argc, char** argv) {
       first = false;
     }
     f << "]}\n";
-    if (!f) return Fail("cannot write " + FLAGS_out);
+    if (const std::string error = WriteWholeFile(FLAGS_out, f.str()); !error.empty()) {
+      return Fail(error);
+    }
     int answered = 0;
     for (int r = 0; r < p; ++r) {
       if (results[r].reach == job::Reach::kAnswered) {
@@ -221,9 +233,10 @@ int Run(int argc, char** argv) {
       if (FLAGS_out.empty()) {
         std::cout << results[r].response.dump_json() << "\n";
       } else {
-        std::ofstream f(FLAGS_out + "/flight-rank" + std::to_string(r) + ".json");
-        f << results[r].response.dump_json() << "\n";
-        if (!f) return Fail("cannot write to " + FLAGS_out);
+        const std::string error =
+            WriteWholeFile(FLAGS_out + "/flight-rank" + std::to_string(r) + ".json",
+                           results[r].response.dump_json() + "\n");
+        if (!error.empty()) return Fail(error);
       }
     }
     return missing == 0 ? 0 : 1;

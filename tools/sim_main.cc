@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "core/algo/collective.h"
@@ -32,7 +33,9 @@ DEFINE_string(measure_calibration, "",
 DEFINE_string(op, "allreduce", "collective");
 DEFINE_string(algo, "auto", "algorithm name, or auto");
 DEFINE_int32(ranks, 16, "world size (1 to 4096)");
-DEFINE_string(bytes, "64M", "size of `count` elements (K, M, G = KiB, MiB, GiB)");
+DEFINE_string(bytes, "64M",
+              "size of `count` elements (K, M, G = KiB, MiB, GiB), run as whole elements, at "
+              "least one");
 DEFINE_int64(count, -1, "element count (overrides --bytes)");
 DEFINE_string(dtype, "float32", "element type");
 DEFINE_string(reduce_op, "sum", "reduction operator");
@@ -79,8 +82,9 @@ int Fail(const Status& s) {
 
 // The largest world size: the 4096-rank runs docs/simulator.md describes. The ranks alone
 // do not bound the cost, the algorithm's steps do: at 4096 ranks a recursive-doubling
-// --phantom run takes 1.5 s and 0.9 GB, the default allreduce half a minute and 1 GB, and a
-// --phantom auto one over 10 GB; at 100000 ranks any run would exhaust the machine.
+// --phantom run takes 1.5 s and 0.9 GB, a --phantom ring allreduce about 25 GB. The
+// simulator estimates a run's memory before building it and refuses one that cannot fit
+// (sim::EstimateMemory); at 100000 ranks any run would exhaust the machine.
 constexpr int kMaxRanks = 4096;
 // Sizes stay within what gyre's schedules accept (ranks x count x element size, 2^60 bytes).
 constexpr int64_t kMaxBytes = int64_t{1} << 60;
@@ -213,7 +217,19 @@ int RunOne() {
   if (count < 0) {
     auto bytes = ParseSize(FLAGS_bytes);
     if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes " + FLAGS_bytes));
-    count = *bytes / static_cast<int64_t>(DataTypeSize(spec.dtype));
+    // Whole elements, at least one, as gyre-bench runs a size (3 B of float64 used to run
+    // as 0 elements without a word); the run says so when that differs from what was asked.
+    const int64_t es = static_cast<int64_t>(DataTypeSize(spec.dtype));
+    count = *bytes / es;
+    if (spec.collective != Collective::kBarrier) {
+      count = std::max<int64_t>(1, count);
+      if (count * es != *bytes) {
+        std::fprintf(FLAGS_json ? stderr : stdout,
+                     "# %lld B runs as %lld B (whole %s elements: at least one)\n",
+                     static_cast<long long>(*bytes), static_cast<long long>(count * es),
+                     DataTypeName(spec.dtype));
+      }
+    }
     size_flag = "--bytes " + FLAGS_bytes;
   }
   // What is timed is count x byte scale elements on each of the ranks (the scale is only
@@ -316,5 +332,15 @@ int main(int argc, char** argv) {
   gyre::ParseToolFlags(
       &argc, &argv,
       "gyre-sim [flags]: run gyre's schedules on a modelled network (docs/simulator.md)");
-  return gyre::ExitCodeAfterFlushingStdout("gyre-sim", Run(argc, argv));
+  int code = 0;
+  try {
+    code = Run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // A run the estimate let through that still did not fit: an error and an exit status,
+    // not an abort.
+    code = Fail(gyre::ResourceExhaustedError(
+        "out of memory (std::bad_alloc) part way through the run, beyond its estimate up "
+        "front: give fewer ranks or an algorithm of fewer steps (recursive_doubling, tree)"));
+  }
+  return gyre::ExitCodeAfterFlushingStdout("gyre-sim", code);
 }

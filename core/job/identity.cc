@@ -220,6 +220,10 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
       port = SlurmStorePort(j);
     }
     id.store_url = "tcp://" + hosts.front() + ":" + std::to_string(port);
+  } else if (env("MASTER_PORT")) {
+    // Half of torchrun's store address, and no other store: said as the reverse case is,
+    // rather than as "no store given", which hid the variable that was set.
+    return InvalidArgumentError("MASTER_PORT is set but MASTER_ADDR is not");
   }
   if (o.job_id && !o.job_id->empty()) {
     id.job_id = *o.job_id;

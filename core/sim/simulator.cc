@@ -1,13 +1,20 @@
 #include "core/sim/simulator.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/algo/builders.h"
 #include "core/algo/select.h"
 #include "core/algo/verifier.h"
+#include "core/base/large_memory.h"
 #include "core/comm/communicator.h"
 #include "core/comm/selfcheck.h"
 #include "core/exec/executor.h"
@@ -121,6 +128,151 @@ LowerBounds ComputeLowerBounds(const CollectiveSpec& s, int64_t byte_scale,
   return b;
 }
 
+namespace {
+
+// Bytes per item at a run's peak, fitted to the peak RSS of --phantom runs of ring, direct,
+// pairwise and Bruck schedules at 128 to 4096 ranks (docs/simulator.md, "Scale") and rounded
+// up: a step is held by its schedule, its OpRun and the SimWorld (a receive slot with its
+// callback); a message in flight by the SimWorld's pool; a pair of ranks by the executor's
+// per-peer counters and progress marks (48 bytes per peer of every rank).
+constexpr int64_t kBytesPerStep = 300;
+constexpr int64_t kBytesPerDependency = 8;
+constexpr int64_t kBytesPerMessageInFlight = 320;
+constexpr int64_t kBytesPerRankPair = 52;
+// The program, the topology and its routes, the allocator's slack.
+constexpr int64_t kBaseBytes = int64_t{16} << 20;
+
+// One rank's share of a run's memory.
+struct RankLoad {
+  int64_t steps = 0;
+  int64_t dependencies = 0;
+  // Sends that can be in flight together: those at the same level, counting the receives
+  // on their longest dependency chain, and a rank's k-th receive from one peer as after its
+  // earlier ones (a ring sends one at a time, a pairwise alltoall all at once).
+  int64_t sends_at_once = 0;
+  double data_bytes = 0;  // real data: input, output, scratch, and a copy in flight
+};
+
+RankLoad LoadOf(const CollectiveSpec& spec, const algo::RankSchedule& rs, bool phantom) {
+  RankLoad load;
+  load.steps = static_cast<int64_t>(rs.steps.size());
+  std::vector<int32_t> level(rs.steps.size(), 0);
+  std::unordered_map<int32_t, int32_t> received_from;  // receives so far, by peer
+  std::vector<int64_t> sends_at_level(1, 0);
+  for (size_t i = 0; i < rs.steps.size(); ++i) {
+    const algo::Step& step = rs.steps[i];
+    load.dependencies += static_cast<int64_t>(step.deps.size());
+    int32_t at = 0;
+    for (int32_t d : step.deps) {
+      if (d < 0 || static_cast<size_t>(d) >= i) continue;
+      at = std::max(at, level[d] + (rs.steps[d].kind == algo::StepKind::kRecv ? 1 : 0));
+    }
+    if (step.kind == algo::StepKind::kRecv) at = std::max(at, received_from[step.peer]++);
+    level[i] = at;
+    if (step.kind == algo::StepKind::kSend) {
+      if (sends_at_level.size() <= static_cast<size_t>(at)) sends_at_level.resize(at + 1, 0);
+      load.sends_at_once = std::max(load.sends_at_once, ++sends_at_level[at]);
+    }
+  }
+  if (!phantom) {
+    // In double: each buffer may be up to kMaxCallBytes, and p of them overflow an int64_t.
+    load.data_bytes = 2.0 * static_cast<double>(DataTypeSize(spec.dtype)) *
+                      (static_cast<double>(algo::InputCount(spec, rs.rank)) +
+                       static_cast<double>(algo::OutputCount(spec, rs.rank)) +
+                       static_cast<double>(rs.scratch_count));
+  }
+  return load;
+}
+
+double BytesOf(const RankLoad& l) {
+  return static_cast<double>(l.steps * kBytesPerStep + l.dependencies * kBytesPerDependency +
+                             l.sends_at_once * kBytesPerMessageInFlight) +
+         l.data_bytes;
+}
+
+// The spec as it will run: deterministic applied, the automatic algorithm chosen.
+CollectiveSpec Resolved(CollectiveSpec spec) {
+  if (!algo::IsReducing(spec.collective)) spec.deterministic = false;
+  if (spec.deterministic) {
+    spec.algorithm = algo::Algorithm::kCanonical;
+  } else if (spec.algorithm == algo::Algorithm::kAuto) {
+    spec.algorithm = algo::SelectAlgorithm(spec);
+  }
+  return spec;
+}
+
+}  // namespace
+
+StatusOr<MemoryEstimate> EstimateMemory(const CollectiveSpec& spec_in, const SimOptions& options) {
+  GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec_in));
+  const CollectiveSpec spec = Resolved(spec_in);
+  const int p = spec.world_size;
+  // The root's schedule (the busiest in rooted collectives) counts once; the busiest of the
+  // others sampled, for every other rank.
+  const int root = spec.root >= 0 && spec.root < p ? spec.root : 0;
+  GYRE_ASSIGN_OR_RETURN(algo::RankSchedule root_schedule, algo::BuildRankSchedule(spec, root));
+  const RankLoad root_load = LoadOf(spec, root_schedule, options.phantom);
+  MemoryEstimate e;
+  e.busiest_rank = root;
+  e.busiest_steps = root_load.steps;
+  RankLoad other;
+  for (int r : {0, p / 2, p - 1, (root + 1) % p}) {
+    if (r == root) continue;
+    GYRE_ASSIGN_OR_RETURN(algo::RankSchedule rs, algo::BuildRankSchedule(spec, r));
+    const RankLoad l = LoadOf(spec, rs, options.phantom);
+    if (BytesOf(l) > BytesOf(other)) other = l;
+    if (l.steps > e.busiest_steps) {
+      e.busiest_steps = l.steps;
+      e.busiest_rank = r;
+    }
+  }
+  // Schedules verified whole are built twice over (the whole and the ranks').
+  const double copies = p <= options.verify_max_ranks ? 2 : 1;
+  const double bytes = static_cast<double>(kBaseBytes + int64_t{p} * p * kBytesPerRankPair) +
+                       copies * (BytesOf(root_load) + (p - 1) * BytesOf(other));
+  e.bytes = bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
+  return e;
+}
+
+std::optional<uint64_t> MemoryLeftForSimulation() {
+  std::optional<uint64_t> left = AvailableMemory();
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    // What the process maps already counts against the limit.
+    uint64_t pages = 0;
+    std::ifstream statm("/proc/self/statm");
+    statm >> pages;
+    const uint64_t mapped = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t room = limit.rlim_cur > mapped ? limit.rlim_cur - mapped : 0;
+    left = left ? std::min(*left, room) : room;
+  }
+  return left;
+}
+
+namespace {
+
+Status CheckMemoryFits(const CollectiveSpec& spec, const SimOptions& options) {
+  GYRE_ASSIGN_OR_RETURN(MemoryEstimate e, EstimateMemory(spec, options));
+  const std::optional<uint64_t> left = MemoryLeftForSimulation();
+  if (!left || static_cast<uint64_t>(e.bytes) <= *left) return Status::Ok();
+  const CollectiveSpec resolved = Resolved(spec);
+  const std::string p = std::to_string(spec.world_size);
+  return ResourceExhaustedError(
+      "simulating " + std::string(algo::CollectiveName(resolved.collective)) + " (" +
+      algo::AlgorithmName(resolved.algorithm) + ") on " + p + " ranks needs about " +
+      FormatBytes(static_cast<double>(e.bytes)) + " of memory (" + std::to_string(e.bytes) +
+      " bytes: " + std::to_string(e.busiest_steps) + " steps on rank " +
+      std::to_string(e.busiest_rank) + " of " + p + ", " + p + " x " + p + " per-peer counters" +
+      (options.phantom ? "" : ", the real data") + "), more than the " +
+      FormatBytes(static_cast<double>(*left)) + " (" + std::to_string(*left) +
+      " bytes) this process can still get (MemAvailable, the memory cgroup's limit, ulimit -v): "
+      "give fewer ranks" +
+      (options.phantom ? "" : ", fewer real elements (or phantom buffers)") +
+      " or an algorithm of fewer steps (recursive_doubling, tree)");
+}
+
+}  // namespace
+
 StatusOr<SimResult> Simulate(const CollectiveSpec& spec, const SimOptions& options) {
   GYRE_ASSIGN_OR_RETURN(std::unique_ptr<Topology> topology,
                         MakeTopology(options.topology, spec.world_size, options.topology_options));
@@ -141,16 +293,14 @@ StatusOr<SimResult> SimulateOn(const CollectiveSpec& spec_in, const Topology& to
                                 " devices and the mapping " + std::to_string(mapping.size()) +
                                 " entries, but the call has " + std::to_string(p) + " ranks");
   }
-  if (!algo::IsReducing(spec.collective)) spec.deterministic = false;
-  if (spec.deterministic) {
-    spec.algorithm = algo::Algorithm::kCanonical;
-  } else if (spec.algorithm == algo::Algorithm::kAuto) {
-    spec.algorithm = algo::SelectAlgorithm(spec);
-  }
+  spec = Resolved(spec);
   if (options.byte_scale < 1) {
     return InvalidArgumentError("byte scale " + std::to_string(options.byte_scale) +
                                 " must be at least 1");
   }
+  // Refused up front: at 4096 ranks a ring's schedules alone are tens of GB, which ended in
+  // the OOM killer (or, under ulimit -v, std::bad_alloc) rather than in an error.
+  GYRE_RETURN_IF_ERROR(CheckMemoryFits(spec, options));
 
   // The same builders the daemon runs; verified whole where that is affordable.
   std::vector<algo::RankSchedule> schedules;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,23 @@ struct SimResult {
   double events_per_s = 0;
 };
 
+// The memory a run holds at its peak, estimated from a few ranks' schedules before the rest
+// are built (docs/simulator.md, "Scale"): every rank's steps and their dependencies, the
+// messages a rank can have in flight at once, the executor's per-peer counters (p x p) and,
+// with real data, the buffers.
+struct MemoryEstimate {
+  int64_t bytes = 0;
+  int64_t busiest_steps = 0;  // steps of the busiest rank sampled
+  int busiest_rank = 0;
+};
+StatusOr<MemoryEstimate> EstimateMemory(const algo::CollectiveSpec& spec,
+                                        const SimOptions& options);
+// The bytes this process could still get: AvailableMemory() (core/base/large_memory.h), and
+// under an address-space limit (ulimit -v) what is left of it; nullopt when neither is known.
+std::optional<uint64_t> MemoryLeftForSimulation();
+
+// Both refuse (ResourceExhausted, naming the estimate and what is available) a run whose
+// estimate is more than MemoryLeftForSimulation(), before building it.
 StatusOr<SimResult> Simulate(const algo::CollectiveSpec& spec, const SimOptions& options);
 // On an already built topology and mapping (options.topology and mapping are ignored).
 StatusOr<SimResult> SimulateOn(const algo::CollectiveSpec& spec, const Topology& topology,

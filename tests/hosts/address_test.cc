@@ -242,6 +242,27 @@ TEST(IdentityTest, HostAndInterfacesFromGyreVariables) {
   EXPECT_TRUE(id->allow_loopback);
 }
 
+// torchrun's store address is MASTER_ADDR and MASTER_PORT: either one alone is named, where
+// MASTER_PORT alone used to end in "no store given", which hid the variable that was set.
+TEST(IdentityTest, HalfOfTorchrunsStoreAddressIsNamed) {
+  auto port_only = ResolveIdentity(
+      {}, MapEnvironment({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "29500"}}));
+  ASSERT_FALSE(port_only.ok());
+  EXPECT_EQ(port_only.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(port_only.status().message(), HasSubstr("MASTER_PORT is set but MASTER_ADDR is not"));
+  auto addr_only = ResolveIdentity(
+      {}, MapEnvironment({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}}));
+  ASSERT_FALSE(addr_only.ok());
+  EXPECT_THAT(addr_only.status().message(), HasSubstr("MASTER_ADDR is set but MASTER_PORT is not"));
+  // Another store given takes the place of torchrun's, as before.
+  auto with_store = ResolveIdentity({}, MapEnvironment({{"RANK", "0"},
+                                                        {"WORLD_SIZE", "1"},
+                                                        {"MASTER_PORT", "29500"},
+                                                        {"GYRE_STORE", "file:///tmp/s"}}));
+  ASSERT_TRUE(with_store.ok()) << with_store.status();
+  EXPECT_EQ(with_store->store_url, "file:///tmp/s");
+}
+
 TEST(ListInterfacesTest, FindsLoopback) {
   auto all = ListInterfaces();
   ASSERT_TRUE(all.ok()) << all.status();

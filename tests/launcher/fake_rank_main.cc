@@ -1,8 +1,10 @@
 // gyre-fake-rank: a stand-in for a rank process in launcher tests. Flags make it print, wait,
 // fail, crash or leave a child behind, so tests need no shell.
 //
-// Steps, in order: ignore SIGTERM; print stdout/stderr lines; print env/cwd/fds; write raw
-// text; spawn a sleeping child; create --touch_file; wait for --wait_for_file; sleep; kill
+// Steps, in order: ignore SIGTERM, catch SIGUSR1 and SIGUSR2; print stdout/stderr lines; print
+// env/cwd/fds; write raw text; spawn a sleeping child; create --touch_file; wait for
+// --wait_for_file and for
+// --wait_for_user_signals; sleep; kill
 // itself with --signal; exit with --exit_code.
 #include <dirent.h>
 #include <gflags/gflags.h>
@@ -36,10 +38,20 @@ DEFINE_string(touch_file, "",
               "Once set up (ignoring, spawning) is done, create this file holding '<pid> "
               "<child pid or 0>'. '%p' in the name becomes the pid.");
 DEFINE_string(wait_for_file, "", "Wait until this file exists (exit 98 after 20 s).");
+DEFINE_bool(wait_for_user_signals, false,
+            "Catch SIGUSR1 and SIGUSR2 from the start; after --touch_file wait until both came "
+            "(exit 98 after 20 s), then print 'got SIGUSR1 and SIGUSR2'.");
 
 namespace {
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+volatile sig_atomic_t g_got_usr1 = 0;
+volatile sig_atomic_t g_got_usr2 = 0;
+void NoteUserSignal(int sig) {
+  if (sig == SIGUSR1) g_got_usr1 = 1;
+  if (sig == SIGUSR2) g_got_usr2 = 1;
+}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -67,6 +79,10 @@ std::string OpenFds() {
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_ignore_sigterm) signal(SIGTERM, SIG_IGN);
+  if (FLAGS_wait_for_user_signals) {
+    signal(SIGUSR1, NoteUserSignal);
+    signal(SIGUSR2, NoteUserSignal);
+  }
   for (int i = 1; i <= FLAGS_stdout_lines; ++i) {
     std::printf("stdout line %d of %d\n", i, FLAGS_stdout_lines);
   }
@@ -123,6 +139,19 @@ int main(int argc, char** argv) {
       }
       SleepMs(5);
     }
+  }
+  if (FLAGS_wait_for_user_signals) {
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!(g_got_usr1 && g_got_usr2)) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        std::fprintf(stderr, "gave up waiting for SIGUSR1 (%s) and SIGUSR2 (%s)\n",
+                     g_got_usr1 ? "came" : "did not come", g_got_usr2 ? "came" : "did not come");
+        return 98;
+      }
+      SleepMs(5);
+    }
+    std::printf("got SIGUSR1 and SIGUSR2\n");
+    std::fflush(stdout);
   }
   if (FLAGS_sleep_ms > 0) SleepMs(FLAGS_sleep_ms);
   if (!FLAGS_signal.empty()) {

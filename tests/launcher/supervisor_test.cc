@@ -438,15 +438,64 @@ TEST_P(LauncherSignalTest, SignalToLauncherStopsTheJob) {
     EXPECT_EQ(r.signal, SIGTERM);
   }
   EXPECT_THAT(supervisor_->FailureSummary(),
-              HasSubstr(std::string("gyrerun received ") + (sig == SIGINT   ? "SIGINT"
-                                                            : sig == SIGHUP ? "SIGHUP"
-                                                                            : "SIGTERM")));
+              HasSubstr(std::string("gyrerun received ") + (sig == SIGINT    ? "SIGINT"
+                                                            : sig == SIGHUP  ? "SIGHUP"
+                                                            : sig == SIGQUIT ? "SIGQUIT"
+                                                                             : "SIGTERM")));
+  EXPECT_EQ(supervisor_->ReceivedSignal(), sig);
   ExpectNoProcessLeft();
 }
 
-// SIGHUP: a closed terminal or a dropped ssh session.
-INSTANTIATE_TEST_SUITE_P(IntTermHup, LauncherSignalTest,
-                         ::testing::Values(SIGINT, SIGTERM, SIGHUP));
+// SIGHUP: a closed terminal or a dropped ssh session. SIGQUIT (Ctrl-\) ended the launcher by
+// its default action, leaving the ranks to PR_SET_PDEATHSIG and the run folder behind.
+INSTANTIATE_TEST_SUITE_P(IntTermHupQuit, LauncherSignalTest,
+                         ::testing::Values(SIGINT, SIGTERM, SIGHUP, SIGQUIT));
+
+// SIGUSR1 and SIGUSR2 to the launcher reach every rank's program and the job goes on (they
+// ended the launcher by their default action). Not a service (a daemon: it would die of
+// SIGUSR2), and not a remote shell (it would die, and its host be lost).
+TEST_F(SupervisorTest, UserSignalsToTheLauncherArePassedOnToEachProgram) {
+  SupervisorOptions options = Options();
+  options.service_linger = Millis(100);
+  ProcessSpec remote = Rank(2, {"--sleep_ms=3000", "--touch_file=" + File("ready-%p")});
+  remote.remote = true;  // as a remote shell would be
+  supervisor_ = std::make_unique<Supervisor>(options);
+  ASSERT_TRUE(supervisor_
+                  ->Start({Rank(0, {"--wait_for_user_signals", "--touch_file=" + File("ready-%p")}),
+                           Rank(1, {"--wait_for_user_signals", "--touch_file=" + File("ready-%p")}),
+                           Service(0), remote})
+                  .ok());
+  // Once the three that catch or touch are set up (their handlers come before the file).
+  std::thread sender([&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto ready = [&] {
+      int n = 0;
+      for (const auto& e : std::filesystem::directory_iterator(tmp_)) {
+        const std::string name = e.path().filename().string();
+        n += name.rfind("ready-", 0) == 0 && name.find(".tmp") == std::string::npos;
+      }
+      return n;
+    };
+    while (ready() < 3 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(getpid(), SIGUSR1);
+    kill(getpid(), SIGUSR2);
+  });
+  const int status = supervisor_->Wait();
+  sender.join();
+  EXPECT_EQ(status, 0) << err_.str() << supervisor_->FailureSummary();
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 0] got SIGUSR1 and SIGUSR2\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("[rank 1] got SIGUSR1 and SIGUSR2\n"));
+  EXPECT_EQ(supervisor_->ReceivedSignal(), 0);
+  for (const ProcessResult& r : supervisor_->results()) {
+    EXPECT_FALSE(r.signaled && (r.signal == SIGUSR1 || r.signal == SIGUSR2)) << r.name;
+  }
+  const std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[2].stopped_as_service);
+  EXPECT_TRUE(results[3].exited && results[3].exit_code == 0) << results[3].signal;
+  ExpectNoProcessLeft();
+}
 
 // The zombies in process group `pgid` among this process's children (the supervisor makes it
 // a child subreaper); earlier tests' leftovers are in other groups.

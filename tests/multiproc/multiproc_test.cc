@@ -13,6 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -559,6 +561,31 @@ TEST(GyrerunTest, ASecondCommOfARankIsRefusedInBothModes) {
   }
 }
 
+// Options::deterministic takes -1, 0 or 1; 7 was taken as "on" without a word, where every
+// other bad Options field is refused by name. The refusal takes the call's place on every
+// rank, so the calls after it still meet.
+TEST(GyrerunTest, ADeterministicOptionOutsideItsValuesIsRefusedInBothModes) {
+  for (const std::string mode : {"daemon", "embedded"}) {
+    CommandResult r =
+        RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--timeout", "20", "--", Client(),
+                    "--bad_options", "--check=false", "--loop_iters", "3", "--close"},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank " + std::to_string(rank);
+      EXPECT_NE(r.out.find(name + ": deterministic 7: InvalidArgument: "), std::string::npos)
+          << mode << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find(name + ": closed"), std::string::npos) << mode << "\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("Options::deterministic is 7: want -1 (the job's default), 0 (off) or 1 "
+                         "(canonical order)"),
+              std::string::npos)
+        << mode << "\n"
+        << r.out;
+  }
+}
+
 // A gyred started by gyrerun serves its program's one communicator, then exits. A new Comm
 // after Close waited out the daemon's 60 s start-up allowance and failed saying the
 // rendezvous might still be going on. Now it is told at once: by the daemon while it is
@@ -641,6 +668,63 @@ TEST(GyrerunTest, ARunFolderInUseIsRefusedAndLeftAlone) {
   CommandResult third = RunCommand(
       {Gyrerun(), "-n", "1", "--mode", "embedded", "--run_dir", dir, "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(third.exit_code, 0) << third.err;
+}
+
+// SIGUSR1 and SIGUSR2 to gyrerun reach every rank's program (not its gyred) and the job goes
+// on; SIGQUIT stops it as SIGTERM does. All three ended gyrerun by their default action,
+// leaving its run folder, with the job's secret, in TMPDIR.
+TEST(GyrerunTest, UserSignalsReachTheProgramsAndSigquitStopsTheJobInOrder) {
+  const std::string tmp = TempDir("user-signals");
+  const std::string log = TempDir("user-signals-log") + "/gyrerun.log";
+  // Daemon mode: each rank's gyred runs beside its program, and would die of SIGUSR2.
+  const pid_t gyrerun =
+      StartLogged("/usr/bin/env",
+                  {"TMPDIR=" + tmp, Gyrerun(), "-n", "2", "--", "/bin/sh", "-c",
+                   "trap 'echo got USR1' USR1; trap 'echo got USR2' USR2; "
+                   "touch \"${GYRE_SOCKET%/*}/ready.$GYRE_RANK\"; while :; do sleep 0.05; done"},
+                  log);
+  ASSERT_GT(gyrerun, 0);
+  // However the test ends, the job does not outlive it.
+  std::shared_ptr<void> stop_job(nullptr, [gyrerun](void*) {
+    if (ProcessExists(gyrerun)) {
+      ::kill(gyrerun, SIGTERM);
+      WaitExit(gyrerun, Seconds(10));
+    }
+  });
+  auto run_dirs = [&] {
+    std::vector<std::string> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) dirs.push_back(e.path());
+    return dirs;
+  };
+  auto eventually = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(eventually([&] {
+    const std::vector<std::string> dirs = run_dirs();
+    return dirs.size() == 1 && ::access((dirs[0] + "/ready.0").c_str(), F_OK) == 0 &&
+           ::access((dirs[0] + "/ready.1").c_str(), F_OK) == 0;
+  })) << ReadAll(log);
+  for (const char* sig : {"USR1", "USR2"}) {
+    ASSERT_EQ(::kill(gyrerun, std::string(sig) == "USR1" ? SIGUSR1 : SIGUSR2), 0);
+    EXPECT_TRUE(eventually([&] {
+      const std::string text = ReadAll(log);
+      return text.find(std::string("[rank 0] got ") + sig) != std::string::npos &&
+             text.find(std::string("[rank 1] got ") + sig) != std::string::npos;
+    })) << sig
+        << "\n"
+        << ReadAll(log);
+    EXPECT_TRUE(ProcessExists(gyrerun)) << sig << "\n" << ReadAll(log);
+  }
+  ASSERT_EQ(::kill(gyrerun, SIGQUIT), 0);
+  EXPECT_EQ(WaitExit(gyrerun, Seconds(30)), 128 + SIGQUIT) << ReadAll(log);
+  const std::string text = ReadAll(log);
+  EXPECT_NE(text.find("gyrerun received SIGQUIT"), std::string::npos) << text;
+  // Stopped by gyrerun, not by a forwarded signal.
+  EXPECT_EQ(text.find("SIGUSR"), std::string::npos) << text;
+  EXPECT_TRUE(run_dirs().empty()) << "the run folder was left behind";
 }
 
 // A --run_dir that names a file (or a path through one) is refused with the reason before any
@@ -930,8 +1014,28 @@ TEST(GyrerunTest, FlagsThatDisagreeOrCannotWorkAreRefusedUpFront) {
   }
   binary = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
   EXPECT_EQ(binary.exit_code, 2) << binary.err;
-  EXPECT_NE(binary.err.find("host 'node\\x07' is not a host name"), std::string::npos)
+  EXPECT_NE(binary.err.find("--hostfile " + hostfile + " line 1: 'node\\x07' is not a host name"),
+            std::string::npos)
       << binary.err;
+  // A hostfile's error quotes its line as written, with its number: "localhost:2 slots=3" was
+  // quoted as 'localhost:2:3', which is in no file.
+  const std::vector<std::pair<std::string, std::string>> lines = {
+      {"localhost:2 slots=3", "'localhost:2 slots=3' gives the slots twice"},
+      {"localhost slots=0", "'localhost slots=0': slots must be a number from 1 to 1024"},
+      {"localhost:x:2", "'localhost:x:2': want 'host' or 'host:slots'"},
+  };
+  for (const auto& [line, want] : lines) {
+    {
+      std::ofstream f(hostfile);
+      f << "# hosts\nlocalhost:1\n" << line << "  # the bad one\n";
+    }
+    CommandResult bad = RunCommand({Gyrerun(), "--hostfile", hostfile, "--", "/bin/true"}, {}, 30);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("gyrerun: --hostfile " + hostfile + " line 3: " + want),
+              std::string::npos)
+        << line << "\n"
+        << bad.err;
+  }
   // Without a program, the workload runs in gyred.
   CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded"}, {}, 30);
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -1015,6 +1119,18 @@ TEST(GyrerunTest, BadArgumentsAreClearErrors) {
   EXPECT_NE(r.err.find("MASTER_PORT=\"notaport\" is not a whole number from 1 to 65535"),
             std::string::npos)
       << r.err;
+  // Half of torchrun's store address is named whichever half it is (MASTER_PORT alone said
+  // "no store given"); nothing else in the environment gives a store.
+  r = RunCommand(
+      {"/usr/bin/env", "-i", "RANK=0", "WORLD_SIZE=1", "MASTER_PORT=5", Gyred(), "--run=selftest"},
+      {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MASTER_PORT is set but MASTER_ADDR is not"), std::string::npos) << r.err;
+  r = RunCommand({"/usr/bin/env", "-i", "RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=127.0.0.1", Gyred(),
+                  "--run=selftest"},
+                 {}, 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("MASTER_ADDR is set but MASTER_PORT is not"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -57,6 +57,9 @@ DEFINE_double(recreate_delay, 0, "seconds to wait before --recreate_after_close'
 DEFINE_bool(second_comm, false,
             "after joining, make a second Comm from the same environment and print "
             "'rank R: second comm: <status>' (a rank has one communicator)");
+DEFINE_bool(bad_options, false,
+            "after joining, make an allreduce with Options::deterministic = 7 (not -1, 0 or 1) "
+            "and print 'rank R: deterministic 7: <status>'");
 DEFINE_bool(outlive, false,
             "post a receive nobody answers and a send, destroy the Comm, then wait on both: "
             "the send's Work reports how it ended, the receive's Aborted (no use of the "
@@ -210,6 +213,14 @@ int main(int argc, char** argv) {
     auto second = Comm::FromEnvironment();
     std::printf("rank %d: second comm: %s\n", r,
                 second.ok() ? "ok" : second.status().ToString().c_str());
+    std::fflush(stdout);
+  }
+  if (FLAGS_bad_options) {
+    Options seven;
+    seven.deterministic = 7;
+    int32_t v[2] = {r, 1};
+    const Status s = comm.Allreduce(v, v, 2, DataType::kInt32, ReduceOp::kSum, seven);
+    std::printf("rank %d: deterministic 7: %s\n", r, s.ok() ? "ok" : s.ToString().c_str());
     std::fflush(stdout);
   }
   if (FLAGS_outlive) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -984,6 +985,38 @@ TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {
   EXPECT_EQ(stranger.out.find("in op"), std::string::npos) << stranger.out;
   EXPECT_EQ(stranger.out.find("idle"), std::string::npos) << stranger.out;
   EXPECT_NE(stranger.out.find("error"), std::string::npos) << stranger.out;
+}
+
+// `gyrectl dump --out DIR` writes one file per rank; one that cannot be written is named
+// with the reason (it said "cannot write to DIR" and no more).
+TEST(GyrectlTest, ADumpThatCannotBeWrittenSaysWhy) {
+  const std::string missing =
+      ::testing::TempDir() + "gyrectl-no-such-dir-" + std::to_string(getpid()) + "/sub";
+  const std::string dir = ::testing::TempDir() + "gyrectl-dump-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  CommandResult refused, written;
+  LoopRun r =
+      RunLoop(2, 20, {}, nullptr, "daemon", /*iterations*/ -30000,
+              [&](const LoopRun& run, const std::vector<pid_t>&) {
+                const std::vector<std::string> ask = {
+                    BinDir() + "/gyrectl", "dump", "--store", run.store, "--job_id", run.job_id,
+                    "--timeout",           "5",    "--out"};
+                std::vector<std::string> argv = ask;
+                argv.push_back(missing);
+                refused = RunCommand(argv, {}, 30);
+                argv = ask;
+                argv.push_back(dir);
+                written = RunCommand(argv, {}, 30);
+              });
+  EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("gyrectl: cannot write " + missing +
+                             "/flight-rank0.json: No such file or directory"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_NE(ReadAll(dir + "/flight-rank1.json").find("{\"rank\": 1, "), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FlightRecorderTest, Sigusr1WritesAParseableDump) {

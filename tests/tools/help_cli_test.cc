@@ -64,6 +64,25 @@ TEST(ToolHelp, HelpfullStillListsEveryFlag) {
   }
 }
 
+// A rank's stdin is /dev/null, which a user piping input into gyrerun could not tell from
+// anything gyrerun said: --help says so (and the README's gyrerun section).
+TEST(ToolHelp, GyrerunsHelpSaysARanksStdinIsDevNull) {
+  CommandResult help = RunTool({BuiltBinary("gyrerun"), "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Every rank's stdin is /dev/null"), std::string::npos) << help.out;
+  EXPECT_LT(help.out.find("stdin"), help.out.find("Flags from")) << help.out;
+  // As it says: what is piped into gyrerun reaches no rank.
+  CommandResult piped = RunTool({"/bin/sh", "-c",
+                                 "echo piped-in | exec \"$0\" -n 2 --mode embedded -- /bin/sh -c "
+                                 "'readlink /proc/self/fd/0; cat'",
+                                 BuiltBinary("gyrerun")},
+                                90);
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_NE(piped.out.find("[rank 0] /dev/null\n"), std::string::npos) << piped.out;
+  EXPECT_NE(piped.out.find("[rank 1] /dev/null\n"), std::string::npos) << piped.out;
+  EXPECT_EQ(piped.out.find("piped-in"), std::string::npos) << piped.out;
+}
+
 TEST(ToolHelp, HelpAfterTheProgramBelongsToTheProgram) {
   // gyrerun's own flags end where the program starts: `-h` after it is the program's.
   CommandResult r = RunTool({BuiltBinary("gyrerun"), "-n", "1", "--mode", "embedded",

@@ -25,6 +25,49 @@ TEST(GyreSimCli, RanksBeyondTheCapAreRefusedAtOnce) {
   EXPECT_LT(r.seconds, 5.0);
 }
 
+// Runs `argv` with its address space limited to `kib` KiB (ulimit -v), as on a host with
+// that much memory.
+CommandResult RunWithin(int64_t kib, const std::vector<std::string>& argv, double timeout = 60) {
+  std::vector<std::string> sh = {"/bin/sh", "-c",
+                                 "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\""};
+  sh.insert(sh.end(), argv.begin(), argv.end());
+  return RunCommand(sh, {}, timeout);
+}
+
+// A run whose memory cannot fit is refused up front, naming the estimate and what is
+// available. A 4096-rank ring allreduce (the automatic choice at 64 MiB) needs about 25 GB:
+// it was OOM-killed, or under ulimit -v aborted on std::bad_alloc after seconds.
+TEST(GyreSimCli, ARunThatCannotFitInMemoryIsRefusedAtOnce) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  for (const std::vector<std::string>& run : std::vector<std::vector<std::string>>{
+           {sim, "--ranks", "4096", "--phantom", "--bytes", "64M"},
+           {sim, "--ranks", "2048", "--phantom", "--bytes", "64M", "--algo", "ring"},
+       }) {
+    CommandResult r = RunWithin(2000000, run, 120);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 2) << run[2] << " ranks: " << r.err;
+    EXPECT_NE(r.err.find("gyre-sim: ResourceExhausted: simulating allreduce (ring) on " + run[2] +
+                         " ranks needs about "),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("this process can still get (MemAvailable, the memory cgroup's limit, "
+                         "ulimit -v)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_LT(r.seconds, 10.0) << r.err;
+  }
+  // Real data at full size on a thousand ranks (64 GiB) is refused the same way.
+  CommandResult real = RunWithin(2000000, {sim, "--ranks", "1024", "--bytes", "64M", "--byte_scale",
+                                           "1", "--algo", "recursive_doubling"});
+  EXPECT_EQ(real.exit_code, 2) << real.err;
+  EXPECT_NE(real.err.find("the real data), more than the "), std::string::npos) << real.err;
+  // Runs that fit still run within the same limit: 4096 ranks of recursive doubling (0.9 GB).
+  CommandResult fits = RunWithin(2000000, {sim, "--ranks", "4096", "--phantom", "--bytes", "64M",
+                                           "--algo", "recursive_doubling"});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("steps 12 "), std::string::npos) << fits.out;
+}
+
 TEST(GyreSimCli, LinkAndRateFlagsOutsideTheirMeaningAreRefused) {
   const std::string sim = BuiltBinary("gyre-sim");
   ExpectRefused({sim, "--bandwidth_GBps", "0"}, {"--bandwidth_GBps 0", "above 0"});
@@ -46,6 +89,32 @@ TEST(GyreSimCli, SizesThatOverflowAreRefusedNamingTheFlag) {
                 {"--count 2305843009213693952 is too large"});
   ExpectRefused({sim, "--ranks", "4", "--bytes", "999999999999999G"},
                 {"--bytes 999999999999999G", "too large"});
+}
+
+// --bytes runs as whole elements, at least one, and says so when that is not what was asked,
+// as gyre-bench does: 3 B of float64 ran as 0 elements, "ok", without a word.
+TEST(GyreSimCli, BytesThatAreNotWholeElementsRunAsWholeOnesAndSaySo) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  CommandResult three = RunTool({sim, "--ranks", "4", "--bytes", "3", "--dtype", "float64"});
+  EXPECT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(three.out.rfind("# 3 B runs as 8 B (whole float64 elements: at least one)\n", 0), 0)
+      << three.out;
+  EXPECT_NE(three.out.find("count=1 "), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("result: ok"), std::string::npos) << three.out;
+  // With --json the note goes to stderr and stdout stays one JSON object.
+  CommandResult json =
+      RunTool({sim, "--ranks", "4", "--bytes", "20", "--dtype", "float64", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.err.find("# 20 B runs as 16 B (whole float64 elements: at least one)"),
+            std::string::npos)
+      << json.err;
+  EXPECT_EQ(json.out.rfind("{\"op\": \"allreduce\"", 0), 0) << json.out;
+  EXPECT_NE(json.out.find("\"count\": 2,"), std::string::npos) << json.out;
+  // A size of whole elements runs as asked, without a note.
+  CommandResult whole = RunTool({sim, "--ranks", "4", "--bytes", "16", "--dtype", "float64"});
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(whole.out.find("runs as"), std::string::npos) << whole.out;
+  EXPECT_NE(whole.out.find("count=2 "), std::string::npos) << whole.out;
 }
 
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {

@@ -35,7 +35,7 @@ inline constexpr Duration kMaxCallTimeout = std::chrono::seconds(1000000000);
 // empty for automatic choice.
 struct Options {
   std::string algorithm;
-  int deterministic = -1;  // -1: job default; 0 off; 1 canonical order
+  int deterministic = -1;  // -1: job default; 0 off; 1 canonical order; others refused
   // Progress timeout; zero: the job default; negative is refused; at most kMaxCallTimeout
   // (longer ones, Duration::max() included, are taken as that).
   Duration timeout = Duration::zero();
