@@ -222,18 +222,34 @@ bool EnvironmentMatches(int rank, int size) {
   return joinable && r != nullptr && n != nullptr && std::atoi(r) == rank && std::atoi(n) == size;
 }
 
-gyre::Options WithTimeout(gyre::Options o, std::chrono::milliseconds timeout) {
+}  // namespace
+
+gyre::Options GyreProcessGroup::OptionsFor(algo::Collective c,
+                                           std::chrono::milliseconds timeout) const {
+  gyre::Options o = options_;
   if (timeout.count() > 0) o.timeout = timeout;
+  if (algorithm_ != algo::Algorithm::kAuto) {
+    const std::vector<algo::Algorithm> has = algo::AlgorithmsFor(c);
+    if (std::find(has.begin(), has.end(), algorithm_) == has.end()) o.algorithm.clear();
+  }
   return o;
 }
-
-}  // namespace
 
 void GyreProcessGroup::RememberPythonMainThread() { (void)MainThread(); }
 
 GyreProcessGroup::GyreProcessGroup(const BackendSpec& spec)
     : TorchBackendBase(spec.rank, spec.size) {
   options_.algorithm = spec.algorithm;
+  if (!spec.algorithm.empty() && spec.algorithm != "auto") {
+    // A name no collective has is refused here, once, not by every call.
+    StatusOr<algo::Algorithm> a = algo::ParseAlgorithm(spec.algorithm);
+    if (!a.ok()) {
+      throw StatusError(a.status(), "gyre backend: rank " + std::to_string(spec.rank) +
+                                        ": the group's algorithm (configure(algorithm=...) or "
+                                        "GYRE_ALGORITHM)");
+    }
+    algorithm_ = *a;
+  }
   options_.timeout = spec.timeout;
   if (spec.deterministic) options_.deterministic = 1;
   StatusOr<std::unique_ptr<Comm>> comm = Status(StatusCode::kInternal, "not joined");
@@ -295,7 +311,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::broadcast(std::vector<at::Tenso
   at::Tensor t = Single(tensors, "broadcast");
   const DataType dt = GyreType(t);
   const int root = static_cast<int>(opts.rootRank);
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kBroadcast, opts.timeout);
   return Enqueue(c10d::OpType::BROADCAST, "broadcast", {t}, [t, dt, root, o](Comm& c) {
     at::Tensor b = Dense(t);
     Status s = c.Broadcast(b.data_ptr(), b.data_ptr(), b.numel(), dt, root, o);
@@ -309,7 +325,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce(std::vector<at::Tenso
   at::Tensor t = Single(tensors, "allreduce");
   const DataType dt = GyreType(t);
   const Reduction r = ReductionOf(opts.reduceOp, t);
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAllreduce, opts.timeout);
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", {t}, [t, dt, r, o](Comm& c) {
     at::Tensor b = Dense(t);
     ApplyPremul(b, r);
@@ -328,7 +344,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce_coalesced(
   }
   const DataType dt = GyreType(tensors[0]);
   const Reduction r = ReductionOf(opts.reduceOp, tensors[0]);
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAllreduce, opts.timeout);
   std::vector<at::Tensor> list = tensors;
   return Enqueue(
       c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", list, [list, dt, r, o](Comm& c) {
@@ -347,7 +363,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>&
   const Reduction r = ReductionOf(opts.reduceOp, t);
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kReduce, opts.timeout);
   return Enqueue(c10d::OpType::REDUCE, "reduce", {t}, [t, dt, r, root, is_root, o](Comm& c) {
     at::Tensor b = Dense(t);
     ApplyPremul(b, r);
@@ -367,7 +383,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allgather(
   const DataType dt = GyreType(in);
   std::vector<at::Tensor> outs = outputs[0];
   CheckList(outs, getSize(), in, "allgather");
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAllgather, opts.timeout);
   const int p = getSize();
   return Enqueue(c10d::OpType::ALLGATHER, "allgather", outs, [in, outs, dt, p, o](Comm& c) {
     at::Tensor b = Dense(in);
@@ -384,7 +400,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_allgather_base(
   TORCH_CHECK(
       output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
       "gyre _allgather_base: output must hold world size times the input");
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAllgather, opts.timeout);
   at::Tensor out = output, in = input;
   return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {out},
                  [in, out, dt, o](Comm& c) {
@@ -408,7 +424,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::gather(
     outs = outputs[0];
     CheckList(outs, getSize(), in, "gather");
   }
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kGather, opts.timeout);
   const int p = getSize();
   return Enqueue(
       c10d::OpType::GATHER, "gather", outs, [in, outs, dt, root, is_root, p, o](Comm& c) {
@@ -434,7 +450,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::scatter(
     ins = inputs[0];
     CheckList(ins, getSize(), out, "scatter");
   }
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kScatter, opts.timeout);
   return Enqueue(
       c10d::OpType::SCATTER, "scatter", {out}, [ins, out, dt, root, is_root, o](Comm& c) {
         at::Tensor flat = is_root ? Flat(ins) : at::Tensor();
@@ -455,7 +471,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce_scatter(
   std::vector<at::Tensor> ins = inputs[0];
   CheckList(ins, getSize(), out, "reduce_scatter");
   const Reduction r = ReductionOf(opts.reduceOp, out);
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kReduceScatter, opts.timeout);
   return Enqueue(
       c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out}, [ins, out, dt, r, o](Comm& c) {
         at::Tensor flat = Flat(ins);
@@ -474,7 +490,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_reduce_scatter_base(
       input.numel() == output.numel() * getSize() && output.scalar_type() == input.scalar_type(),
       "gyre _reduce_scatter_base: input must hold world size times the output");
   const Reduction r = ReductionOf(opts.reduceOp, output);
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kReduceScatter, opts.timeout);
   at::Tensor out = output, in = input;
   return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {out},
                  [in, out, dt, r, o](Comm& c) {
@@ -508,7 +524,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall_base(at::Tensor& outpu
     TORCH_CHECK(splits->empty() || splits->front() == equal, "gyre alltoall_base: splits of ",
                 splits->front(), " do not cover ", input.size(0), " rows over ", p, " ranks");
   }
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAlltoall, opts.timeout);
   at::Tensor out = output, in = input;
   return Enqueue(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {out}, [in, out, dt, p, o](Comm& c) {
     at::Tensor b = Dense(in), ob = Dense(out);
@@ -525,7 +541,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall(std::vector<at::Tensor
   const DataType dt = GyreType(inputs[0]);
   CheckList(inputs, getSize(), inputs[0], "alltoall");
   CheckList(outputs, getSize(), inputs[0], "alltoall");
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kAlltoall, opts.timeout);
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Enqueue(c10d::OpType::ALLTOALL, "alltoall", outs, [ins, outs, dt, o](Comm& c) {
     at::Tensor flat = Flat(ins);
@@ -537,7 +553,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall(std::vector<at::Tensor
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::barrier(const c10d::BarrierOptions& opts) {
-  const gyre::Options o = WithTimeout(options_, opts.timeout);
+  const gyre::Options o = OptionsFor(algo::Collective::kBarrier, opts.timeout);
   return Enqueue(c10d::OpType::BARRIER, "barrier", {}, [o](Comm& c) { return c.Barrier(o); });
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/algo/collective.h"
 #include "python/call_runner.h"
 #include "python/torch_compat.h"
 
@@ -90,7 +91,13 @@ class GyreProcessGroup final : public TorchBackendBase {
   c10::intrusive_ptr<c10d::Work> StartMessage(bool send, const at::Tensor& tensor,
                                               const at::Tensor& buffer, int peer, int tag);
 
+  // The group's options for one collective: the group's algorithm only where that collective
+  // has it (configure(algorithm="ring") steers allreduce and allgather; a broadcast or a
+  // barrier, which DDP makes first, chooses its own), and the call's timeout when it gives one.
+  gyre::Options OptionsFor(algo::Collective c, std::chrono::milliseconds timeout) const;
+
   gyre::Options options_;
+  algo::Algorithm algorithm_ = algo::Algorithm::kAuto;  // options_.algorithm, parsed
   std::unique_ptr<CallRunner> runner_;
   bool from_environment_ = false;
 };

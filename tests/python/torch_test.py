@@ -4,13 +4,26 @@ cases are in harness.worker_tests; torch_worker.py runs them through dist.* call
 import os
 import unittest
 
-from harness import worker_tests
+from harness import Job, check_all_ok, worker_tests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_worker.py")
+
 
 # Importing torch takes seconds per process on a loaded machine: longer deadlines.
-TorchBackendTest = worker_tests(os.path.join(HERE, "torch_worker.py"), finish_timeout=90,
-                                start_timeout=60)
+class TorchBackendTest(worker_tests(WORKER, finish_timeout=90, start_timeout=60)):
+    def test_a_group_algorithm_steers_only_the_collectives_that_have_it(self):
+        results = Job(WORKER, 2, ["group_algorithm"], env={"GYRE_ALGORITHM": "ring"}).finish(90)
+        check_all_ok(results)
+        for code, out, err in results:
+            self.assertIn("group_algorithm ok", out)
+
+    def test_an_unknown_group_algorithm_fails_the_init_naming_it(self):
+        results = Job(WORKER, 2, ["group_algorithm"], env={"GYRE_ALGORITHM": "nosuch"}).finish(90)
+        for code, out, err in results:
+            self.assertNotEqual(code, 0, out + err)
+            self.assertIn("unknown algorithm 'nosuch'", err)
+            self.assertIn("GYRE_ALGORITHM", err)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

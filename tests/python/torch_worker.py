@@ -284,7 +284,20 @@ def interrupt():
     raise AssertionError("all_reduce returned")
 
 
+def group_algorithm():
+    """Under GYRE_ALGORITHM=ring: DDP's first calls (a broadcast, a barrier) choose their own
+    algorithm, and allreduce runs the ring."""
+    t = torch.full((1000,), 5.0) if rank == 0 else torch.zeros(1000)
+    dist.broadcast(t, src=0)
+    same("broadcast", t, torch.full((1000,), 5.0))
+    dist.barrier()
+    x = torch.arange(1000, dtype=torch.int64) + rank
+    dist.all_reduce(x)
+    same("allreduce", x, torch.arange(1000, dtype=torch.int64) * size + size * (size - 1) // 2)
+    print("group_algorithm ok", flush=True)
+
+
 {"collectives": collectives, "mismatch": mismatch, "stall": stall,
- "interrupt": interrupt}[scenario]()
+ "interrupt": interrupt, "group_algorithm": group_algorithm}[scenario]()
 sys.stdout.flush()
 os._exit(0)
