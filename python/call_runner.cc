@@ -1,5 +1,7 @@
 #include "python/call_runner.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "client/comm_impl.h"
@@ -50,7 +52,25 @@ void PendingCall::Complete(Status status) {
 }
 
 CallRunner::CallRunner(std::unique_ptr<Comm> comm)
-    : comm_(std::move(comm)), worker_([this] { Loop(); }) {}
+    : owner_pid_(static_cast<int>(::getpid())),
+      comm_(std::move(comm)),
+      worker_([this] { Loop(); }) {}
+
+bool CallRunner::InForkedChild() const { return static_cast<int>(::getpid()) != owner_pid_; }
+
+namespace {
+
+std::shared_ptr<PendingCall> ForkedChildCall(int owner_pid) {
+  auto pending = std::make_shared<PendingCall>();
+  pending->Complete(InvalidArgumentError(
+      "this Comm was made by process " + std::to_string(owner_pid) + ", and this process (pid " +
+      std::to_string(::getpid()) +
+      ") is a child forked from it: its threads and connections are the parent's, so the child "
+      "cannot use it (make a Comm in the child, or fork before making one)"));
+  return pending;
+}
+
+}  // namespace
 
 CallRunner::~CallRunner() {
   {
@@ -64,6 +84,7 @@ CallRunner::~CallRunner() {
 }
 
 std::shared_ptr<PendingCall> CallRunner::Submit(std::function<Status(Comm&)> call) {
+  if (InForkedChild()) return ForkedChildCall(owner_pid_);
   auto pending = std::make_shared<PendingCall>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -75,6 +96,7 @@ std::shared_ptr<PendingCall> CallRunner::Submit(std::function<Status(Comm&)> cal
 
 std::shared_ptr<PendingCall> CallRunner::StartMessage(
     const std::function<std::shared_ptr<Work>(Comm&)>& start) {
+  if (InForkedChild()) return ForkedChildCall(owner_pid_);
   auto pending = std::make_shared<PendingCall>();
   std::shared_ptr<Work> work = start(*comm_);
   {
@@ -143,6 +165,10 @@ void CallRunner::Loop() {
 
 void CallRunner::Release(std::unique_ptr<CallRunner> runner) {
   if (runner == nullptr) return;
+  if (runner->InForkedChild()) {
+    (void)runner.release();  // see InForkedChild: not one of its members may be touched
+    return;
+  }
   std::deque<Item> dropped;
   {
     std::lock_guard<std::mutex> lock(runner->mu_);

@@ -57,6 +57,12 @@ class CallRunner {
 
   Comm& comm() { return *comm_; }
 
+  // In a child forked from the process that made this runner, nothing of it may be used: its
+  // threads did not come along, its locks may be held for good, and its connections are the
+  // parent's (shutting them down would cut the parent off). Calls then fail at once, saying
+  // so, and Release leaves the runner alone.
+  bool InForkedChild() const;
+
   // Queues `call`; it runs after every call submitted before it.
   std::shared_ptr<PendingCall> Submit(std::function<Status(Comm&)> call);
   // Starts a send or receive now, on the caller's thread (`start` only posts it: Comm's
@@ -78,6 +84,7 @@ class CallRunner {
   // Completes started messages as they finish; each is bounded by its progress timeout.
   void WatchMessages();
 
+  const int owner_pid_;  // the process that made this runner
   std::unique_ptr<Comm> comm_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -226,6 +226,13 @@ class PyComm {
   explicit PyComm(std::unique_ptr<Comm> comm)
       : runner_(std::make_unique<CallRunner>(std::move(comm))) {}
   ~PyComm() {
+    if (runner_->InForkedChild()) {
+      // A forked child's copy: the parent's calls own these buffers' state, and their locks
+      // may have been held at the fork (CallRunner::InForkedChild).
+      CallRunner::Release(std::move(runner_));
+      new std::vector<std::shared_ptr<Held>>(std::move(abandoned_));  // never freed, on purpose
+      return;
+    }
     // Every queued call is bounded by gyre's deadlines; the worker needs no GIL.
     {
       py::gil_scoped_release release;

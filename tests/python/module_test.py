@@ -19,5 +19,14 @@ class ModuleTest(worker_tests(WORKER)):
         self.assertIn("abandon changed=[]", results[0][1], results[0])
         self.assertIn("abandon rank1 got=3.0", results[1][1], results[1])
 
+    def test_a_forked_child_cannot_use_its_parents_comm_and_exits(self):
+        results = Job(WORKER, 2, ["fork"]).finish(timeout=60)
+        check_all_ok(results)
+        out = results[0][1]
+        self.assertRegex(out, r"fork child: after=0\.\d+ msg=.*is a child forked from it", out)
+        self.assertIn("fork child exited status=0", out)
+        for code, out, err in results:
+            self.assertIn("fork after=3.0", out)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -216,7 +216,39 @@ def abandon():
         print("abandon rank1 got=%s" % x[0], flush=True)
 
 
+def fork():
+    """A child forked from rank 0 is told at once that it cannot use the parent's Comm, and
+    exits normally; the parent's Comm goes on working."""
+    x = np.ones(4, np.float32)
+    comm.allreduce(x)
+    if rank == 0:
+        pid = os.fork()
+        if pid == 0:
+            start = time.monotonic()
+            try:
+                comm.allreduce(np.ones(4, np.float32), timeout=60)
+                print("fork child: allreduce returned", flush=True)
+            except gyre.GyreError as e:
+                print("fork child: after=%.2f msg=%s"
+                      % (time.monotonic() - start, str(e).replace("\n", " ")), flush=True)
+            sys.exit(0)  # the interpreter's exit destroys the child's copy of the Comm
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print("fork child exited status=%d" % status, flush=True)
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print("fork child hung", flush=True)
+    y = np.full(4, float(rank + 1), np.float32)
+    comm.allreduce(y)
+    print("fork after=%s" % y[0], flush=True)
+
+
 {"collectives": collectives, "mismatch": mismatch, "stall": stall,
- "interrupt": interrupt, "abandon": abandon}[scenario]()
+ "interrupt": interrupt, "abandon": abandon, "fork": fork}[scenario]()
 sys.stdout.flush()
 os._exit(0)
