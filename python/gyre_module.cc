@@ -39,6 +39,7 @@ void RaiseStatus(const Status& s, const char* message) {
 struct View {
   std::shared_ptr<py::buffer_info> info;
   DataType dtype = DataType::kUint8;
+  bool is_bool = false;  // numpy's bool: gyre's uint8, reduced as logic (OpFor)
   int64_t count = 0;
   void* data() const { return info ? info->ptr : nullptr; }
 };
@@ -92,6 +93,8 @@ View ViewOf(const py::handle& obj, bool writable, const char* name) {
   v.info =
       std::make_shared<py::buffer_info>(py::reinterpret_borrow<py::buffer>(obj).request(writable));
   v.dtype = DtypeOf(*v.info);
+  v.is_bool = v.info->format == "?" || v.info->format == "=?" || v.info->format == "@?" ||
+              v.info->format == "<?";
   int64_t expected_stride = v.info->itemsize;
   for (int i = static_cast<int>(v.info->ndim) - 1; i >= 0; --i) {
     if (v.info->shape[i] != 1 && v.info->strides[i] != expected_stride) {
@@ -321,7 +324,8 @@ PyWork::~PyWork() {
 }
 
 void CheckSameType(const View& a, const View& b) {
-  if (a.dtype != b.dtype) {
+  // bool and uint8 are one gyre type, but a sum of bools reduced as numbers is no bool.
+  if (a.dtype != b.dtype || a.is_bool != b.is_bool) {
     throw py::value_error("gyre: input and output element types differ");
   }
 }

@@ -62,6 +62,13 @@ assert comm.allreduce(np.full(4, rank, np.int32), op="min").tolist() == [0] * 4
 raises(ValueError, lambda: comm.allreduce(np.ones(4, np.int16)), "'h'", "float32", "uint64")
 raises(ValueError, lambda: comm.allreduce(np.ones(4, ">f4")), "'>f'", "native byte order")
 raises(ValueError, lambda: comm.allreduce(np.ones(4, np.complex64)), "'Zf'", "int32")
+# bool and uint8 are one gyre type, but a sum of uint8 into a bool array would leave bytes
+# that are no bool (2), and a bool input into uint8 would not be summed as numbers.
+raises(ValueError, lambda: comm.allreduce(np.ones(4, np.uint8), out=np.zeros(4, bool)),
+       "element types differ")
+raises(ValueError, lambda: comm.allreduce(np.ones(4, bool), out=np.zeros(4, np.uint8)),
+       "element types differ")
+assert comm.allreduce(np.ones(4, bool), out=np.zeros(4, bool)).tolist() == [True] * 4
 
 # The Comm still works.
 assert comm.allreduce(ones()).tolist() == [size] * 4
