@@ -252,11 +252,16 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
       silent_since[i] = TimePoint{};
       const auto& st = r.response.state();
       // An idle rank while others wait inside a collective is the hang itself (it never
-      // called); only ranks inside an operation must be stuck.
-      if (!st.in_op()) continue;
-      any_in_op = true;
-      if (st.seconds_since_progress() < std::chrono::duration<double>(limit).count()) {
-        all_stuck = false;
+      // called); only ranks inside an operation must be stuck. A rank blocked in a send or
+      // receive of its own between collectives waits too (two ranks each receiving first);
+      // its oldest message has waited since it was posted.
+      const double limit_s = std::chrono::duration<double>(limit).count();
+      if (st.in_op()) {
+        any_in_op = true;
+        if (st.seconds_since_progress() < limit_s) all_stuck = false;
+      } else if (st.waiting_size() > 0) {
+        any_in_op = true;
+        if (st.waiting(0).seconds() < limit_s) all_stuck = false;
       }
     }
     if (silent_long == n) any_in_op = true;
@@ -274,6 +279,13 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
         continue;
       }
       const auto& st = res.response.state();
+      if (!st.in_op() && st.waiting_size() > 0) {
+        os << "  rank " << r << ": blocked in " << st.waiting(0).name() << " for "
+           << st.waiting(0).seconds() << " s";
+        if (st.waiting_count() > 1) os << " (and " << st.waiting_count() - 1 << " more)";
+        os << ", last completed seq=" << st.last_completed_seq() << "\n";
+        continue;
+      }
       if (!st.in_op()) {
         os << "  rank " << r << ": idle, last completed seq=" << st.last_completed_seq()
            << " (not inside the operation the others wait in)\n";

@@ -47,6 +47,9 @@ DEFINE_bool(close, false,
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
+DEFINE_bool(all_recv, false,
+            "at --fault_at every rank receives from the next one as --recv_rank does: a deadlock "
+            "of receives, with no rank inside a collective");
 DEFINE_int32(fault_at, 10,
              "loop iteration of --skip_rank / --mismatch_rank / --refuse_rank / --recv_rank");
 DEFINE_double(skip_seconds, 60, "how long the skipping rank sleeps");
@@ -400,7 +403,7 @@ int main(int argc, char** argv) {
         } else {  // root: everyone else calls reduce(root=0) for this kind
           s = comm.Reduce(g.data(), g.data(), n, DataType::kFloat32, ReduceOp::kSum, 1);
         }
-      } else if (r == FLAGS_recv_rank && iter == FLAGS_fault_at) {
+      } else if ((r == FLAGS_recv_rank || FLAGS_all_recv) && iter == FLAGS_fault_at) {
         std::printf("rank %d receives instead of call %d\n", r, iter);
         std::fflush(stdout);
         gyre::Options patient;  // outlasts the others' progress timeout: they give up first

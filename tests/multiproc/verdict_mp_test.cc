@@ -864,6 +864,33 @@ TEST(HangTimeoutTest, GyrerunStopsAHungJobAndShowsEveryRank) {
       << r.err;
 }
 
+// Every rank blocked in a receive from the next, between collectives: none is inside an
+// operation, and the watchdog used to wait for one that would (with a longer per-call
+// timeout, forever).
+class HangInMessagesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HangInMessagesTest, RanksDeadlockedInReceivesAreAHang) {
+  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", "2", "--mode", GetParam(), "--timeout",
+                                "60", "--hang_timeout", "2", "--", BinDir() + "/gyre-test-client",
+                                "--check=false", "--loop_iters=100", "--all_recv", "--fault_at=5"},
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_LT(r.seconds, 20.0);  // well before the receives' 60 s
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex("rank " + std::to_string(rank) + ": blocked in recv from rank " +
+                          std::to_string(1 - rank) +
+                          R"( \(tag 7, [^\n]* for [\d.]+ s, )"
+                          R"(last completed seq=\d+)")))
+        << r.err;
+  }
+  EXPECT_NE(r.err.find("gyrerun: job stopped: no rank made progress for 2.00 s (--hang_timeout)"),
+            std::string::npos)
+      << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, HangInMessagesTest, ::testing::Values("daemon", "embedded"));
+
 // Every rank stopped: none answers, so none says it is inside an operation; the watchdog
 // used to wait for one that would, forever.
 TEST(HangTimeoutTest, EveryRankStoppedIsAHangToo) {
