@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "core/algo/model_select.h"
 #include "core/base/stdout_check.h"
@@ -88,24 +90,59 @@ std::atomic<bool> g_dump{false};
 void OnUsr1(int) { g_dump = true; }
 
 // Serves GET /metrics (any path) in Prometheus' text format, one request per connection.
+// Connections wait together for their request (each for at most a second, at most 64 of
+// them, the oldest dropped for a newcomer), so an idle or slow client holds up no scrape.
 void ServeMetrics(int listen_fd, gyre::Communicator* comm) {
+  struct Waiting {
+    int fd;
+    std::chrono::steady_clock::time_point since;
+  };
+  constexpr size_t kMaxWaiting = 64;
+  std::vector<Waiting> waiting;
+  std::vector<pollfd> fds;
   while (!g_stop) {
-    pollfd p{listen_fd, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    // Read (and ignore) the request head, bounded in size and time.
-    char buf[2048];
-    pollfd q{fd, POLLIN, 0};
-    if (::poll(&q, 1, 1000) > 0) (void)::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    const std::string body = comm->metrics().Render(comm->rank());
-    const std::string resp =
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-        "Content-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    (void)::send(fd, resp.data(), resp.size(), MSG_NOSIGNAL);
-    ::close(fd);
+    fds.assign(1, pollfd{listen_fd, POLLIN, 0});
+    for (const Waiting& w : waiting) fds.push_back(pollfd{w.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 200) < 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<Waiting> still;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const int fd = waiting[i].fd;
+      if ((fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+        if (now - waiting[i].since < std::chrono::seconds(1)) {
+          still.push_back(waiting[i]);
+        } else {
+          ::close(fd);  // no request within the second
+        }
+        continue;
+      }
+      // Read (and ignore) the request head, bounded in size.
+      char buf[2048];
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      std::string resp;
+      if (n >= 4 && std::memcmp(buf, "GET ", 4) == 0) {
+        const std::string body = comm->metrics().Render(comm->rank());
+        resp = "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+      } else if (n > 0) {
+        resp = "HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      }
+      if (!resp.empty()) (void)::send(fd, resp.data(), resp.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+    }
+    waiting.swap(still);
+    if ((fds[0].revents & POLLIN) != 0) {
+      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        if (waiting.size() >= kMaxWaiting) {
+          ::close(waiting.front().fd);
+          waiting.erase(waiting.begin());
+        }
+        waiting.push_back(Waiting{fd, now});
+      }
+    }
   }
+  for (const Waiting& w : waiting) ::close(w.fd);
 }
 std::atomic<gyre::daemon::ClientServer*> g_server{nullptr};
 

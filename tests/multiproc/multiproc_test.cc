@@ -269,41 +269,56 @@ TEST(GyrerunTest, BuiltInBenchWorkloadReportsEverySizeCorrect) {
   EXPECT_NE(d.results[0].out.find("auto:"), std::string::npos) << d.results[0].out;
 }
 
-// gyred --metrics_port serves Prometheus' text format on loopback.
+// gyred --metrics_port serves Prometheus' text format on loopback. Idle connections (20 of
+// them, opened first) hold up no scrape, and a request that is not a GET is answered 400.
 TEST(MetricsTest, DaemonServesPrometheusText) {
   const std::string dir = TempDir("metrics");
-  std::string body;
+  std::string body, garbage_answer;
+  double scrape_seconds = -1;
   std::thread fetcher;
   const std::regex port_re(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)");
   const std::regex pid_re(R"(joined as pid (\d+))");
   pid_t pid = 0;
-  CommandResult r =
-      RunCommand({Gyred(), "--rank=0", "--world_size=1", "--store=file://" + dir, "--job_id=jobP",
-                  "--run=serve", "--socket=" + dir + "/d.sock", "--metrics_port=0"},
-                 {}, 30, [&](const std::string& line) {
-                   std::smatch m;
-                   if (std::regex_search(line, m, pid_re))
-                     pid = static_cast<pid_t>(std::stoi(m[1]));
-                   if (std::regex_search(line, m, port_re)) {
-                     const int port = std::stoi(m[1]);
-                     fetcher = std::thread([&, port] {
-                       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-                       sockaddr_in a{};
-                       a.sin_family = AF_INET;
-                       a.sin_port = htons(static_cast<uint16_t>(port));
-                       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                       if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-                         const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-                         (void)::send(fd, req.data(), req.size(), 0);
-                         char buf[65536];
-                         ssize_t n;
-                         while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, n);
-                       }
-                       ::close(fd);
-                       if (pid > 0) ::kill(pid, SIGTERM);
-                     });
-                   }
-                 });
+  CommandResult r = RunCommand(
+      {Gyred(), "--rank=0", "--world_size=1", "--store=file://" + dir, "--job_id=jobP",
+       "--run=serve", "--socket=" + dir + "/d.sock", "--metrics_port=0"},
+      {}, 30, [&](const std::string& line) {
+        std::smatch m;
+        if (std::regex_search(line, m, pid_re)) pid = static_cast<pid_t>(std::stoi(m[1]));
+        if (std::regex_search(line, m, port_re)) {
+          const int port = std::stoi(m[1]);
+          fetcher = std::thread([&, port] {
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_port = htons(static_cast<uint16_t>(port));
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            auto ask = [&](const std::string& req) {
+              std::string answer;
+              int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+              if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+                (void)::send(fd, req.data(), req.size(), 0);
+                char buf[65536];
+                ssize_t n;
+                while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, n);
+              }
+              ::close(fd);
+              return answer;
+            };
+            std::vector<int> idle;
+            for (int i = 0; i < 20; ++i) {
+              idle.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+              (void)::connect(idle.back(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            body = ask("GET /metrics HTTP/1.0\r\n\r\n");
+            scrape_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            garbage_answer = ask("\x16\x03\x01 not http\r\n\r\n");
+            for (int fd : idle) ::close(fd);
+            if (pid > 0) ::kill(pid, SIGTERM);
+          });
+        }
+      });
   if (fetcher.joinable()) fetcher.join();
   EXPECT_NE(body.find("HTTP/1.0 200 OK"), std::string::npos) << body << r.err;
   EXPECT_NE(body.find("# TYPE gyre_operations_total counter"), std::string::npos) << body;
@@ -311,6 +326,9 @@ TEST(MetricsTest, DaemonServesPrometheusText) {
             std::string::npos)
       << body;
   EXPECT_NE(body.find("gyre_sent_bytes_total{rank=\"0\"} 0"), std::string::npos) << body;
+  EXPECT_GE(scrape_seconds, 0);
+  EXPECT_LT(scrape_seconds, 5.0) << "waited on the idle connections (1 s each) before it";
+  EXPECT_EQ(garbage_answer.rfind("HTTP/1.0 400 Bad Request", 0), 0u) << garbage_answer;
 }
 
 // gyrerun's --timeout, --segment_bytes and --deterministic reach every rank in both modes:
