@@ -19,7 +19,7 @@ namespace gyre::job {
 enum class RankClass {
   kSelf,
   kDead,
-  kLeft,  // its program let go of its communicator (destroyed it without Close) and went on
+  kLeft,         // its program let go of its communicator (destroyed it without Close) and went on
   kUnreachable,  // the network to it is cut, or its host is down
   kStalled,
   kNotEntered,
