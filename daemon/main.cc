@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/algo/model_select.h"
+#include "core/base/file_io.h"
 #include "core/base/stdout_check.h"
 #include "core/base/tool_flags.h"
 #include "core/ipc/ipc.h"
@@ -233,12 +234,9 @@ gyre::Status CheckFlags() {
   // The communicator appends to the trace file and drops the trace quietly if it cannot:
   // a trace the user asked for is checked here, where the failure can still be said.
   if (!FLAGS_trace_jsonl.empty()) {
-    std::FILE* trace = std::fopen(FLAGS_trace_jsonl.c_str(), "a");
-    if (trace == nullptr) {
-      return InvalidArgumentError("--trace_jsonl " + FLAGS_trace_jsonl +
-                                  " cannot be opened for appending: " + std::strerror(errno));
-    }
-    std::fclose(trace);
+    gyre::StatusOr<std::FILE*> trace = gyre::OpenForAppend(FLAGS_trace_jsonl);
+    if (!trace.ok()) return InvalidArgumentError("--trace_jsonl " + trace.status().message());
+    std::fclose(*trace);
   }
   return gyre::Status::Ok();
 }

@@ -49,4 +49,24 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes,
   return text;
 }
 
+StatusOr<std::FILE*> OpenForAppend(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    return InvalidArgumentError(
+        path + " cannot be opened for appending: " +
+        (e == ENXIO ? std::string("it is a FIFO that no process reads") : std::strerror(e)));
+  }
+  // Writes block again from here on, as a file's do: a reader that is slow holds them up.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  std::FILE* f = ::fdopen(fd, "a");
+  if (f == nullptr) {
+    const int e = errno;
+    ::close(fd);
+    return InvalidArgumentError(path + " cannot be opened for appending: " + std::strerror(e));
+  }
+  return f;
+}
+
 }  // namespace gyre

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 
 #include "core/base/status.h"
@@ -18,5 +19,10 @@ int WriteFully(int fd, const char* data, size_t n);
 // every error ("calibration file 'x': ..."), which says why: the errno, or the size.
 StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes,
                                     const std::string& what);
+
+// Opens `path` for appending (created 0644 if missing) without waiting for a reader: a FIFO
+// that no process reads is refused (as any error, with its errno) instead of blocking the
+// caller until one comes.
+StatusOr<std::FILE*> OpenForAppend(const std::string& path);
 
 }  // namespace gyre

@@ -10,6 +10,7 @@
 
 #include "core/algo/builders.h"
 #include "core/algo/verifier.h"
+#include "core/base/file_io.h"
 
 namespace gyre {
 
@@ -89,7 +90,15 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions opt
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
   SetSeqTagFormatter(&FormatSeqTag);
-  if (!options_.trace_jsonl.empty()) trace_ = std::fopen(options_.trace_jsonl.c_str(), "a");
+  if (!options_.trace_jsonl.empty()) {
+    StatusOr<std::FILE*> trace = OpenForAppend(options_.trace_jsonl);
+    if (trace.ok()) {
+      trace_ = *trace;
+    } else {
+      LOG(WARNING) << "rank " << rank() << ": --trace_jsonl " << trace.status().message()
+                   << "; no trace is written";
+    }
+  }
   std::string calibration = options_.calibration_file;
   if (calibration.empty() && std::getenv("GYRE_CALIBRATION") != nullptr) {
     calibration = std::getenv("GYRE_CALIBRATION");

@@ -124,9 +124,12 @@ TEST_F(GyredFlagsTest, ANegativeRankOrWorldSizeIsNamed) {
 
 TEST_F(GyredFlagsTest, TraceFileThatCannotBeOpenedIsNamed) {
   ASSERT_EQ(::mkdir((dir_ + "/folder").c_str(), 0700), 0);
+  // A FIFO nobody reads blocked gyred in its check for good.
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {dir_ + "/missing/trace.jsonl", "No such file or directory"},
       {dir_ + "/folder", "Is a directory"},
+      {dir_ + "/fifo", "it is a FIFO that no process reads"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& [path, error] = cases[i];
