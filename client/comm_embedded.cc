@@ -157,7 +157,7 @@ class EmbeddedComm final : public CommBase {
   void TellIfLeavingEarly() {
     if (closed_with_everyone_ || joined_.directory == nullptr || size() < 2) return;
     const OpSnapshot snap = joined_.comm->monitor()->Snapshot();
-    if (snap.failed_seq != 0 && snap.failed_seq == snap.last_started_seq) return;
+    if (snap.LastCallFailed()) return;
     PeerDeparture left;
     left.program_pid = ::getpid();
     left.how = job::kLeftWithoutClose;

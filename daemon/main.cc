@@ -387,8 +387,7 @@ int main(int argc, char** argv) {
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
     const gyre::OpSnapshot at_exit = comm.monitor()->Snapshot();
-    const bool own_call_failed =
-        at_exit.failed_seq != 0 && at_exit.failed_seq == at_exit.last_started_seq;
+    const bool own_call_failed = at_exit.LastCallFailed();
     // Not after a call of its own failed: its program then left because of that failure, and
     // the others, still finding out who caused it, must not take this rank for the cause
     // (the linger below answers them instead).

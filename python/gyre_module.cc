@@ -233,7 +233,7 @@ class PyComm {
       // A forked child's copy: the parent's calls own these buffers' state, and their locks
       // may have been held at the fork (CallRunner::InForkedChild).
       CallRunner::Release(std::move(runner_));
-      new std::vector<std::shared_ptr<Held>>(std::move(abandoned_));  // never freed, on purpose
+      KeepAbandonedForever();
       return;
     }
     // Every queued call is bounded by gyre's deadlines; the worker needs no GIL.
@@ -246,9 +246,7 @@ class PyComm {
     // end (by their deadlines at the latest): those buffers stay referenced for the life of
     // the process, as the runner itself does, rather than be freed for other arrays to take.
     Prune();
-    if (!abandoned_.empty()) {
-      new std::vector<std::shared_ptr<Held>>(std::move(abandoned_));  // never freed, on purpose
-    }
+    KeepAbandonedForever();
   }
 
   int rank() { return runner_->comm().rank(); }
@@ -305,6 +303,11 @@ class PyComm {
     Status s = held->pending->status();
     if (!s.ok()) ThrowIfError(s, held->what);
     return held->result;
+  }
+
+  // Buffers a call may still write into outlive this Comm: never freed, on purpose.
+  void KeepAbandonedForever() {
+    if (!abandoned_.empty()) new std::vector<std::shared_ptr<Held>>(std::move(abandoned_));
   }
 
   void Prune() {

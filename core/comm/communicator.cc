@@ -349,15 +349,15 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
       monitor_.End(seq, st);  // failed here: the verdict of a rank asking finds the divergence
     }
   }
-  const Status own = st;  // before a verdict words it
-  if (!st.ok() && failure_handler_) {
-    st = failure_handler_(last_);
-    last_.status = st;
-  }
-  // Another rank found that an earlier call, completed here, diverged: this one then failed
-  // as a consequence (the rank at fault left over it, say), and the divergence is what this
-  // rank reports, as every other rank does, not the rank that went.
   if (!st.ok()) {
+    const Status own = st;  // before a verdict words it
+    if (failure_handler_) {
+      st = failure_handler_(last_);
+      last_.status = st;
+    }
+    // Another rank found that an earlier call, completed here, diverged: this one then failed
+    // as a consequence (the rank at fault left over it, say), and the divergence is what this
+    // rank reports, as every other rank does, not the rank that went.
     if (std::optional<std::string> diverged = LateDivergence()) {
       st = InvalidArgumentError(OpName(desc, seq) + " on rank " + std::to_string(rank()) +
                                 ": failed after " + *diverged +

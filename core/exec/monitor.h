@@ -54,6 +54,8 @@ struct OpSnapshot {
   Duration since_progress{};
   std::string last_error;
   uint64_t failed_seq = 0;
+  // The last call this rank started failed (its program then leaves because of it).
+  bool LastCallFailed() const { return failed_seq != 0 && failed_seq == last_started_seq; }
   // The last call refused for its arguments before it ran (its error is last_error when it
   // is also failed_seq): it took its place in the sequence but sent nothing.
   uint64_t refused_seq = 0;
