@@ -149,6 +149,8 @@ class DaemonComm final : public CommBase {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string mode() const override { return "daemon"; }
+  // The daemon answered a request on the socket (a refusal included): it was there to talk.
+  bool answered() const { return answered_; }
 
  protected:
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
@@ -366,6 +368,7 @@ class DaemonComm final : public CommBase {
     GYRE_RETURN_IF_ERROR(pass >= 0 ? ipc::WriteMessageWithFd(fd_, req, pass, deadline, what)
                                    : ipc::WriteMessage(fd_, req, deadline, what));
     GYRE_RETURN_IF_ERROR(reader_.Read(resp, deadline, what));
+    answered_ = true;
     if (resp->id() != req.id()) {
       return InternalError(what + ": reply " + std::to_string(resp->id()) + " to request " +
                            std::to_string(req.id()));
@@ -458,6 +461,7 @@ class DaemonComm final : public CommBase {
   Status broken_;
   bool said_goodbye_ = false;  // by Close or the destructor, once
   bool served_ = false;        // the daemon took this communicator (its hello was answered)
+  bool answered_ = false;      // the daemon answered at least one request on the socket
 
   // Whether the daemon closed the socket: once the doorbell is attached it writes nothing
   // there, so anything readable is its EOF.
@@ -566,32 +570,43 @@ class DaemonComm final : public CommBase {
 
 StatusOr<std::unique_ptr<Comm>> MakeDaemonClient(const std::string& socket_path,
                                                  Deadline deadline) {
-  if (WasServed(socket_path)) {
-    // A daemon that serves one program after another is there at once; one that served this
-    // program and exited will not come back.
-    StatusOr<int> again =
-        ipc::ConnectUnix(socket_path, Deadline::After(*SteadyClock::Get(), Millis(500)));
-    if (!again.ok()) {
-      return UnavailableError(
-          "the daemon at " + socket_path +
-          " served an earlier communicator of this program and is gone (" +
-          again.status().message() +
-          "): a gyred started by gyrerun serves one communicator and exits when it is closed "
-          "or destroyed; keep the first one for the program's life");
-    }
-    ::close(*again);
-  }
-  GYRE_ASSIGN_OR_RETURN(int fd, ipc::ConnectUnix(socket_path, deadline));
-  auto comm = std::make_unique<DaemonComm>(fd, socket_path);
+  // A daemon that serves one program after another is there at once; one that served this
+  // program will not come back. It may be caught in its exit: still listening, or accepting,
+  // then closing without a word. Whatever breaks then is said as what it is.
   // The daemon reads nothing from a program that has not proved the job's secret.
   GYRE_ASSIGN_OR_RETURN(auth::Secret secret, auth::SecretFromEnvironment());
-  auth::Credentials me;
-  me.secret = std::move(secret);
-  if (const char* job = std::getenv("GYRE_JOB_ID")) me.job_id = job;
-  GYRE_RETURN_IF_ERROR(auth::ConnectOnFd(fd, auth::Channel::kClient, me, auth::kNoRank, deadline,
-                                         "gyre client connecting to the daemon at " + socket_path));
-  GYRE_RETURN_IF_ERROR(comm->Hello(deadline));
-  GYRE_RETURN_IF_ERROR(comm->AttachDoorbell(deadline));
+  const bool served_before = WasServed(socket_path);
+  auto gone = [&](const Status& raw) {
+    return UnavailableError(
+        "the daemon at " + socket_path +
+        " served an earlier communicator of this program and is gone or exiting (" + raw.message() +
+        "): a gyred started by gyrerun serves one communicator and exits when it is closed "
+        "or destroyed; keep the first one for the program's life");
+  };
+  if (served_before) {
+    StatusOr<int> again =
+        ipc::ConnectUnix(socket_path, Deadline::After(*SteadyClock::Get(), Millis(500)));
+    if (!again.ok()) return gone(again.status());
+    ::close(*again);
+  }
+  StatusOr<int> fd = ipc::ConnectUnix(socket_path, deadline);
+  if (!fd.ok()) return served_before ? gone(fd.status()) : fd.status();
+  auto comm = std::make_unique<DaemonComm>(*fd, socket_path);
+  Status greeted = [&]() -> Status {
+    auth::Credentials me;
+    me.secret = std::move(secret);
+    if (const char* job = std::getenv("GYRE_JOB_ID")) me.job_id = job;
+    GYRE_RETURN_IF_ERROR(
+        auth::ConnectOnFd(*fd, auth::Channel::kClient, me, auth::kNoRank, deadline,
+                          "gyre client connecting to the daemon at " + socket_path));
+    GYRE_RETURN_IF_ERROR(comm->Hello(deadline));
+    return comm->AttachDoorbell(deadline);
+  }();
+  if (!greeted.ok()) {
+    // A daemon's own refusal explains itself; a connection cut in its exit does not.
+    if (served_before && !comm->answered()) return gone(greeted);
+    return greeted;
+  }
   return std::unique_ptr<Comm>(std::move(comm));
 }
 

@@ -607,7 +607,9 @@ TEST(GyrerunTest, ADeterministicOptionOutsideItsValuesIsRefusedInBothModes) {
 // A gyred started by gyrerun serves its program's one communicator, then exits. A new Comm
 // after Close waited out the daemon's 60 s start-up allowance and failed saying the
 // rendezvous might still be going on. Now it is told at once: by the daemon while it is
-// exiting, or by the client library once the daemon is gone.
+// exiting, or by the client library once the daemon is gone or caught in its exit (which of
+// the two answers is a race, more so on a loaded machine: a daemon that accepted the
+// connection and closed it unread used to give "connection closed by the other side").
 TEST(GyrerunTest, ANewCommAfterCloseThroughTheDaemonIsToldAtOnce) {
   for (const std::string delay : {"0", "1.5"}) {
     CommandResult r =
@@ -615,17 +617,22 @@ TEST(GyrerunTest, ANewCommAfterCloseThroughTheDaemonIsToldAtOnce) {
                     "--close", "--recreate_after_close", "--recreate_delay", delay},
                    {}, 60);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    const std::string want = delay == "0"
-                                 ? "Unavailable: rank 0's gyred served its program's communicator"
-                                 : "Unavailable: the daemon at ";
-    EXPECT_NE(r.out.find("rank 0: recreated after close: " + want), std::string::npos)
-        << "delay " << delay << "\n"
-        << r.out;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(
-        r.out, m, std::regex(R"(rank 0: recreated after close: .* in ([0-9.]+) s)")))
-        << r.out;
-    EXPECT_LT(std::stod(m[1]), 5.0) << r.out;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank " + std::to_string(rank);
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(
+          r.out, m, std::regex(name + R"(: recreated after close: (.*) in ([0-9.]+) s)")))
+          << r.out;
+      const std::string said = m[1];
+      const bool by_daemon =
+          said.find("Unavailable: " + name + "'s gyred served its program's communicator") == 0;
+      const bool by_client = said.find("Unavailable: the daemon at ") == 0 &&
+                             said.find(
+                                 " served an earlier communicator of this program and "
+                                 "is gone or exiting (") != std::string::npos;
+      EXPECT_TRUE(by_daemon || by_client) << "delay " << delay << "\n" << r.out;
+      EXPECT_LT(std::stod(m[2]), 5.0) << r.out;
+    }
   }
 }
 
