@@ -115,7 +115,8 @@ DEFINE_string(store_host, "",
 DEFINE_string(output_dir, "",
               "also write each process's output to files here, without the [rank R] prefix: "
               "rankR.stdout and rankR.stderr (rankR-gyred.* for a program's daemon), in "
-              "attemptK/ folders with --max_restarts");
+              "attemptK/ folders with --max_restarts; an earlier run's such files there are "
+              "removed first");
 DEFINE_int32(max_restarts, 0,
              "torchrun style: when a rank fails, stop the job and start every rank again, up "
              "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
@@ -668,6 +669,68 @@ int LockRunDir(const std::string& dir, int node, std::string* why) {
   return fd;
 }
 
+// The names gyrerun gives the files of --output_dir: rankR.stdout, rankR.stderr and their
+// daemon's rankR-gyred.stdout / .stderr.
+bool IsOutputFileName(const std::string& name) {
+  if (name.rfind("rank", 0) != 0) return false;
+  size_t i = 4;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 4) return false;
+  std::string rest = name.substr(i);
+  if (rest.rfind("-gyred", 0) == 0) rest = rest.substr(6);
+  return rest == ".stdout" || rest == ".stderr";
+}
+
+// An --output_dir used before holds an earlier run's files, and an earlier run's attemptK/
+// folders that this run may not write (fewer attempts, or none): read beside this run's, the
+// last attempt's folder would be another job's. What gyrerun wrote there is removed before any
+// rank starts, and said; anything else in the folder is left alone, and so is a folder that
+// holds anything else. `whole_job` is false when other gyreruns (nodes of one job) may share
+// the folder: then their files stay. Returns what was removed, or an error.
+gyre::StatusOr<std::vector<std::string>> ClearEarlierOutput(const std::string& dir,
+                                                            bool whole_job) {
+  std::vector<std::string> removed;
+  if (!whole_job) return removed;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return removed;
+  std::vector<std::filesystem::path> files;
+  std::vector<std::filesystem::path> folders;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code type_ec;
+    if (entry.is_regular_file(type_ec) && IsOutputFileName(name)) {
+      files.push_back(entry.path());
+      continue;
+    }
+    const bool attempt_folder = name.rfind("attempt", 0) == 0 && name.size() > 7 &&
+                                name.find_first_not_of("0123456789", 7) == std::string::npos &&
+                                entry.is_directory(type_ec) && !entry.is_symlink(type_ec);
+    if (!attempt_folder) continue;
+    bool only_output = true;
+    for (const auto& inner : std::filesystem::directory_iterator(entry.path(), type_ec)) {
+      std::error_code inner_ec;
+      only_output = only_output && inner.is_regular_file(inner_ec) &&
+                    IsOutputFileName(inner.path().filename().string());
+    }
+    if (only_output && !type_ec) folders.push_back(entry.path());
+  }
+  if (ec) return gyre::InternalError("cannot list " + dir + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::sort(folders.begin(), folders.end());
+  for (const auto& f : files) {
+    if (!std::filesystem::remove(f, ec) && ec) {
+      return gyre::InternalError("cannot remove " + f.string() + ": " + ec.message());
+    }
+    removed.push_back(f.filename().string());
+  }
+  for (const auto& f : folders) {
+    std::filesystem::remove_all(f, ec);
+    if (ec) return gyre::InternalError("cannot remove " + f.string() + ": " + ec.message());
+    removed.push_back(f.filename().string() + "/");
+  }
+  return removed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1189,6 +1252,27 @@ int main(int argc, char** argv) {
     }
     return Status::Ok();
   };
+  if (!FLAGS_output_dir.empty()) {
+    StatusOr<std::vector<std::string>> cleared =
+        ClearEarlierOutput(FLAGS_output_dir, FLAGS_nnodes <= 1);
+    if (!cleared.ok()) {
+      std::cerr << "gyrerun: the output folder " << FLAGS_output_dir
+                << " (--output_dir) holds an earlier run's output that cannot be removed: "
+                << cleared.status().message() << "\n";
+      if (store_server) store_server->Stop();
+      return 1;
+    }
+    if (!cleared->empty()) {
+      std::string list;
+      for (size_t i = 0; i < cleared->size() && i < 6; ++i) {
+        list += (i == 0 ? "" : ", ") + (*cleared)[i];
+      }
+      if (cleared->size() > 6) list += ", ...";
+      std::cerr << "gyrerun: the output folder " << FLAGS_output_dir
+                << " (--output_dir) held an earlier run's output (" << list
+                << "); removed, so that it is not read as this run's\n";
+    }
+  }
   // From here a signal between two attempts is recorded, not fatal: gyrerun ends in order.
   if (FLAGS_max_restarts > 0) CatchStopSignals();
   for (;; ++attempt) {
@@ -1354,10 +1438,16 @@ int main(int argc, char** argv) {
     const std::string why_not =
         code == 0 ? "" : WhyNotRestart(code, stop_signal, supervisor.results(), options);
     const int64_t attempts = int64_t{FLAGS_max_restarts} + 1;
+    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/.
+    const std::string kept_in =
+        FLAGS_output_dir.empty() || FLAGS_max_restarts == 0
+            ? ""
+            : "; its output is in " + FLAGS_output_dir + "/attempt" + std::to_string(attempt);
     if (code != 0 && attempt < FLAGS_max_restarts && why_not.empty()) {
       std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << "); restarting every rank (restart "
-                << attempt + 1 << " of " << FLAGS_max_restarts << ")\n";
+                << " failed (exit status " << code << kept_in
+                << "); restarting every rank (restart " << attempt + 1 << " of "
+                << FLAGS_max_restarts << ")\n";
       Status renewed = renew_for_restart();
       if (!renewed.ok()) std::cerr << "gyrerun: cannot restart the job: " << renewed << "\n";
       if (g_stop_signal != 0) {
@@ -1370,7 +1460,7 @@ int main(int argc, char** argv) {
     }
     if (code != 0 && FLAGS_max_restarts > 0) {
       std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << ")"
+                << " failed (exit status " << code << kept_in << ")"
                 << (attempt < FLAGS_max_restarts ? "; not restarting: " + why_not
                                                  : "; no restart left (--max_restarts " +
                                                        std::to_string(FLAGS_max_restarts) + ")")

@@ -293,5 +293,59 @@ TEST(OutputDirTest, EachProcesssLinesGoToItsOwnFilesAndEachAttemptToItsOwnFolder
   EXPECT_EQ(bad.out.find("ran"), std::string::npos) << bad.out;
 }
 
+// A reused --output_dir kept an earlier run's attemptK/ folders beside this run's files, and
+// the highest-numbered one (where one looks for the last failure) was another job's. What
+// gyrerun wrote there before is removed before any rank starts, and said; what it did not
+// write stays. A failed attempt names its folder: "attempt 1 of 3" is attempt0/.
+TEST(OutputDirTest, AReusedFolderLosesTheEarlierRunsOutputAndKeepsEverythingElse) {
+  const std::string dir = EmptyTempDir("gyre-output-reused") + "/logs";
+  CommandResult first =
+      RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--max_restarts", "2", "--output_dir",
+                  dir, "--", "/bin/sh", "-c", "echo first $GYRE_RESTART_COUNT; exit 1"},
+                 {}, 60);
+  EXPECT_EQ(first.exit_code, 1) << first.err;
+  EXPECT_NE(first.err.find("attempt 1 of 3 failed (exit status 1; its output is in " + dir +
+                           "/attempt0); restarting"),
+            std::string::npos)
+      << first.err;
+  EXPECT_NE(first.err.find("attempt 3 of 3 failed (exit status 1; its output is in " + dir +
+                           "/attempt2); no restart left"),
+            std::string::npos)
+      << first.err;
+  ASSERT_EQ(FileText(dir + "/attempt2/rank0.stdout"), "first 2\n");
+  // Things of the user's: a file, and an attempt-like folder that holds one.
+  std::ofstream(dir + "/notes.txt") << "mine";
+  std::filesystem::create_directories(dir + "/attempt7");
+  std::ofstream(dir + "/attempt7/plot.png") << "mine";
+
+  CommandResult second = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--output_dir",
+                                     dir, "--", "/bin/sh", "-c", "echo second $GYRE_RANK"},
+                                    {}, 60);
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.err.find("gyrerun: the output folder " + dir +
+                            " (--output_dir) held an earlier run's output (attempt0/, "
+                            "attempt1/, attempt2/); removed"),
+            std::string::npos)
+      << second.err;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_FALSE(std::filesystem::exists(dir + "/attempt" + std::to_string(k))) << k;
+  }
+  EXPECT_EQ(FileText(dir + "/rank1.stdout"), "second 1\n");
+  EXPECT_EQ(FileText(dir + "/notes.txt"), "mine");
+  EXPECT_EQ(FileText(dir + "/attempt7/plot.png"), "mine");
+
+  // A smaller job after it: rank 1's files are not this run's, and go with rank 0's.
+  CommandResult third = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--output_dir", dir,
+                                    "--", "/bin/sh", "-c", "echo third"},
+                                   {}, 60);
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_NE(third.err.find("held an earlier run's output (rank0.stderr, rank0.stdout, "
+                           "rank1.stderr, rank1.stdout); removed"),
+            std::string::npos)
+      << third.err;
+  EXPECT_EQ(FileText(dir + "/rank0.stdout"), "third\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rank1.stdout"));
+}
+
 }  // namespace
 }  // namespace gyre::testing
