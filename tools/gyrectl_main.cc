@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "core/comm/flight_recorder.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
+#include "core/store/rendezvous.h"
 #include "core/store/store.h"
 
 DEFINE_string(store, "", "the job's store URL (gyrerun prints it at start)");
@@ -148,28 +150,70 @@ int Run(int argc, char** argv) {
                        "GYRE_SECRET_FILE; gyrerun prints it in its 'inspect it with' line)"
                      : ""));
   }
-  std::vector<std::string> addresses;
-  for (int r = 0; r < 1 << 16; ++r) {
+  // The rendezvous says how many ranks the job has and which have come: a rank that has
+  // not come (or has finished) has no control address, and the ranks after it still count.
+  StatusOr<store::RendezvousState> rdzv =
+      store::ReadRendezvous(store->get(), FLAGS_job_id, deadline);
+  if (!rdzv.ok()) return Fail(rdzv.status().ToString());
+  const int world = rdzv->world_size;
+  std::vector<std::string> addresses;  // by rank; "" where a rank has published none
+  {
+    std::vector<std::string> keys;
+    for (int r = 0; r < world; ++r) keys.push_back(job::ControlKey(FLAGS_job_id, r));
+    for (const auto& v : store::TryGetEach(store->get(), keys, deadline)) {
+      if (!v.ok()) return Fail(v.status().ToString());
+      addresses.push_back(v->value_or(""));
+    }
+  }
+  for (int r = world; r < 1 << 16; ++r) {
     auto v = (*store)->TryGet(job::ControlKey(FLAGS_job_id, r), deadline);
     if (!v.ok()) return Fail(v.status().ToString());
     if (!v->has_value()) break;
     addresses.push_back(**v);
   }
-  if (addresses.empty()) {
+  const int p = static_cast<int>(addresses.size());
+  std::vector<int> absent;  // ranks without a control address
+  for (int r = 0; r < p; ++r) {
+    if (addresses[r].empty()) absent.push_back(r);
+  }
+  const bool joining = world > 0 && static_cast<int>(rdzv->joined.size()) < world;
+  std::vector<int> not_joined;
+  for (int r = 0, i = 0; joining && r < world; ++r) {
+    if (i < static_cast<int>(rdzv->joined.size()) && rdzv->joined[i] == r) {
+      ++i;
+    } else {
+      not_joined.push_back(r);
+    }
+  }
+  if (static_cast<int>(absent.size()) == p) {
     return Fail("no rank of job " + FLAGS_job_id + " has published a control address in " +
                 FLAGS_store +
-                " (the job has not started yet, or it has finished: ranks that finish cleanly "
-                "remove their records)");
+                (world > 0 ? " (its rendezvous has " + std::to_string(rdzv->joined.size()) +
+                                 " of " + std::to_string(world) + " ranks)"
+                           : " (the job has not started yet, or it has finished: ranks that finish "
+                             "cleanly remove their records)"));
   }
+  // Why a rank has no row of its own: said in every output.
+  auto why_absent = [&](int r) {
+    const bool came = std::binary_search(rdzv->joined.begin(), rdzv->joined.end(), r);
+    if (world > 0 && !came) {
+      return std::string(
+          "has not joined the rendezvous (not started yet, or finished and "
+          "removed its records)");
+    }
+    return std::string(world > 0 ? "joined the rendezvous but has no control address yet"
+                                 : "has no control address in the store");
+  };
   proto::ControlRequest req;
   if (cmd == "dump" || cmd == "timeline") {
     req.mutable_dump();
   } else {
     req.mutable_status();
   }
+  // Ranks without an address are not asked (QueryAll skips them); their entry says why.
   std::vector<job::QueryResult> results =
       job::QueryAll(addresses, req, Seconds(FLAGS_timeout), credentials);
-  const int p = static_cast<int>(addresses.size());
+  for (int r : absent) results[r].error = why_absent(r);
   if (cmd == "timeline") {
     std::ostringstream f;
     f << "{\"traceEvents\": [";
@@ -213,7 +257,8 @@ int Run(int argc, char** argv) {
       if (results[r].reach == job::Reach::kAnswered) {
         ++answered;
       } else {
-        std::cerr << "gyrectl: rank " << r << " did not answer: " << results[r].error << "\n";
+        std::cerr << "gyrectl: rank " << r << (addresses[r].empty() ? " " : " did not answer: ")
+                  << results[r].error << "\n";
       }
     }
     // An empty timeline is no timeline: that is a failure, as dump's is.
@@ -226,7 +271,8 @@ int Run(int argc, char** argv) {
     int missing = 0;
     for (int r = 0; r < p; ++r) {
       if (results[r].reach != job::Reach::kAnswered) {
-        std::cerr << "gyrectl: rank " << r << " did not answer: " << results[r].error << "\n";
+        std::cerr << "gyrectl: rank " << r << (addresses[r].empty() ? " " : " did not answer: ")
+                  << results[r].error << "\n";
         ++missing;
         continue;
       }
@@ -242,9 +288,21 @@ int Run(int argc, char** argv) {
     return missing == 0 ? 0 : 1;
   }
   if (FLAGS_json) {
-    std::cout << "{\"job_id\": \"" << JsonEscape(FLAGS_job_id) << "\", \"ranks\": [";
+    std::cout << "{\"job_id\": \"" << JsonEscape(FLAGS_job_id) << "\", \"world_size\": " << world
+              << ", \"joined\": [";
+    for (size_t i = 0; i < rdzv->joined.size(); ++i) {
+      std::cout << (i ? ", " : "") << rdzv->joined[i];
+    }
+    std::cout << "], \"ranks\": [";
   } else {
-    std::printf("job %s, %d ranks\n", FLAGS_job_id.c_str(), p);
+    std::printf("job %s, %d ranks", FLAGS_job_id.c_str(), p);
+    if (joining) {
+      std::printf(", %zu joined: the rendezvous waits for %s", rdzv->joined.size(),
+                  store::FormatRankList(not_joined).c_str());
+    } else if (!absent.empty()) {
+      std::printf(", %s without a control address", store::FormatRankList(absent).c_str());
+    }
+    std::printf("\n");
     std::printf("%-5s %-8s %-10s %-9s %-42s %-9s %-8s %-16s %s\n", "rank", "pid", "host", "state",
                 "operation", "step", "waits on", "received", "since progress");
   }
@@ -252,7 +310,14 @@ int Run(int argc, char** argv) {
     const job::QueryResult& q = results[r];
     const proto::RankState& s = q.response.state();
     std::string state;
-    if (q.reach == job::Reach::kAnswered) {
+    // While the rendezvous waits, no rank has made a call: one that has come waits there.
+    const bool in_rendezvous = joining && q.reach == job::Reach::kAnswered && !s.in_op() &&
+                               s.waiting_size() == 0 && s.last_completed_seq() == 0;
+    if (addresses[r].empty()) {
+      state = "missing";
+    } else if (in_rendezvous) {
+      state = "joining";
+    } else if (q.reach == job::Reach::kAnswered) {
       state = s.in_op()               ? "in op"
               : s.waiting_size() == 0 ? "idle"
               : s.waiting(0).send()   ? "in send"
@@ -294,6 +359,10 @@ int Run(int argc, char** argv) {
       std::cout << "}";
       continue;
     }
+    if (addresses[r].empty()) {
+      std::printf("%-5d %-8s %-10s %-9s %s\n", r, "-", "-", state.c_str(), q.error.c_str());
+      continue;
+    }
     if (q.reach != job::Reach::kAnswered) {
       // The wait is said: a --timeout shorter than a busy rank takes to answer looks the same.
       const std::string silent = "alive but not answering within " +
@@ -312,6 +381,7 @@ int Run(int argc, char** argv) {
                   s.waiting_on() >= 0 ? ("rank " + std::to_string(s.waiting_on())).c_str() : "-");
     std::string op =
         s.in_op() ? s.op_name() : "last completed seq=" + std::to_string(s.last_completed_seq());
+    if (in_rendezvous) op = "in the rendezvous, waiting for " + store::FormatRankList(not_joined);
     if (!s.in_op() && s.waiting_size() > 0) {
       // Between collectives, blocked in a message: that message, its peer and how long.
       const proto::WaitingMessage& w = s.waiting(0);

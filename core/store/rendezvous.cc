@@ -360,6 +360,36 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   return records;
 }
 
+StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id,
+                                         Deadline deadline) {
+  CHECK(store != nullptr) << "ReadRendezvous needs a store";
+  GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
+  PrefixStore job(store, "gyre/rdzv/" + job_id);
+  RendezvousState state;
+  StatusOr<std::optional<std::string>> fixed = job.TryGet("world_size", deadline);
+  if (!fixed.ok()) return fixed.status().WithContext("reading the world size of job " + job_id);
+  PeerRecord first;
+  if (!fixed->has_value() || !Decode(**fixed, &first) ||
+      !CheckRank("", first.rank, first.world_size).ok()) {
+    return state;
+  }
+  state.world_size = first.world_size;
+  std::vector<std::string> keys;
+  keys.reserve(state.world_size);
+  for (int rank = 0; rank < state.world_size; ++rank) {
+    keys.push_back("rank/" + std::to_string(rank));
+  }
+  const std::vector<StatusOr<std::optional<std::string>>> slots = TryGetEach(&job, keys, deadline);
+  for (int rank = 0; rank < static_cast<int>(slots.size()); ++rank) {
+    if (!slots[rank].ok()) {
+      return slots[rank].status().WithContext("reading the rendezvous slot of rank " +
+                                              std::to_string(rank) + " of job " + job_id);
+    }
+    if (slots[rank]->has_value()) state.joined.push_back(rank);
+  }
+  return state;
+}
+
 Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,
                        Deadline deadline) {
   CHECK(store != nullptr) << "LeaveRendezvous needs a store";

@@ -73,6 +73,16 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
 Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,
                        Deadline deadline);
 
+// What the store shows of a job's rendezvous, for inspection (gyrectl): the world size the
+// first rank to arrive fixed (0 when no such record is there: no rank came, or the one that
+// wrote it has left) and the ranks whose slot holds a record, ascending. Reads only.
+struct RendezvousState {
+  int world_size = 0;
+  std::vector<int> joined;
+};
+StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id,
+                                         Deadline deadline);
+
 // Returns once all `world_size` ranks of `job_id` have entered the barrier called `name`;
 // DeadlineExceeded names the ranks that did not. Each barrier instance needs its own name
 // (a name is used once per job).

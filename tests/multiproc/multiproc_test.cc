@@ -933,6 +933,59 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
 }
 
+// gyrectl status on a job stuck in its rendezvous read "job gj, 1 ranks ... idle": it stopped
+// at the first rank without a control address and did not say the job waits. It now shows
+// every rank of the world size, the ones that have not come, and the others as joining.
+TEST(GyrectlTest, AJobStuckInItsRendezvousShowsTheRanksItWaitsFor) {
+  const std::string dir = TempDir("gyrectl-rdzv");
+  std::vector<pid_t> pids;
+  for (int rank : {0, 2}) {
+    pids.push_back(StartLogged(
+        Gyred(),
+        {"--rank=" + std::to_string(rank), "--world_size=3", "--store=file://" + dir, "--job_id=gj",
+         "--run=serve", "--socket=" + dir + "/r" + std::to_string(rank) + ".sock",
+         "--rendezvous_timeout=30"},
+        dir + "/gyred" + std::to_string(rank) + ".log"));
+    ASSERT_GT(pids.back(), 0);
+  }
+  const std::vector<std::string> status = {BinDir() + "/gyrectl", "status", "--store=file://" + dir,
+                                           "--job_id=gj"};
+  CommandResult r;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto joining = [&r](int rank) {
+    return std::regex_search(
+        r.out, std::regex("\n" + std::to_string(rank) +
+                          R"( +\d+ +\S+ +joining +in the rendezvous, waiting for rank 1 )"));
+  };
+  do {  // until both have published their control addresses and answer
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    r = RunCommand(status, {}, 30);
+  } while (!(joining(0) && joining(2)) && std::chrono::steady_clock::now() < give_up);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("job gj, 3 ranks, 2 joined: the rendezvous waits for rank 1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(joining(0) && joining(2)) << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex(R"(\n1 +- +- +missing +has not joined the rendezvous)")))
+      << r.out;
+  CommandResult json = RunCommand(
+      {BinDir() + "/gyrectl", "status", "--json", "--store=file://" + dir, "--job_id=gj"}, {}, 30);
+  EXPECT_NE(json.out.find("\"world_size\": 3, \"joined\": [0, 2]"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"rank\": 1, \"state\": \"missing\""), std::string::npos) << json.out;
+  // A dump has the two ranks' records and says which one it could not have.
+  CommandResult dump =
+      RunCommand({BinDir() + "/gyrectl", "dump", "--store=file://" + dir, "--job_id=gj"}, {}, 30);
+  EXPECT_EQ(dump.exit_code, 1) << dump.err;
+  EXPECT_NE(dump.out.find("{\"rank\": 2, "), std::string::npos) << dump.out;
+  EXPECT_NE(dump.err.find("gyrectl: rank 1 has not joined the rendezvous"), std::string::npos)
+      << dump.err;
+  for (pid_t pid : pids) {
+    ::kill(pid, SIGTERM);
+    EXPECT_NE(WaitExit(pid, std::chrono::seconds(20)), -1);
+  }
+}
+
 // A flight record that cannot be written (here its name is taken by a folder; on a full disk
 // the same) was dropped without a word, and left a partial .tmp file beside it.
 TEST(GyrerunTest, AFlightRecordThatCannotBeWrittenIsSaidAndLeavesNoPartialFile) {
