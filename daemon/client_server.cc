@@ -632,6 +632,11 @@ void ClientServer::HandleConnection(int fd) {
       } else if (c.collective() < 0 || c.collective() >= algo::kNumCollectives ||
                  c.algorithm() < 0 || c.algorithm() >= algo::kNumAlgorithms) {
         result = InvalidArgumentError("unknown collective or algorithm value in request");
+      } else if (c.deterministic() < -1 || c.deterministic() > 1) {
+        // As Options::deterministic is refused in the library, for a client that is not it.
+        result = InvalidArgumentError("deterministic is " + std::to_string(c.deterministic()) +
+                                      " in request: want -1 (the job's default), 0 (off) or 1 "
+                                      "(canonical order)");
       } else {
         result = algo::ValidateSpec(spec);
       }

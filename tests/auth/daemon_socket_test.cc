@@ -745,6 +745,8 @@ TEST_F(DaemonTest, HostileCallRequestsAreRefusedInSequenceAndTheDaemonGoesOn) {
        "unknown collective or algorithm value"},
       {"unknown dtype", [](proto::CollectiveCall* c) { c->set_dtype(1000); }, "dtype"},
       {"unknown reduce op", [](proto::CollectiveCall* c) { c->set_reduce_op(-3); }, "op"},
+      {"deterministic outside -1..1", [](proto::CollectiveCall* c) { c->set_deterministic(7); },
+       "deterministic is 7 in request: want -1 (the job's default), 0 (off) or 1"},
   };
   uint64_t last_seq = 0;
   for (const Case& k : cases) {
