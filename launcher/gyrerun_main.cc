@@ -42,6 +42,7 @@
 #include "core/base/clock.h"
 #include "core/base/fd_limit.h"
 #include "core/base/tool_flags.h"
+#include "core/ipc/ipc.h"
 #include "core/job/address.h"
 #include "core/job/bootstrap.h"
 #include "core/job/control.h"
@@ -1136,6 +1137,22 @@ int main(int argc, char** argv) {
       return Usage("--store: " + form.message());
     }
     store_url = FLAGS_store;
+    // A store served by another process may start after this job, so the ranks wait for it;
+    // one that does not answer now is said at once rather than after the whole wait.
+    const std::string kTcp = "tcp://";
+    if (store_url.rfind(kTcp, 0) == 0) {
+      StatusOr<int> probe = ipc::ConnectTcp(store_url.substr(kTcp.size()),
+                                            Deadline::After(*SteadyClock::Get(), Millis(500)));
+      if (probe.ok()) {
+        ::close(*probe);
+      } else if (probe.status().code() != StatusCode::kInvalidArgument) {  // a host name
+        std::cerr << "gyrerun: nothing answers at " << store_url << " yet ("
+                  << probe.status().message() << "); every rank waits for it up to "
+                  << FormatDuration(std::chrono::duration_cast<Duration>(
+                         std::chrono::duration<double>(FLAGS_rendezvous_timeout)))
+                  << " (--rendezvous_timeout)\n";
+      }
+    }
   } else {
     return Usage("--store must be file, tcp, file:///dir or tcp://host:port, not '" + FLAGS_store +
                  "'");

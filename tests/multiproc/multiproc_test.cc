@@ -933,6 +933,24 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
 }
 
+// A store URL nobody serves made every rank wait the whole rendezvous timeout (60 s by
+// default) before anything was said. gyrerun now says at start that nothing answers there.
+TEST(GyrerunTest, AStoreThatDoesNotAnswerIsSaidAtStart) {
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+  CommandResult r = RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--store", url,
+                                "--rendezvous_timeout", "7", "--", "/bin/true"},
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("gyrerun: nothing answers at " + url +
+                       " yet (connect to 127.0.0.1:" + std::to_string(port) +
+                       " failed: Connection refused); every rank waits "
+                       "for it up to 7.00 s (--rendezvous_timeout)"),
+            std::string::npos)
+      << r.err;
+}
+
 // gyrectl status on a job stuck in its rendezvous read "job gj, 1 ranks ... idle": it stopped
 // at the first rank without a control address and did not say the job waits. It now shows
 // every rank of the world size, the ones that have not come, and the others as joining.
