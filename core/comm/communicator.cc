@@ -35,6 +35,30 @@ uint64_t ShapeOf(const algo::Estimate& e) {
   return h | 1;
 }
 
+// FNV-1a over values as stored in memory: a digest for ranks of one build to compare.
+class Digest {
+ public:
+  void Add(const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= static_cast<const unsigned char*>(p)[i];
+      h_ *= 1099511628211ull;
+    }
+  }
+  void Add(int64_t v) { Add(&v, sizeof v); }
+  void Add(double d) {
+    if (d == 0) d = 0;  // -0 and +0 choose alike
+    Add(&d, sizeof d);
+  }
+  void Add(const std::string& s) {
+    Add(static_cast<int64_t>(s.size()));
+    Add(s.data(), s.size());
+  }
+  uint64_t value() const { return h_ | 1; }
+
+ private:
+  uint64_t h_ = 14695981039346656037ull;
+};
+
 }  // namespace
 
 std::string FormatOpDesc(const OpDesc& d) {
@@ -107,6 +131,46 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions opt
       calibration.empty() ? algo::DefaultMachineModel() : algo::ReadMachineModel(calibration);
   selector_status_ = model.status();
   selector_ = std::make_shared<algo::ModelSelector>(model.ok() ? *model : algo::MachineModel());
+
+  // What Resolve's automatic choice reads, as it reads it.
+  Digest across;
+  if (options_.thresholds) {
+    const algo::SelectionThresholds& t = *options_.thresholds;
+    across.Add(std::string("thresholds"));
+    for (int64_t v : {t.allreduce_small_bytes, t.allreduce_large_bytes, t.broadcast_large_bytes,
+                      t.allgather_small_bytes, t.hierarchical_min_bytes}) {
+      across.Add(v);
+    }
+    choice_basis_.source = "fixed selection thresholds";
+  } else if (!selector_status_.ok()) {
+    // Every automatic call fails with this error: alike on ranks that share it.
+    across.Add(std::string("unusable"));
+    across.Add(selector_status_.message());
+    choice_basis_.source = "an unusable calibration: " + selector_status_.message();
+  } else {
+    // Across hosts the selector's own thresholds decide, the same in every build.
+    across.Add(std::string("model"));
+    const algo::MachineModel& m = selector_->model();
+    choice_basis_.source = m.source == "built-in" ? "the built-in one, no calibration file"
+                                                  : "calibration file " + m.source;
+    if (options_.tune) choice_basis_.source += ", online tuning";
+  }
+  Digest one_host = across;
+  if (!options_.thresholds && selector_status_.ok() && size() <= algo::kMaxModelRanks) {
+    // On one host the model's figures at this world size decide, and tuning moves the choice
+    // (and adds agreement calls to the sequence).
+    const algo::MachineModel& m = selector_->model();
+    const algo::MachinePoint q = m.At(size());
+    one_host.Add(static_cast<int64_t>(m.cores));
+    for (double d :
+         {q.alpha_s, q.overhead_s, q.beta_s_per_byte, q.gamma_s_per_byte, q.delta_s_per_byte,
+          q.beta_all_s_per_byte, q.gamma_all_s_per_byte, q.delta_all_s_per_byte}) {
+      one_host.Add(d);
+    }
+    one_host.Add(static_cast<int64_t>(options_.tune));
+  }
+  choice_basis_.one_host = one_host.value();
+  choice_basis_.across_hosts = across.value();
 }
 
 Communicator::~Communicator() {

@@ -56,7 +56,8 @@ struct CommOptions {
   // Automatic choice: when thresholds are set they decide every call (select.h); else the
   // cost model (model_select.h) calibrated by this file, or by $GYRE_CALIBRATION when this
   // is empty, or built in when both are. A file that cannot be read or parsed fails every
-  // automatic call with its error.
+  // automatic call with its error. Every rank must choose alike: job::JoinJob refuses a job
+  // whose ranks' choice_basis() differ.
   std::optional<algo::SelectionThresholds> thresholds;
   std::string calibration_file;
   // Ranks per host when the job spans hosts in equal host-major blocks (0: one host, or an
@@ -115,6 +116,20 @@ struct OpResult {
   OpCounters counters;
   Duration elapsed{};
   Status status;
+};
+
+// What decides a communicator's automatic algorithm choice, for the ranks of a job to compare
+// when they join (job::JoinJob): ranks whose choices differ would run different algorithms for
+// one call, and fail it as if the program had made different calls.
+struct ChoiceBasis {
+  // Digests (never 0) of everything Resolve's automatic choice reads, for a job whose ranks
+  // share one host (the cost model at this world size and its cores, online tuning, fixed
+  // thresholds) and for one spread over hosts in blocks (where the model is not used).
+  uint64_t one_host = 0;
+  uint64_t across_hosts = 0;
+  // Where the choice comes from, for messages: "calibration file /x/cal.txt", "the built-in
+  // one, no calibration file", with ", online tuning" when that is on.
+  std::string source;
 };
 
 class Communicator {
@@ -205,6 +220,8 @@ class Communicator {
 
   // Whether online tuning is on (CommOptions::tune).
   bool tuning() const { return options_.tune; }
+  // What decides the automatic choice here (fixed at construction).
+  const ChoiceBasis& choice_basis() const { return choice_basis_; }
   Duration progress_timeout() const { return options_.timeout; }
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }
@@ -259,6 +276,7 @@ class Communicator {
   // The automatic choice (thread-safe; Resolve is const), or why the model cannot be loaded.
   std::shared_ptr<algo::ModelSelector> selector_;
   Status selector_status_;
+  ChoiceBasis choice_basis_;
   OnlineTuner tuner_;  // under mu_
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;

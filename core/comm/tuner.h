@@ -11,9 +11,9 @@
 // small allreduce) at the same call, and the decision is taken from the sums all ranks
 // computed together, never from one rank's own clock. A trial that failed on any rank, or
 // candidate lists that differ between ranks (models calibrated apart), keep the model's
-// choice everywhere. A rank that tunes while another does not runs a different algorithm in
-// a trial: a mismatch where the two schedules exchange a message, else a progress timeout,
-// either naming a rank.
+// choice everywhere. A rank that tunes while another does not would run a different algorithm
+// in a trial: a job joined through job::JoinJob is refused at its start then, as for models
+// that differ (Communicator::choice_basis).
 //
 // This class is the bookkeeping only; the Communicator runs the calls and the allreduce.
 #pragma once

@@ -131,6 +131,10 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   gethostname(host, sizeof(host) - 1);
   me.host = id.host.empty() ? host : id.host;
   me.pid = getpid();
+  const ChoiceBasis& choice = joined.comm->choice_basis();
+  me.choice_one_host = choice.one_host;
+  me.choice_across_hosts = choice.across_hosts;
+  me.choice_source = choice.source;
 
   // The control endpoint is up and published before the rendezvous completes, so once
   // everyone has arrived every control address can be read.
@@ -175,6 +179,9 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   });
   if (!addrs.ok()) return addrs.status().WithContext(who + ": reading the control addresses");
   dir->control_addresses = std::move(*addrs);
+  // Every rank has its records and is past its rendezvous checks (it published its control
+  // address after them), so all fail here alike, naming the same ranks.
+  GYRE_RETURN_IF_ERROR(CheckAutomaticChoices(joined.peers).WithContext(who));
   // Across hosts every peer's address is tried (over its control port, authenticated) and
   // every rank learns who could not reach whom, so all fail naming the same ranks.
   bool probe = SpansHosts(joined.peers);
@@ -218,6 +225,42 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
     joined.probe->Start();
   }
   return joined;
+}
+
+Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers) {
+  if (peers.size() < 2) return Status::Ok();
+  const int p = static_cast<int>(peers.size());
+  // As the Communicator will see the job: across hosts in equal blocks, or not.
+  const int local = SpansHosts(peers) ? RanksPerHost(peers) : 0;
+  const bool across = local > 1 && local < p;
+  auto digest = [across](const store::PeerRecord& r) {
+    return across ? r.choice_across_hosts : r.choice_one_host;
+  };
+  const store::PeerRecord& first = peers.front();
+  std::vector<int> differ;
+  for (const store::PeerRecord& r : peers) {
+    // 0: a rank that did not say (a record of a build before the digest).
+    if (digest(r) != 0 && digest(first) != 0 && digest(r) != digest(first)) {
+      differ.push_back(r.rank);
+    }
+  }
+  if (differ.empty()) return Status::Ok();
+  const store::PeerRecord& other = peers[differ.front()];
+  const bool hosts = other.host != first.host;
+  std::string text = "rank " + std::to_string(other.rank) + "'s cost model (" +
+                     other.choice_source + (hosts ? ", on host " + other.host : "") +
+                     ") differs from rank " + std::to_string(first.rank) + "'s (" +
+                     first.choice_source + (hosts ? ", on host " + first.host : "") + ")";
+  if (other.choice_source == first.choice_source) text += ", the same source with other contents";
+  if (differ.size() > 1) {
+    text += "; so does that of " +
+            store::FormatRankList(std::vector<int>(differ.begin() + 1, differ.end()));
+  }
+  return InvalidArgumentError(
+      text +
+      ": the ranks would choose different algorithms for the same call; give every rank the "
+      "same calibration (GYRE_CALIBRATION, gyred --calibration) and the same online tuning "
+      "switch (--tune, GYRE_TUNE)");
 }
 
 Status LeaveJob(const Joined& joined, Deadline deadline) {

@@ -92,6 +92,13 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
 // before connecting (ResourceExhausted) when the hard limit is lower.
 uint64_t JobDescriptorsNeeded(int world_size);
 
+// Whether every rank's automatic algorithm choice would be the same (PeerRecord::choice_*,
+// as each rank's Communicator::choice_basis gave it): InvalidArgument naming the first rank
+// that differs from rank 0, both ranks' calibration, and the other ranks that differ. JoinJob
+// checks it once the ranks have met, so that a job whose ranks were given different
+// calibrations fails to start on every rank, rather than in its first automatic call.
+Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers);
+
 StatusOr<Joined> JoinJob(const JoinOptions& options);
 
 }  // namespace gyre::job

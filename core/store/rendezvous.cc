@@ -38,6 +38,9 @@ std::string Encode(const PeerRecord& record) {
   p.set_pid(record.pid);
   p.set_nonce(record.nonce);
   p.set_process(record.process);
+  p.set_choice_one_host(record.choice_one_host);
+  p.set_choice_across_hosts(record.choice_across_hosts);
+  p.set_choice_source(record.choice_source);
   return p.SerializeAsString();
 }
 
@@ -61,6 +64,9 @@ bool Decode(const std::string& bytes, PeerRecord* record) {
   record->pid = p.pid();
   record->nonce = p.nonce();
   record->process = p.process();
+  record->choice_one_host = p.choice_one_host();
+  record->choice_across_hosts = p.choice_across_hosts();
+  record->choice_source = p.choice_source();
   return true;
 }
 

@@ -31,6 +31,12 @@ struct PeerRecord {
   // fills it in when empty). A rank on the same machine and in the same pid namespace can
   // tell from it that the writer has exited, though its pid may have been reused.
   std::string process;
+  // What decides the rank's automatic algorithm choice (Communicator::ChoiceBasis), for the
+  // ranks to compare once they have met: digests for a job on one host and across hosts (0:
+  // not given), and where the choice comes from ("calibration file /x/cal.txt").
+  uint64_t choice_one_host = 0;
+  uint64_t choice_across_hosts = 0;
+  std::string choice_source;
 };
 
 // "rank 2 (host node7, pid 4242)"

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/job/bootstrap.h"
 #include "core/job/identity.h"
 #include "core/store/hash_store.h"
 #include "core/store/rendezvous.h"
@@ -196,6 +197,59 @@ TEST(RendezvousTest, RecordsCarrySeveralAddresses) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)[0].address, "198.18.0.1:5");
   EXPECT_THAT((*got)[0].addresses, ElementsAre("198.18.0.1:5", "10.0.0.1:5"));
+}
+
+TEST(RendezvousTest, RecordsCarryTheAutomaticChoice) {
+  store::HashStore store;
+  store::PeerRecord me;
+  me.rank = 0;
+  me.world_size = 1;
+  me.host = "host0";
+  me.address = "198.18.0.1:5";
+  me.choice_one_host = 0x1234567890abcdefull;
+  me.choice_across_hosts = 77;
+  me.choice_source = "calibration file /x/cal.txt";
+  auto got =
+      store::Rendezvous(&store, "choice", me, Deadline::After(*SteadyClock::Get(), Seconds(5)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].choice_one_host, 0x1234567890abcdefull);
+  EXPECT_EQ((*got)[0].choice_across_hosts, 77u);
+  EXPECT_EQ((*got)[0].choice_source, "calibration file /x/cal.txt");
+}
+
+TEST(CheckAutomaticChoicesTest, NamesTheRanksAndSourcesThatDiffer) {
+  auto peers = FourRanksTwoHosts();
+  for (auto& p : peers) {
+    p.choice_one_host = 1;
+    p.choice_across_hosts = 5;
+    p.choice_source = "calibration file /x/" + p.host + ".txt";
+  }
+  // Across hosts the model is not used: per-host files that differ there are alike.
+  peers[2].choice_one_host = peers[3].choice_one_host = 3;
+  EXPECT_TRUE(CheckAutomaticChoices(peers).ok());
+  peers[3].choice_across_hosts = 7;
+  Status s = CheckAutomaticChoices(peers);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("rank 3's cost model (calibration file /x/" + peers[3].host +
+                                     ".txt, on host " + peers[3].host +
+                                     ") differs from rank 0's (calibration file /x/" +
+                                     peers[0].host + ".txt, on host " + peers[0].host + ")"));
+  // On one host the model's digest decides; every rank that differs is named.
+  for (auto& p : peers) p.host = "one";
+  peers[3].choice_across_hosts = 5;
+  s = CheckAutomaticChoices(peers);
+  EXPECT_THAT(s.message(),
+              HasSubstr("rank 2's cost model (calibration file /x/host1.txt) differs from "
+                        "rank 0's (calibration file /x/host0.txt); so does that of rank 3: the "
+                        "ranks would choose different algorithms for the same call; give every "
+                        "rank the same calibration"));
+  // The same name with other contents is said as such; a record without a digest is not
+  // compared.
+  for (auto& p : peers) p.choice_source = "calibration file /x/cal.txt";
+  EXPECT_THAT(CheckAutomaticChoices(peers).message(),
+              HasSubstr("(calibration file /x/cal.txt), the same source with other contents"));
+  peers[2].choice_one_host = peers[3].choice_one_host = 0;
+  EXPECT_TRUE(CheckAutomaticChoices(peers).ok());
 }
 
 TEST(HostListTest, ExpandsSlurmNodeLists) {

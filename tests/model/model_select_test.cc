@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -468,6 +469,51 @@ TEST(CalibrationFileTest, CommunicatorUsesTheFileAndFailsAutoCallsOnABadOne) {
   }
   std::remove(good.c_str());
   std::remove(bad.c_str());
+}
+
+TEST(CalibrationFileTest, ChoiceBasisDigestsWhatTheAutomaticChoiceReads) {
+  ::unsetenv("GYRE_CALIBRATION");  // the built-in model when no file is given
+  auto basis = [](const std::string& file, bool tune = false, int p = 2) {
+    CommOptions o;
+    o.calibration_file = file;
+    o.tune = tune;
+    auto world = LoopbackHub::CreateWorld(p);
+    Communicator comm(std::move(world[0]), o);
+    return comm.choice_basis();
+  };
+  const std::string a = TempFile("cores = 2\np2.alpha_us = 0\np2.beta_GBps = 3\n");
+  // The same figures at p = 2, written otherwise, and with a point only p = 8 reads.
+  const std::string a2 = TempFile(
+      "# same\np2.beta_GBps = 3.0\ncores = 2\np2.alpha_us = 0.0\n"
+      "p8.alpha_us = 9\np8.beta_GBps = 1\n");
+  const std::string b = TempFile("cores = 2\np2.alpha_us = 1e308\np2.beta_GBps = 3\n");
+  const std::string c = TempFile("cores = 4\np2.alpha_us = 0\np2.beta_GBps = 3\n");
+  const std::string bad = TempFile("cores = 2\np2.beta = 2\n");
+  const ChoiceBasis ba = basis(a);
+  EXPECT_NE(ba.one_host, 0u);
+  EXPECT_EQ(ba.source, "calibration file " + a);
+  EXPECT_EQ(basis(a2).one_host, ba.one_host);
+  EXPECT_NE(basis(a2, false, 8).one_host, basis(a, false, 8).one_host);
+  EXPECT_NE(basis(b).one_host, ba.one_host);
+  EXPECT_NE(basis(c).one_host, ba.one_host);  // cores: the CPU-sharing terms
+  EXPECT_EQ(basis("").source, "the built-in one, no calibration file");
+  EXPECT_NE(basis("").one_host, ba.one_host);
+  // Tuning moves the choice on one host only.
+  const ChoiceBasis tuned = basis(a, true);
+  EXPECT_NE(tuned.one_host, ba.one_host);
+  EXPECT_EQ(tuned.source, "calibration file " + a + ", online tuning");
+  // Across hosts the model is not read: any usable model chooses alike there.
+  EXPECT_EQ(basis(b).across_hosts, ba.across_hosts);
+  EXPECT_EQ(tuned.across_hosts, ba.across_hosts);
+  // A file that cannot be used fails every automatic call: unlike any usable one.
+  const ChoiceBasis broken = basis(bad);
+  EXPECT_NE(broken.one_host, ba.one_host);
+  EXPECT_NE(broken.across_hosts, ba.across_hosts);
+  EXPECT_NE(broken.source.find("'p2.beta'"), std::string::npos) << broken.source;
+  // Beyond kMaxModelRanks the model is not read on one host either.
+  EXPECT_EQ(basis(a, false, kMaxModelRanks + 1).one_host,
+            basis(b, false, kMaxModelRanks + 1).one_host);
+  for (const std::string& f : {a, a2, b, c, bad}) std::remove(f.c_str());
 }
 
 TEST(ExplainChoiceTest, NamesTheWinnerTheRunnerUpAndTheTerm) {
