@@ -163,6 +163,18 @@ ReduceOp OpFor(const py::object& op, const py::handle& data) {
   }
 }
 
+// A call's progress timeout. C++'s Options::timeout takes zero as "the job's default", which
+// Python spells None; a 0 here would read as "fail at once", which a call that needs its
+// peers cannot do, so it is refused rather than silently taken as the default.
+Duration CallTimeoutOf(double seconds) {
+  if (seconds == 0) {
+    throw py::value_error(
+        "gyre: a call's timeout must be > 0 seconds, not 0 (None: the job's progress timeout; "
+        "inf: no limit; to poll a call, pass async_op=True and wait(timeout=0) on its Work)");
+  }
+  return TimeoutOf(seconds, "timeout");
+}
+
 struct CallArgs {
   std::string algorithm;
   std::optional<bool> deterministic;
@@ -171,7 +183,7 @@ struct CallArgs {
     Options o;
     o.algorithm = algorithm;
     if (deterministic) o.deterministic = *deterministic ? 1 : 0;
-    if (timeout) o.timeout = TimeoutOf(*timeout, "timeout");
+    if (timeout) o.timeout = CallTimeoutOf(*timeout);
     return o;
   }
 };
@@ -612,7 +624,8 @@ PYBIND11_MODULE(_gyre, m) {
       .def("done", &PyWork::Done)
       .def("wait", &PyWork::Wait, py::arg("timeout") = py::none(),
            "Waits (Ctrl-C interrupts); returns the call's output, raises GyreError on "
-           "failure and TimeoutError when `timeout` seconds pass first (inf: no limit; NaN or "
+           "failure and TimeoutError when `timeout` seconds pass first (None or inf: no limit; "
+           "0: only looks, raising TimeoutError if the call is still running; NaN or "
            "negative: ValueError).");
 
 #define GYRE_OPTS                                                        \
@@ -627,7 +640,13 @@ PYBIND11_MODULE(_gyre, m) {
       })
       .def("__len__", &PySharedBuffer::bytes);
 
-  py::class_<PyComm>(m, "Comm")
+  py::class_<PyComm>(m, "Comm",
+                     "A rank's handle on the job. Every collective takes, by keyword, "
+                     "async_op (return a Work), algorithm (\"\": automatic), deterministic "
+                     "(None: the job's default; False: off; True: canonical order) and timeout "
+                     "(the progress timeout in seconds "
+                     "> 0; None: the job's; inf: no limit; 0, NaN or negative raises "
+                     "ValueError: a call cannot fail at once, and Work.wait(timeout=0) polls).")
       .def_static(
           "embedded",
           [](int rank, int world_size, const std::string& store, const std::string& job_id,

@@ -40,6 +40,22 @@ for t, text in ((math.nan, "nan"), (-1, "-1.0"), (-math.inf, "-inf")):
     work = comm.allreduce(ones(), async_op=True)
     raises(ValueError, lambda: work.wait(timeout=t), "timeout", text)
     assert work.wait().tolist() == [size] * 4  # the call itself went on
+# A call's timeout of 0 is no "fail at once" (a collective needs its peers) and no silent
+# "the job's default" (that is None): it is refused, naming both. Work.wait(timeout=0) polls.
+for call in (lambda: comm.allreduce(ones(), timeout=0), lambda: comm.barrier(timeout=0.0),
+             lambda: comm.allreduce(ones(), async_op=True, timeout=0),
+             lambda: comm.send(ones(), dst=0, timeout=0), lambda: comm.close(timeout=0)):
+    raises(ValueError, call, "timeout must be > 0 seconds, not 0", "None: the job's",
+           "wait(timeout=0)")
+work = comm.barrier(async_op=True)
+while True:
+    try:
+        work.wait(timeout=0)
+        break
+    except TimeoutError:
+        pass
+assert comm.allreduce(ones(), timeout=None).tolist() == [size] * 4
+
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
                                               timeout=math.nan), "timeout", "nan")
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
