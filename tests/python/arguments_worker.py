@@ -56,6 +56,20 @@ while True:
         pass
 assert comm.allreduce(ones(), timeout=None).tolist() == [size] * 4
 
+# deterministic is None or -1 (the job's default), False or 0, True or 1; another value is
+# refused by name rather than taken for its truth.
+for d in (None, -1, 0, 1, False, True, np.int64(1)):
+    assert comm.allreduce(ones(), deterministic=d).tolist() == [size] * 4, d
+for d, kind in ((5, ValueError), (-2, ValueError), (2 ** 70, ValueError), (1.0, TypeError),
+                ("yes", TypeError), (np.float32(1), TypeError)):
+    raises(kind, lambda: comm.allreduce(ones(), deterministic=d), "deterministic is " + repr(d),
+           "None or -1 (the job's default), False or 0 (off), True or 1 (canonical order)")
+    raises(kind, lambda: comm.barrier(deterministic=d), "deterministic is " + repr(d))
+raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
+                                              deterministic=5), "deterministic is 5",
+       "False or 0 (off), True or 1")
+raises(TypeError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
+                                             deterministic=None), "deterministic is None")
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
                                               timeout=math.nan), "timeout", "nan")
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",

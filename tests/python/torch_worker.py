@@ -213,6 +213,15 @@ def collectives():
     dist.all_reduce(t)
     same("all_reduce after the refused calls", t, torch.full((4,), float(size)))
 
+    # configure() takes deterministic as a switch, not any value with a truth.
+    for d in (5, 1.0, "yes"):
+        try:
+            gyre.distributed.configure(deterministic=d)
+        except ValueError as e:
+            assert "deterministic is %r" % (d,) in str(e), str(e)
+        else:
+            raise AssertionError("configure(deterministic=%r) was accepted" % (d,))
+
     # What gyre cannot do says so.
     if size > 1:
         inp, out = torch.zeros(size + 1), torch.zeros(size + 1)
