@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "client/include/gyre/buckets.h"
@@ -56,6 +58,47 @@ void Compute(std::vector<float>& g, int passes) {
   }
 }
 
+// The flags are checked before anything is allocated or joined: a negative count would size
+// a vector with a huge number, and 0 bytes or 0 iterations would report a meaningless ratio.
+// Returns what is wrong ("" when nothing is).
+std::string BadFlag() {
+  constexpr int64_t kMaxBytes = int64_t{1} << 30;  // per tensor, gradient or bucket
+  constexpr int64_t kMaxHeld = int64_t{4} << 30;   // all of part 1's tensors, or part 2's
+  auto count = [](const char* flag, int64_t v, int64_t most, const char* what) -> std::string {
+    if (v >= 1 && v <= most) return "";
+    return std::string("--") + flag + " " + std::to_string(v) + ": want a number of " + what +
+           " from 1 to " + std::to_string(most);
+  };
+  auto bytes = [](const char* flag, int64_t v) -> std::string {
+    if (v >= 4 && v <= kMaxBytes && v % 4 == 0) return "";
+    return std::string("--") + flag + " " + std::to_string(v) + ": want a byte count from 4 to " +
+           std::to_string(kMaxBytes) + ", a multiple of 4 (the elements are float32)";
+  };
+  for (const std::string& e :
+       {count("tensors", FLAGS_tensors, 1000000, "tensors"),
+        bytes("tensor_bytes", FLAGS_tensor_bytes), bytes("bucket_bytes", FLAGS_bucket_bytes),
+        count("layers", FLAGS_layers, 100000, "layers"), bytes("grad_bytes", FLAGS_grad_bytes),
+        bytes("overlap_bucket_bytes", FLAGS_overlap_bucket_bytes),
+        count("iters", FLAGS_iters, 1000000, "repetitions")}) {
+    if (!e.empty()) return e;
+  }
+  if (FLAGS_compute_passes < 0 || FLAGS_compute_passes > 1000000) {
+    return "--compute_passes " + std::to_string(FLAGS_compute_passes) +
+           ": want a number of passes from 0 to 1000000";
+  }
+  if (FLAGS_tensors * FLAGS_tensor_bytes > kMaxHeld) {
+    return "--tensors " + std::to_string(FLAGS_tensors) + " of --tensor_bytes " +
+           std::to_string(FLAGS_tensor_bytes) + " hold more than " + std::to_string(kMaxHeld) +
+           " bytes";
+  }
+  if (FLAGS_layers * FLAGS_grad_bytes > kMaxHeld) {
+    return "--layers " + std::to_string(FLAGS_layers) + " of --grad_bytes " +
+           std::to_string(FLAGS_grad_bytes) + " hold more than " + std::to_string(kMaxHeld) +
+           " bytes";
+  }
+  return "";
+}
+
 int Fail(int rank, const gyre::Status& s) {
   std::fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
   return 1;
@@ -65,6 +108,13 @@ int Fail(int rank, const gyre::Status& s) {
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const std::string bad = argc > 1 ? std::string("unexpected argument '") + argv[1] +
+                                         "': gyre-example-fusion takes flags only"
+                                   : BadFlag();
+  if (!bad.empty()) {
+    std::fprintf(stderr, "gyre-example-fusion: %s\n", bad.c_str());
+    return 2;
+  }
   auto comm_or = gyre::Comm::FromEnvironment();
   if (!comm_or.ok()) return Fail(-1, comm_or.status());
   gyre::Comm& comm = **comm_or;

@@ -163,15 +163,47 @@ ReduceOp OpFor(const py::object& op, const py::handle& data) {
   }
 }
 
+// A call's progress timeout. C++'s Options::timeout takes zero as "the job's default", which
+// Python spells None; a 0 here would read as "fail at once", which a call that needs its
+// peers cannot do, so it is refused rather than silently taken as the default.
+Duration CallTimeoutOf(double seconds) {
+  if (seconds == 0) {
+    throw py::value_error(
+        "gyre: a call's timeout must be > 0 seconds, not 0 (None: the job's progress timeout; "
+        "inf: no limit; to poll a call, pass async_op=True and wait(timeout=0) on its Work)");
+  }
+  return TimeoutOf(seconds, "timeout");
+}
+
+// `deterministic` from Python: False or 0 (off), True or 1 (canonical order) and, for a call
+// (Options::deterministic), None or -1 (the job's default). Another value is refused by name,
+// not taken for its truth: ValueError for another integer, TypeError for anything else.
+int DeterministicOf(const py::handle& value, bool call) {
+  const std::string want = std::string(": want ") +
+                           (call ? "None or -1 (the job's default), " : "") +
+                           "False or 0 (off), True or 1 (canonical order)";
+  if (call && value.is_none()) return -1;
+  if (PyBool_Check(value.ptr())) return value.ptr() == Py_True ? 1 : 0;
+  if (PyIndex_Check(value.ptr())) {
+    const py::int_ number = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+    if (!number) throw py::error_already_set();
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+    if (overflow == 0 && v >= (call ? -1 : 0) && v <= 1) return static_cast<int>(v);
+    throw py::value_error("gyre: deterministic is " + std::string(py::repr(value)) + want);
+  }
+  throw py::type_error("gyre: deterministic is " + std::string(py::repr(value)) + want);
+}
+
 struct CallArgs {
   std::string algorithm;
-  std::optional<bool> deterministic;
+  py::object deterministic = py::none();
   std::optional<double> timeout;  // seconds
   Options ToOptions() const {
     Options o;
     o.algorithm = algorithm;
-    if (deterministic) o.deterministic = *deterministic ? 1 : 0;
-    if (timeout) o.timeout = TimeoutOf(*timeout, "timeout");
+    o.deterministic = DeterministicOf(deterministic, /*call=*/true);
+    if (timeout) o.timeout = CallTimeoutOf(*timeout);
     return o;
   }
 };
@@ -612,7 +644,8 @@ PYBIND11_MODULE(_gyre, m) {
       .def("done", &PyWork::Done)
       .def("wait", &PyWork::Wait, py::arg("timeout") = py::none(),
            "Waits (Ctrl-C interrupts); returns the call's output, raises GyreError on "
-           "failure and TimeoutError when `timeout` seconds pass first (inf: no limit; NaN or "
+           "failure and TimeoutError when `timeout` seconds pass first (None or inf: no limit; "
+           "0: only looks, raising TimeoutError if the call is still running; NaN or "
            "negative: ValueError).");
 
 #define GYRE_OPTS                                                        \
@@ -627,11 +660,17 @@ PYBIND11_MODULE(_gyre, m) {
       })
       .def("__len__", &PySharedBuffer::bytes);
 
-  py::class_<PyComm>(m, "Comm")
+  py::class_<PyComm>(m, "Comm",
+                     "A rank's handle on the job. Every collective takes, by keyword, "
+                     "async_op (return a Work), algorithm (\"\": automatic), deterministic "
+                     "(None or -1: the job's default; False or 0: off; True or 1: canonical "
+                     "order; another value raises) and timeout (the progress timeout in seconds "
+                     "> 0; None: the job's; inf: no limit; 0, NaN or negative raises "
+                     "ValueError: a call cannot fail at once, and Work.wait(timeout=0) polls).")
       .def_static(
           "embedded",
           [](int rank, int world_size, const std::string& store, const std::string& job_id,
-             double timeout, double rendezvous_timeout, bool deterministic,
+             double timeout, double rendezvous_timeout, py::object deterministic,
              const std::string& secret_file) {
             EmbeddedSpec spec;
             spec.rank = rank;
@@ -640,7 +679,7 @@ PYBIND11_MODULE(_gyre, m) {
             spec.job_id = job_id;
             spec.timeout = TimeoutOf(timeout, "timeout");
             spec.rendezvous_timeout = TimeoutOf(rendezvous_timeout, "rendezvous_timeout");
-            spec.deterministic = deterministic;
+            spec.deterministic = DeterministicOf(deterministic, /*call=*/false) == 1;
             spec.secret_file = secret_file;
             StatusOr<std::unique_ptr<Comm>> c = Status();
             {
@@ -700,21 +739,21 @@ PYBIND11_MODULE(_gyre, m) {
       .def(
           "allreduce",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
-             std::string alg, std::optional<bool> det, std::optional<double> t) {
+             std::string alg, py::object det, std::optional<double> t) {
             return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "broadcast",
           [](py::object self, py::object data, int root, py::object out, bool async_op,
-             std::string alg, std::optional<bool> det, std::optional<double> t) {
+             std::string alg, py::object det, std::optional<double> t) {
             return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), GYRE_OPTS)
       .def(
           "reduce",
           [](py::object self, py::object data, int root, py::object out, py::object op,
-             bool async_op, std::string alg, std::optional<bool> det, std::optional<double> t) {
+             bool async_op, std::string alg, py::object det, std::optional<double> t) {
             return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("op") = "sum",
@@ -722,35 +761,35 @@ PYBIND11_MODULE(_gyre, m) {
       .def(
           "allgather",
           [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
-             std::optional<bool> det, std::optional<double> t) {
+             py::object det, std::optional<double> t) {
             return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "reduce_scatter",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
-             std::string alg, std::optional<bool> det, std::optional<double> t) {
+             std::string alg, py::object det, std::optional<double> t) {
             return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out"), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "alltoall",
           [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
-             std::optional<bool> det, std::optional<double> t) {
+             py::object det, std::optional<double> t) {
             return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "gather",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
-             std::string alg, std::optional<bool> det, std::optional<double> t) {
+             std::string alg, py::object det, std::optional<double> t) {
             return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("root") = 0, GYRE_OPTS)
       .def(
           "scatter",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
-             std::string alg, std::optional<bool> det, std::optional<double> t) {
+             std::string alg, py::object det, std::optional<double> t) {
             return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
           },
           py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
@@ -758,7 +797,7 @@ PYBIND11_MODULE(_gyre, m) {
           "send",
           [](py::object self, py::object data, int dst, int tag, bool async_op,
              std::optional<double> t) {
-            return Send(self, data, dst, tag, async_op, CallArgs{"", std::nullopt, t});
+            return Send(self, data, dst, tag, async_op, CallArgs{"", py::none(), t});
           },
           py::arg("data"), py::arg("dst"), py::arg("tag") = 0, py::kw_only(),
           py::arg("async_op") = false, py::arg("timeout") = py::none())
@@ -766,13 +805,13 @@ PYBIND11_MODULE(_gyre, m) {
           "recv",
           [](py::object self, py::object out, int src, int tag, bool async_op,
              std::optional<double> t) {
-            return Recv(self, out, src, tag, async_op, CallArgs{"", std::nullopt, t});
+            return Recv(self, out, src, tag, async_op, CallArgs{"", py::none(), t});
           },
           py::arg("out"), py::arg("src"), py::arg("tag") = 0, py::kw_only(),
           py::arg("async_op") = false, py::arg("timeout") = py::none())
       .def(
           "barrier",
-          [](py::object self, bool async_op, std::string alg, std::optional<bool> det,
+          [](py::object self, bool async_op, std::string alg, py::object det,
              std::optional<double> t) {
             return Barrier(self, async_op, CallArgs{alg, det, t});
           },
@@ -780,7 +819,7 @@ PYBIND11_MODULE(_gyre, m) {
       .def(
           "close",
           [](py::object self, std::optional<double> t) {
-            return Close(self, CallArgs{"", std::nullopt, t});
+            return Close(self, CallArgs{"", py::none(), t});
           },
           "Ends this rank's part in the job (Comm::Close): waits for every rank, and reports a "
           "call the ranks made differently that this rank finished without seeing; every later "

@@ -1,5 +1,6 @@
 #include "python/process_group.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
@@ -157,6 +158,22 @@ Reduction ReductionOf(const c10d::ReduceOp& op, const at::Tensor& t) {
   return r;
 }
 
+// A tensor a call writes its result into needs a place per element: one whose elements share
+// memory (stride 0, as expand() makes) cannot take it. Refused at the call, before anything is
+// sent, on every rank alike (whatever its role), as the user's mistake it is.
+void CheckWritable(const at::Tensor& t, const char* what) {
+  if (t.layout() != at::kStrided) return;  // GyreType refuses it, naming the layout
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, "gyre ", what,
+              ": the tensor to write the result into has overlapping memory (a stride of 0, as "
+              "from expand(), with sizes ",
+              t.sizes(), " and strides ", t.strides(),
+              "); pass a copy made with .contiguous() or .clone() and use that");
+}
+
+void CheckWritable(const std::vector<at::Tensor>& list, const char* what) {
+  for (const auto& t : list) CheckWritable(t, what);
+}
+
 // A contiguous tensor with `t`'s data; `t` itself when it already is.
 at::Tensor Dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
@@ -309,6 +326,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::Enqueue(c10d::OpType type, cons
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   at::Tensor t = Single(tensors, "broadcast");
+  CheckWritable(t, "broadcast");
   const DataType dt = GyreType(t);
   const int root = static_cast<int>(opts.rootRank);
   const gyre::Options o = OptionsFor(algo::Collective::kBroadcast, opts.timeout);
@@ -323,6 +341,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   at::Tensor t = Single(tensors, "allreduce");
+  CheckWritable(t, "allreduce");
   const DataType dt = GyreType(t);
   const Reduction r = ReductionOf(opts.reduceOp, t);
   const gyre::Options o = OptionsFor(algo::Collective::kAllreduce, opts.timeout);
@@ -338,6 +357,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "gyre allreduce_coalesced: no tensors");
+  CheckWritable(tensors, "allreduce_coalesced");
   for (const auto& t : tensors) {
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
                 "gyre does not support allreduce_coalesced over tensors of different types");
@@ -359,6 +379,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   at::Tensor t = Single(tensors, "reduce");
+  CheckWritable(t, "reduce");
   const DataType dt = GyreType(t);
   const Reduction r = ReductionOf(opts.reduceOp, t);
   const int root = static_cast<int>(opts.rootRank);
@@ -383,6 +404,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allgather(
   const DataType dt = GyreType(in);
   std::vector<at::Tensor> outs = outputs[0];
   CheckList(outs, getSize(), in, "allgather");
+  CheckWritable(outs, "allgather");
   const gyre::Options o = OptionsFor(algo::Collective::kAllgather, opts.timeout);
   const int p = getSize();
   return Enqueue(c10d::OpType::ALLGATHER, "allgather", outs, [in, outs, dt, p, o](Comm& c) {
@@ -400,6 +422,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_allgather_base(
   TORCH_CHECK(
       output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
       "gyre _allgather_base: output must hold world size times the input");
+  CheckWritable(output, "_allgather_base");
   const gyre::Options o = OptionsFor(algo::Collective::kAllgather, opts.timeout);
   at::Tensor out = output, in = input;
   return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {out},
@@ -423,6 +446,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::gather(
     TORCH_CHECK(outputs.size() == 1, "gyre gather: the root needs one output list");
     outs = outputs[0];
     CheckList(outs, getSize(), in, "gather");
+    CheckWritable(outs, "gather");
   }
   const gyre::Options o = OptionsFor(algo::Collective::kGather, opts.timeout);
   const int p = getSize();
@@ -441,6 +465,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   at::Tensor out = Single(outputs, "scatter");
+  CheckWritable(out, "scatter");
   const DataType dt = GyreType(out);
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
@@ -466,6 +491,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = Single(outputs, "reduce_scatter");
+  CheckWritable(out, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "gyre does not support reduce_scatter on several lists");
   const DataType dt = GyreType(out);
   std::vector<at::Tensor> ins = inputs[0];
@@ -489,6 +515,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_reduce_scatter_base(
   TORCH_CHECK(
       input.numel() == output.numel() * getSize() && output.scalar_type() == input.scalar_type(),
       "gyre _reduce_scatter_base: input must hold world size times the output");
+  CheckWritable(output, "_reduce_scatter_base");
   const Reduction r = ReductionOf(opts.reduceOp, output);
   const gyre::Options o = OptionsFor(algo::Collective::kReduceScatter, opts.timeout);
   at::Tensor out = output, in = input;
@@ -512,6 +539,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall_base(at::Tensor& outpu
   const int p = getSize();
   TORCH_CHECK(input.numel() == output.numel() && input.scalar_type() == output.scalar_type(),
               "gyre alltoall_base: input and output must have the same size and type");
+  CheckWritable(output, "alltoall_base");
   for (const auto* splits : {&output_splits, &input_splits}) {
     for (int64_t s : *splits) {
       TORCH_CHECK(s == splits->front(), "gyre does not support alltoall_base with unequal splits");
@@ -541,6 +569,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall(std::vector<at::Tensor
   const DataType dt = GyreType(inputs[0]);
   CheckList(inputs, getSize(), inputs[0], "alltoall");
   CheckList(outputs, getSize(), inputs[0], "alltoall");
+  CheckWritable(outputs, "alltoall");
   const gyre::Options o = OptionsFor(algo::Collective::kAlltoall, opts.timeout);
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Enqueue(c10d::OpType::ALLTOALL, "alltoall", outs, [ins, outs, dt, o](Comm& c) {
@@ -592,6 +621,7 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::send(std::vector<at::Tensor>& t
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::recv(std::vector<at::Tensor>& tensors, int src,
                                                       int tag) {
   at::Tensor t = Single(tensors, "recv");
+  CheckWritable(t, "recv");
   return StartMessage(false, t, Dense(t), src, tag);
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +48,44 @@ std::string KnownKeys() {
   std::string out = "cores";
   for (const char* k : kPointKeys) out += std::string(", p<N>.") + k;
   return out;
+}
+
+// What a value in the file is: the file holds plain decimal numbers ("12.5", "3", "1e-3"), not
+// the hex, "inf" or "nan" forms strtod also takes, and none so near 0 or so large that a
+// rate's reciprocal (seconds per byte) would not be a finite double.
+enum class ValueKind { kNumber, kNotDecimal, kOutOfRange };
+
+constexpr double kSmallestValue = 1e-300;
+constexpr double kLargestValue = 1e300;
+
+ValueKind ParseValue(const std::string& value, double* v) {
+  size_t i = 0;
+  if (i < value.size() && (value[i] == '+' || value[i] == '-')) ++i;
+  const size_t int_begin = i;
+  while (i < value.size() && std::isdigit(static_cast<unsigned char>(value[i]))) ++i;
+  size_t digits = i - int_begin;
+  if (i < value.size() && value[i] == '.') {
+    const size_t frac_begin = ++i;
+    while (i < value.size() && std::isdigit(static_cast<unsigned char>(value[i]))) ++i;
+    digits += i - frac_begin;
+  }
+  if (digits == 0) return ValueKind::kNotDecimal;
+  if (i < value.size() && (value[i] == 'e' || value[i] == 'E')) {
+    ++i;
+    if (i < value.size() && (value[i] == '+' || value[i] == '-')) ++i;
+    const size_t exp_begin = i;
+    while (i < value.size() && std::isdigit(static_cast<unsigned char>(value[i]))) ++i;
+    if (i == exp_begin) return ValueKind::kNotDecimal;
+  }
+  if (i != value.size()) return ValueKind::kNotDecimal;
+  errno = 0;
+  *v = std::strtod(value.c_str(), nullptr);
+  const double magnitude = std::fabs(*v);
+  if (errno == ERANGE || !std::isfinite(*v) ||
+      (magnitude != 0 && (magnitude < kSmallestValue || magnitude > kLargestValue))) {
+    return ValueKind::kOutOfRange;
+  }
+  return ValueKind::kNumber;
 }
 
 }  // namespace
@@ -151,11 +190,9 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
                                   std::to_string(dup->second));
     }
     seen[key] = line_no;
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    const bool number =
-        !value.empty() && end == value.c_str() + value.size() && errno == 0 && std::isfinite(v);
+    double v = 0;
+    const ValueKind kind = ParseValue(value, &v);
+    const bool number = kind == ValueKind::kNumber;
     if (key == "cores") {
       if (!number || v < 1 || v != std::floor(v) || v > 1 << 20) {
         return InvalidArgumentError(at + ": key 'cores' needs a whole number >= 1, not '" +
@@ -180,10 +217,16 @@ StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::str
       return InvalidArgumentError(at + ": unknown key '" + Printable(key) +
                                   "' (known: " + KnownKeys() + ")");
     }
-    if (!number || v < 0 || (name == "beta_GBps" && v <= 0)) {
-      return InvalidArgumentError(at + ": key '" + key + "' needs a " +
-                                  (name == "beta_GBps" ? "positive" : "non-negative") +
-                                  " number, not '" + Printable(value) + "'");
+    const bool positive = name == "beta_GBps";
+    if (kind == ValueKind::kOutOfRange) {
+      return InvalidArgumentError(at + ": key '" + key + "' has '" + Printable(value) +
+                                  "', out of range: want " + (positive ? "" : "0 or ") +
+                                  "a number from 1e-300 to 1e300");
+    }
+    if (!number || v < 0 || (positive && v <= 0)) {
+      return InvalidArgumentError(
+          at + ": key '" + key + "' needs a " + (positive ? "positive" : "non-negative") +
+          " decimal number (like 12.5 or 1e-3), not '" + Printable(value) + "'");
     }
     values[p][name] = v;
   }

@@ -64,7 +64,8 @@ MachineModel DefaultMachineModel();
 //   p4.beta_all_GBps = 1.0  # the same with every rank at work (0 or absent: no bound)
 //   p4.reduce_all_GBps = 4.0
 //   p4.copy_all_GBps = 5.0
-// Every error names the file, the line and the key.
+// A value is a plain decimal number (no hex, inf or nan), 0 or from 1e-300 to 1e300; every
+// error names the file, the line and the key.
 StatusOr<MachineModel> ParseMachineModel(const std::string& text, const std::string& path);
 // Reads at most kMaxCalibrationFileBytes (+1): a larger file, or /dev/zero, is refused.
 inline constexpr size_t kMaxCalibrationFileBytes = size_t{1} << 20;

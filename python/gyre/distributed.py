@@ -53,6 +53,11 @@ _settings = {
 def configure(deterministic=None, algorithm=None, use_gyre_environment=None):
     """Options for the gyre process groups created from now on."""
     if deterministic is not None:
+        # Refused by name, not taken for its truth: 5 is no way to say True.
+        if not (isinstance(deterministic, bool)
+                or (isinstance(deterministic, int) and deterministic in (0, 1))):
+            raise ValueError("gyre: deterministic is %r: want None (unchanged), False or 0 "
+                             "(off), True or 1 (canonical order)" % (deterministic,))
         _settings["deterministic"] = bool(deterministic)
     if algorithm is not None:
         _settings["algorithm"] = algorithm

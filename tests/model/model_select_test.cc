@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -429,6 +430,39 @@ TEST(CalibrationFileTest, ErrorsNameTheFileTheLineAndTheKey) {
       << folder.status().ToString();
 }
 
+TEST(CalibrationFileTest, ValuesArePlainDecimalNumbersInRange) {
+  const std::string ok = "cores = 2\np4.alpha_us = 10\np4.beta_GBps = 2\n";
+  // Every decimal spelling is taken, and what it says is what is stored.
+  auto spelled = ParseMachineModel(
+      "cores = +2\np4.alpha_us = 1.5e1\np4.overhead_us = .5\np4.beta_GBps = 2.\n"
+      "p4.reduce_GBps = 1E-300\np4.copy_GBps = 0\n",
+      "x");
+  ASSERT_TRUE(spelled.ok()) << spelled.status().ToString();
+  EXPECT_EQ(spelled->cores, 2);
+  EXPECT_DOUBLE_EQ(spelled->At(4).alpha_s, 15e-6);
+  EXPECT_DOUBLE_EQ(spelled->At(4).overhead_s, 0.5e-6);
+  EXPECT_DOUBLE_EQ(spelled->At(4).beta_s_per_byte, 0.5e-9);
+  EXPECT_TRUE(std::isfinite(spelled->At(4).gamma_s_per_byte));
+  EXPECT_EQ(spelled->At(4).delta_s_per_byte, 0);
+  // Hex, inf, nan and other strtod extras are not numbers here, and the error says what is.
+  for (const std::string bad : {"0x10", "0X1p4", "inf", "nan", "1e", "e5", ".", "1.5.2", "--1"}) {
+    ExpectError(ok + "p4.overhead_us = " + bad + "\n",
+                {"line 4", "'p4.overhead_us' needs a non-negative decimal number", "12.5",
+                 "not '" + bad + "'"});
+  }
+  ExpectError("cores = 0x2\n" + ok.substr(ok.find('\n') + 1), {"line 1", "'cores'", "'0x2'"});
+  // A value too near 0 or too large for a double is out of range, not "not a number".
+  for (const std::string far : {"1e-320", "4.9e-324", "1e-301", "1e400", "1e301"}) {
+    ExpectError(ok + "p4.reduce_GBps = " + far + "\n",
+                {"line 4", "'p4.reduce_GBps' has '" + far + "', out of range",
+                 "want 0 or a number from 1e-300 to 1e300"});
+  }
+  ExpectError("p4.alpha_us = 10\np4.beta_GBps = 1e-320\n",
+              {"line 2", "'p4.beta_GBps' has '1e-320', out of range",
+               "want a number from 1e-300 to 1e300"});
+  ExpectError("p4.alpha_us = -1e-320\np4.beta_GBps = 2\n", {"line 1", "out of range"});
+}
+
 TEST(CalibrationFileTest, CommunicatorUsesTheFileAndFailsAutoCallsOnABadOne) {
   // A file whose only point makes messages cost everything: auto is direct on 2 ranks.
   const std::string good = TempFile("cores = 2\np2.alpha_us = 1000\np2.beta_GBps = 1000\n");
@@ -486,7 +520,7 @@ TEST(CalibrationFileTest, ChoiceBasisDigestsWhatTheAutomaticChoiceReads) {
   const std::string a2 = TempFile(
       "# same\np2.beta_GBps = 3.0\ncores = 2\np2.alpha_us = 0.0\n"
       "p8.alpha_us = 9\np8.beta_GBps = 1\n");
-  const std::string b = TempFile("cores = 2\np2.alpha_us = 1e308\np2.beta_GBps = 3\n");
+  const std::string b = TempFile("cores = 2\np2.alpha_us = 1e6\np2.beta_GBps = 3\n");
   const std::string c = TempFile("cores = 4\np2.alpha_us = 0\np2.beta_GBps = 3\n");
   const std::string bad = TempFile("cores = 2\np2.beta = 2\n");
   const ChoiceBasis ba = basis(a);

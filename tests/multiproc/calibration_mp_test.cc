@@ -33,7 +33,7 @@ Calibrations WriteCalibrations(const std::string& name) {
   c.a = c.dir + "/calA.txt";
   c.b = c.dir + "/calB.txt";
   WriteFile(c.a, "cores = 2\np2.alpha_us = 0\np2.beta_GBps = 3\n");
-  WriteFile(c.b, "cores = 2\np2.alpha_us = 1e308\np2.beta_GBps = 3\n");
+  WriteFile(c.b, "cores = 2\np2.alpha_us = 1e6\np2.beta_GBps = 3\n");
   return c;
 }
 

@@ -1,7 +1,8 @@
 """Python argument checks on real processes (p = 1 and 2): huge and infinite timeouts mean
 no limit, NaN and negative ones are a ValueError naming the value (for calls, for
-Work.wait and for joining), and an unknown op or element type names the value and the
-allowed ones (arguments_worker.py holds the cases)."""
+Work.wait and for joining), a call's timeout of 0 is a ValueError (Work.wait(0) polls), a
+deterministic other than None/-1/0/1/False/True is refused by name, and an unknown op or
+element type names the value and the allowed ones (arguments_worker.py holds the cases)."""
 import os
 import unittest
 

@@ -40,6 +40,36 @@ for t, text in ((math.nan, "nan"), (-1, "-1.0"), (-math.inf, "-inf")):
     work = comm.allreduce(ones(), async_op=True)
     raises(ValueError, lambda: work.wait(timeout=t), "timeout", text)
     assert work.wait().tolist() == [size] * 4  # the call itself went on
+# A call's timeout of 0 is no "fail at once" (a collective needs its peers) and no silent
+# "the job's default" (that is None): it is refused, naming both. Work.wait(timeout=0) polls.
+for call in (lambda: comm.allreduce(ones(), timeout=0), lambda: comm.barrier(timeout=0.0),
+             lambda: comm.allreduce(ones(), async_op=True, timeout=0),
+             lambda: comm.send(ones(), dst=0, timeout=0), lambda: comm.close(timeout=0)):
+    raises(ValueError, call, "timeout must be > 0 seconds, not 0", "None: the job's",
+           "wait(timeout=0)")
+work = comm.barrier(async_op=True)
+while True:
+    try:
+        work.wait(timeout=0)
+        break
+    except TimeoutError:
+        pass
+assert comm.allreduce(ones(), timeout=None).tolist() == [size] * 4
+
+# deterministic is None or -1 (the job's default), False or 0, True or 1; another value is
+# refused by name rather than taken for its truth.
+for d in (None, -1, 0, 1, False, True, np.int64(1)):
+    assert comm.allreduce(ones(), deterministic=d).tolist() == [size] * 4, d
+for d, kind in ((5, ValueError), (-2, ValueError), (2 ** 70, ValueError), (1.0, TypeError),
+                ("yes", TypeError), (np.float32(1), TypeError)):
+    raises(kind, lambda: comm.allreduce(ones(), deterministic=d), "deterministic is " + repr(d),
+           "None or -1 (the job's default), False or 0 (off), True or 1 (canonical order)")
+    raises(kind, lambda: comm.barrier(deterministic=d), "deterministic is " + repr(d))
+raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
+                                              deterministic=5), "deterministic is 5",
+       "False or 0 (off), True or 1")
+raises(TypeError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
+                                             deterministic=None), "deterministic is None")
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",
                                               timeout=math.nan), "timeout", "nan")
 raises(ValueError, lambda: gyre.Comm.embedded(rank, size, "file://" + folder + "/unused",

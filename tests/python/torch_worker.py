@@ -187,6 +187,41 @@ def collectives():
     assert all(w.is_completed() for w in works)
     dist.barrier(async_op=True).wait()
 
+    # A tensor whose elements share memory (expand(): stride 0) cannot take a result. It is
+    # refused at the call on every rank, as a plain RuntimeError naming the fix (not a
+    # GyreError from the worker), and nothing is sent: the next call still matches.
+    shared = [
+        ("allreduce", lambda: dist.all_reduce(torch.ones(1).expand(4))),
+        ("allreduce", lambda: dist.all_reduce(torch.ones(2, 1).expand(2, 3), async_op=True)),
+        ("broadcast", lambda: dist.broadcast(torch.ones(1).expand(4), src=0)),
+        ("allgather", lambda: dist.all_gather([torch.zeros(1).expand(3) for _ in range(size)],
+                                              torch.ones(3))),
+        ("reduce_scatter", lambda: dist.reduce_scatter(torch.zeros(1).expand(2),
+                                                       [torch.ones(2) for _ in range(size)])),
+    ]
+    for what, call in shared:
+        try:
+            call()
+        except gyre.GyreError as e:
+            raise AssertionError("%s of an expanded tensor: a GyreError, %s" % (what, e))
+        except RuntimeError as e:
+            for text in ("gyre " + what, "overlapping memory", "stride of 0", ".contiguous()"):
+                assert text in str(e), (text, str(e))
+        else:
+            raise AssertionError("%s of an expanded tensor was accepted" % what)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    same("all_reduce after the refused calls", t, torch.full((4,), float(size)))
+
+    # configure() takes deterministic as a switch, not any value with a truth.
+    for d in (5, 1.0, "yes"):
+        try:
+            gyre.distributed.configure(deterministic=d)
+        except ValueError as e:
+            assert "deterministic is %r" % (d,) in str(e), str(e)
+        else:
+            raise AssertionError("configure(deterministic=%r) was accepted" % (d,))
+
     # What gyre cannot do says so.
     if size > 1:
         inp, out = torch.zeros(size + 1), torch.zeros(size + 1)
