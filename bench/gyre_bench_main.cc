@@ -546,6 +546,7 @@ int Main(int argc, char** argv) {
   }
   const std::vector<int64_t> sizes = op == Op::kBarrier ? std::vector<int64_t>{0} : *sizes_or;
   int64_t total_wrong = 0;
+  bool canonical_for_all = false;  // the job turned a named reduction into canonical
   for (int64_t size : sizes) {
     const Shape shape = ShapeFor(op, size, p, esize);
     // The size column shows what ran; say why it differs from what was asked.
@@ -564,7 +565,12 @@ int Main(int argc, char** argv) {
     unsigned char* out = FLAGS_inplace ? in : out_or->get();
     std::map<std::string, double> measured_us;
     std::string auto_ran;
+    bool named_ran = false;  // at this size
     for (const std::string& name : *algos_or) {
+      // A deterministic job runs every reduction as canonical: once measured at this size,
+      // the other names would only measure it again.
+      if (canonical_for_all && named_ran && name != "auto") continue;
+      named_ran = named_ran || name != "auto";
       Options options;
       options.algorithm = name == "auto" ? "" : name;
       FillInput(dtype, redop, rank, in, shape.in_elems);
@@ -602,12 +608,27 @@ int Main(int argc, char** argv) {
                                                 FormatSize(shape.bytes)),
                     rank);
       }
-      if (name != "auto" && (ran.size() != 1 || *ran.begin() != name)) {
+      // Deterministic mode (gyrerun --deterministic, GYRE_DETERMINISTIC) runs a reduction as
+      // the canonical schedule whatever was asked; anything else must run as named.
+      const bool reduction = op == Op::kAllreduce || op == Op::kReduce || op == Op::kReduceScatter;
+      const bool made_canonical = name != "auto" && name != "canonical" && reduction &&
+                                  ran.size() == 1 && *ran.begin() == "canonical";
+      if (name != "auto" && !made_canonical && (ran.size() != 1 || *ran.begin() != name)) {
         return Fail(InternalError("--algo " + name + " was asked for but " + Join(ran) + " ran"),
                     rank);
       }
+      if (made_canonical) {
+        if (rank == 0 && !canonical_for_all) {
+          std::fprintf(FLAGS_format == "jsonl" ? stderr : stdout,
+                       "# --algo %s ran as canonical: the job is deterministic (--deterministic, "
+                       "GYRE_DETERMINISTIC), and its reductions run the canonical schedule "
+                       "whatever algorithm is asked; the other names are not run\n",
+                       name.c_str());
+        }
+        canonical_for_all = true;
+      }
       result.impl = impl;
-      result.algo = name == "auto" ? "auto:" + Join(ran) : name;
+      result.algo = name == "auto" ? "auto:" + Join(ran) : *ran.begin();
       result.op = op;
       result.ranks = p;
       result.bytes = shape.bytes;
