@@ -663,6 +663,11 @@ int Main(int argc, char** argv) {
   Status written = reporter.Close();
   if (written.ok()) written = FlushStdout();
   if (!written.ok()) return Fail(written, rank);
+  // Every rank gets here after the same calls: Close meets them all and removes this rank's
+  // records from the store, so the same job id can run again.
+  if (Status closed = comm.Close(); !closed.ok()) {
+    return Fail(closed.WithContext("closing the communicator"), rank);
+  }
   return total_wrong == 0 ? 0 : 2;
 }
 

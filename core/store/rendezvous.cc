@@ -272,8 +272,9 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
           where + ": the slot of rank " + std::to_string(mine.rank) + " holds the record of " +
           DescribePeer(holder) +
           ", a process on this machine that is no longer running: an earlier run of this job "
-          "id left it, one that did not finish cleanly (a rank whose communicator closes "
-          "cleanly removes its records). Start with a new job id or an empty store (" +
+          "id left it, one that did not finish cleanly: it failed, was stopped, or its program "
+          "ended without Comm::Close (only a Close that meets every rank removes a rank's "
+          "records). Start with a new job id or an empty store (" +
           store->Describe() + ")");
     }
     return AlreadyExistsError(where + ": rank " + std::to_string(mine.rank) +

@@ -4,6 +4,7 @@
 // and are checked.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,27 @@ TEST(GyreBenchCli, ADeterministicJobsReductionsAreMeasuredAsCanonical) {
     EXPECT_EQ(autos, 2u) << op << "\n" << r.out;
     EXPECT_NE(r.out.find("# wrong elements in total: 0"), std::string::npos) << r.out;
   }
+}
+
+// gyre-bench ended without Comm::Close, so its ranks' records stayed in the store and a
+// second run under the same job id was refused as "an earlier run ... left it". It closes
+// now: the same job id runs again, in both modes, and the store is left empty.
+TEST(GyreBenchCli, ASecondRunUnderTheSameJobIdRuns) {
+  const std::string dir = EmptyTempDir("bench-same-job");
+  for (const char* mode : {"embedded", "daemon"}) {
+    for (int run = 0; run < 2; ++run) {
+      CommandResult r = RunCommand(
+          {BuiltBinary("gyrerun"), "-n", "2", "--mode", mode, "--job_id", "same", "--store",
+           "file://" + dir, "--", BuiltBinary("gyre-bench"), "--sizes", "4", "-n", "1", "-w", "0"},
+          {}, 90);
+      EXPECT_EQ(r.exit_code, 0) << mode << " run " << run << "\n" << r.out << r.err;
+    }
+  }
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("k.", 0) == 0) left.push_back(e.path().string());
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " keys left, the first " << left.front();
 }
 
 TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
