@@ -79,7 +79,17 @@ StatusOr<Secret> LoadSecretFile(const std::string& path) {
   const std::string where = "secret file " + path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    return InvalidArgumentError("cannot open the " + where + ": " + ErrnoText(errno));
+    const int err = errno;
+    struct stat link {};
+    if (err == ELOOP && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      // On purpose: whoever can change the link can point it at a file of their choosing.
+      return InvalidArgumentError(
+          "the " + where +
+          " is a symbolic link; gyre reads a secret only from a regular file of its own user "
+          "(mode 0600): copy it, e.g. install -m 600 SOURCE FILE, as deploy/k8s/gyre-job.yaml "
+          "does with a mounted Secret");
+    }
+    return InvalidArgumentError("cannot open the " + where + ": " + ErrnoText(err));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -174,6 +174,18 @@ TEST(SecretTest, FilesOthersCanReadOrThatAreNotHexAreRefused) {
   EXPECT_TRUE(LoadSecretFile(dir.path() + "/spaced").ok());
   EXPECT_FALSE(LoadSecretFile(dir.path() + "/missing").ok());
   EXPECT_FALSE(LoadSecretFile(dir.path()).ok());  // a folder
+  // A symbolic link, even to a good file, is refused on purpose, and said to be one (it
+  // used to read "Too many levels of symbolic links"), with what to do instead.
+  const std::string link = dir.path() + "/link";
+  ASSERT_EQ(::symlink((dir.path() + "/spaced").c_str(), link.c_str()), 0);
+  StatusOr<Secret> linked = LoadSecretFile(link);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.status().message().find("the secret file " + link +
+                                           " is a symbolic link; gyre reads a secret only from "
+                                           "a regular file"),
+            std::string::npos)
+      << linked.status();
+  EXPECT_NE(linked.status().message().find("install -m 600"), std::string::npos) << linked.status();
 }
 
 TEST(SecretTest, FileOwnedByAnotherUserIsRefused) {
