@@ -22,6 +22,7 @@
 #include <glog/logging.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -670,6 +671,44 @@ int LockRunDir(const std::string& dir, int node, std::string* why) {
   return fd;
 }
 
+// Run folders that gyreruns killed by SIGKILL left in `parent` (their job was stopped by the
+// group guardian, but nothing removed the folder, the job's secret included): a folder gyrerun
+// named itself (gyrerun-XXXXXX), owned by this user, whose lock files no gyrerun holds and that
+// still holds its secret (an orderly exit removes the secret before it lets go of the lock; a
+// folder kept with --keep_run_dir has none). A folder whose gyrerun has not locked it yet has
+// no lock file and stays. Returns how many were removed.
+int SweepKilledRunDirs(const std::string& parent) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string dir = entry.path().string();
+    struct stat st {};
+    if (name.size() != 14 || name.rfind("gyrerun-", 0) != 0 || ::lstat(dir.c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+        ::access((dir + "/secret").c_str(), F_OK) != 0) {
+      continue;
+    }
+    int locks = 0;
+    bool held = false;
+    std::error_code inner;
+    for (const auto& file : std::filesystem::directory_iterator(dir, inner)) {
+      const std::string f = file.path().filename().string();
+      if (f.rfind("gyrerun", 0) != 0 || f.size() < 5 || f.compare(f.size() - 5, 5, ".lock") != 0) {
+        continue;
+      }
+      ++locks;
+      const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) held = true;
+      if (fd >= 0) ::close(fd);
+    }
+    if (inner || locks == 0 || held) continue;
+    std::filesystem::remove_all(dir, inner);
+    if (!inner) ++removed;
+  }
+  return removed;
+}
+
 // The names gyrerun gives the files of --output_dir: rankR.stdout, rankR.stderr and their
 // daemon's rankR-gyred.stdout / .stderr.
 bool IsOutputFileName(const std::string& name) {
@@ -947,6 +986,10 @@ int main(int argc, char** argv) {
   if (run_dir.empty()) {
     const char* tmpdir = std::getenv("TMPDIR");
     const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+    if (const int swept = SweepKilledRunDirs(parent); swept > 0) {
+      std::cerr << "gyrerun: removed " << swept << " run folder" << (swept == 1 ? "" : "s")
+                << " in " << parent << " that killed gyreruns left (each with its job's secret)\n";
+    }
     std::string tmpl = parent + "/gyrerun-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) {
       std::cerr << "gyrerun: cannot create a run folder in " << parent << ": "

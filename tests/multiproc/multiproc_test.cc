@@ -933,6 +933,79 @@ TEST(GyrerunTest, ThePrintedGyrectlCommandWorksOnATcpStore) {
   EXPECT_TRUE(std::regex_search(status.out, std::regex(R"(\n1 +\d+ )"))) << status.out;
 }
 
+// A gyrerun killed by SIGKILL has its job stopped by its group guardian, but its run folder,
+// with the job's secret, stayed in TMPDIR for good. The next gyrerun removes such folders
+// (no gyrerun holds their lock, and they still hold a secret), and leaves alone a folder
+// kept with --keep_run_dir and the folder of a gyrerun still running.
+TEST(GyrerunTest, RunFoldersOfKilledGyrerunsAreRemovedByTheNext) {
+  const std::string tmp = TempDir("killed-run-dirs");
+  auto folders = [&tmp] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+      names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::pair<std::string, std::string>> env = {{"TMPDIR", tmp}};
+  auto within = [](const std::function<bool()>& done, int seconds) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!done() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  // One kept on purpose.
+  CommandResult kept = RunCommand(
+      {Gyrerun(), "-n", "1", "--mode", "embedded", "--keep_run_dir", "--", "/bin/true"}, env, 60);
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const std::vector<std::string> after_kept = folders();
+  ASSERT_EQ(after_kept.size(), 1u);
+  // One running (from before the kill to after the next has started).
+  const std::string running_log = tmp + "-running.log";
+  const pid_t running = StartLogged("/usr/bin/env",
+                                    {"TMPDIR=" + tmp, Gyrerun(), "-n", "1", "--mode", "embedded",
+                                     "--", "/bin/sh", "-c", "echo started; sleep 8"},
+                                    running_log);
+  ASSERT_TRUE(within([&] { return ReadAll(running_log).find("started") != std::string::npos; }, 30))
+      << ReadAll(running_log);
+  std::string running_dir;
+  for (const std::string& f : folders()) {
+    if (f != after_kept[0]) running_dir = f;
+  }
+  // One killed: started through env so that TMPDIR reaches it, then SIGKILLed.
+  const std::string log = tmp + "-killed.log";
+  const pid_t killed = StartLogged(
+      "/usr/bin/env",
+      {"TMPDIR=" + tmp, Gyrerun(), "-n", "2", "--", Client(), "--check=false", "--loop_seconds=60"},
+      log);
+  ASSERT_GT(killed, 0);
+  ASSERT_TRUE(
+      within([&] { return ReadAll(log).find("client rank 1 of 2") != std::string::npos; }, 30))
+      << ReadAll(log);
+  ::kill(killed, SIGKILL);
+  EXPECT_EQ(WaitExit(killed, std::chrono::seconds(10)), 128 + SIGKILL);
+  std::string killed_dir;  // the one folder not there before it
+  for (const std::string& f : folders()) {
+    if (f != after_kept[0] && f != running_dir) killed_dir = tmp + "/" + f;
+  }
+  ASSERT_FALSE(killed_dir.empty());
+  EXPECT_EQ(::access((killed_dir + "/secret").c_str(), F_OK), 0) << killed_dir;
+
+  CommandResult next =
+      RunCommand({Gyrerun(), "-n", "1", "--mode", "embedded", "--", "/bin/true"}, env, 60);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_NE(next.err.find("gyrerun: removed 1 run folder in " + tmp +
+                          " that killed gyreruns left (each with its job's secret)"),
+            std::string::npos)
+      << next.err;
+  EXPECT_FALSE(std::filesystem::exists(killed_dir));
+  EXPECT_TRUE(std::filesystem::exists(tmp + "/" + after_kept[0]));
+  EXPECT_EQ(folders().size(), 2u);  // the kept one and the running one's
+  EXPECT_EQ(WaitExit(running, std::chrono::seconds(30)), 0) << ReadAll(running_log);
+  EXPECT_EQ(folders(), after_kept);
+}
+
 // A store URL nobody serves made every rank wait the whole rendezvous timeout (60 s by
 // default) before anything was said. gyrerun now says at start that nothing answers there.
 TEST(GyrerunTest, AStoreThatDoesNotAnswerIsSaidAtStart) {
