@@ -20,9 +20,12 @@ Status WriteHandshakeMessage(int fd, const std::string& message, Deadline deadli
 }
 
 Status ReadHandshakeMessage(int fd, std::string* message, Deadline deadline,
-                            const std::string& what) {
+                            const std::string& what, bool* none_read) {
   unsigned char len[4];
-  GYRE_RETURN_IF_ERROR(ipc::ReadAll(fd, len, 4, deadline, what));
+  Status first = ipc::ReadAll(fd, len, 1, deadline, what);
+  if (none_read != nullptr) *none_read = !first.ok();
+  GYRE_RETURN_IF_ERROR(first);
+  GYRE_RETURN_IF_ERROR(ipc::ReadAll(fd, len + 1, 3, deadline, what));
   const uint32_t n =
       len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
   if (n > kMaxHandshakeMessageBytes) {
@@ -59,22 +62,28 @@ Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard*
                   Deadline deadline, Refusal* refusal, const std::function<bool()>& on_proven) {
   const std::string what = std::string(ChannelName(channel)) + " handshake";
   Acceptor acceptor(channel, &self, guard);
+  // Closed or reset (Unavailable) between two messages, or under a write: the connector left
+  // (abandoned); in the middle of a message it sent a truncated one (malformed).
+  bool between = false;
   auto io_failed = [&](const Status& s) {
-    *refusal = s.code() == StatusCode::kDeadlineExceeded ? Refusal::kTimeout : Refusal::kMalformed;
+    *refusal = s.code() == StatusCode::kDeadlineExceeded         ? Refusal::kTimeout
+               : s.code() == StatusCode::kUnavailable && between ? Refusal::kAbandoned
+                                                                 : Refusal::kMalformed;
     return s;
   };
   std::string hello;
-  Status read = ReadHandshakeMessage(fd, &hello, deadline, what);
+  Status read = ReadHandshakeMessage(fd, &hello, deadline, what, &between);
   if (!read.ok()) return io_failed(read);
   StatusOr<std::string> challenge = acceptor.Challenge(hello);
   if (!challenge.ok()) {
     *refusal = acceptor.refusal();
     return challenge.status();
   }
+  between = true;  // a write the connector's close breaks
   Status wrote = WriteHandshakeMessage(fd, *challenge, deadline, what);
   if (!wrote.ok()) return io_failed(wrote);
   std::string proof;
-  read = ReadHandshakeMessage(fd, &proof, deadline, what);
+  read = ReadHandshakeMessage(fd, &proof, deadline, what, &between);
   if (!read.ok()) return io_failed(read);
   Status checked = acceptor.CheckProof(proof);
   if (!checked.ok()) {
@@ -85,6 +94,7 @@ Status AcceptOnFd(int fd, Channel channel, const Credentials& self, ReplayGuard*
     *refusal = Refusal::kOverCap;
     return UnavailableError(what + ": cut off at the cap of connections in the handshake");
   }
+  between = true;
   wrote = WriteHandshakeMessage(fd, acceptor.Accept(), deadline, what);
   if (!wrote.ok()) return io_failed(wrote);
   return Status::Ok();

@@ -20,8 +20,10 @@ Status WriteHandshakeMessage(int fd, const std::string& message, Deadline deadli
 // Reads one length-prefixed message of at most kMaxHandshakeMessageBytes. Unavailable on EOF
 // or reset, InvalidArgument for a length over the cap, DeadlineExceeded when the whole
 // message has not arrived by `deadline` (a sender of one byte per second gets no longer).
+// `*none_read`, if given, says whether it failed before the message's first byte (a
+// connection closed between messages, not in the middle of one).
 Status ReadHandshakeMessage(int fd, std::string* message, Deadline deadline,
-                            const std::string& what);
+                            const std::string& what, bool* none_read = nullptr);
 
 // Plays the connector on `fd`. On success the connection is authenticated both ways.
 // Unavailable with "refused" in the message when the acceptor closed after the proof.

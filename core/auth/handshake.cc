@@ -65,6 +65,8 @@ const char* RefusalName(Refusal refusal) {
       return "timeout";
     case Refusal::kOverCap:
       return "over-cap";
+    case Refusal::kAbandoned:
+      return "abandoned";
   }
   return "unknown";
 }

@@ -59,8 +59,11 @@ enum class Refusal : int {
   kDuplicate,      // an authenticated rank that is already connected
   kTimeout,        // no complete handshake within the deadline (slow or silent sender)
   kOverCap,        // too many connections still unauthenticated
+  // The connector closed the connection before the handshake was complete: a querier that
+  // gave up waiting (the job's own, when this process was slow), or a port scan.
+  kAbandoned,
 };
-inline constexpr int kNumRefusals = 10;
+inline constexpr int kNumRefusals = 11;
 const char* RefusalName(Refusal refusal);
 
 // Per-endpoint counts of refused connections, readable from any thread.

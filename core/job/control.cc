@@ -172,9 +172,14 @@ void ControlServer::Handle(int fd) {
     // with the reason, as the data port, the store and the client socket log theirs.
     ++refused_;
     comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));
-    LOG(WARNING) << "rank " << info_.rank << " refused a control connection from "
-                 << PeerAddress(fd) << ": " << handshake.message() << " ["
-                 << auth::RefusalName(refusal) << "]";
+    // A connection its connector closed before proving anything is most often another rank's
+    // or gyrectl's query that gave up while this process was slow: not a warning.
+    (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
+        << "rank " << info_.rank << " refused a control connection from " << PeerAddress(fd) << ": "
+        << handshake.message() << " [" << auth::RefusalName(refusal) << "]"
+        << (refusal == auth::Refusal::kAbandoned
+                ? " (its connector closed it first: a query that gave up waiting, or a scan)"
+                : "");
     ::close(fd);
     return;
   }

@@ -3,6 +3,7 @@
 // for a dead one, and the strangers cut off at the cap are counted. Garbage on it is dropped
 // with a logged reason.
 #include <arpa/inet.h>
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -99,6 +100,43 @@ TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
   EXPECT_NE(err.find("rank 0 refused a control connection from 127.0.0.1:"), std::string::npos)
       << err;
   EXPECT_NE(err.find("[malformed]"), std::string::npos) << err;
+  server.Stop();
+}
+
+// A query that gave up and closed its connection before the handshake was through (another
+// rank's, or gyrectl's, while this process was stopped or slow) was logged as a [malformed]
+// refusal at WARNING, the class of garbage and attacks. It is [abandoned], at INFO; a message
+// cut off in its middle is still malformed.
+TEST(ControlServerTest, AConnectionClosedBetweenMessagesIsAbandonedNotMalformed) {
+  Rank0 rank0("control-abandoned");
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  ControlServer& server = rank0.server;
+  const bool to_stderr = FLAGS_logtostderr;
+  const int min_level = FLAGS_minloglevel;
+  FLAGS_logtostderr = true;  // INFO lines too
+  FLAGS_minloglevel = 0;
+  ::testing::internal::CaptureStderr();
+  int fd = ConnectIdle(server.address());
+  ASSERT_GE(fd, 0);
+  ::close(fd);  // nothing sent
+  for (int i = 0; i < 300 && server.refused() < 1; ++i) ::usleep(10 * 1000);
+  fd = ConnectIdle(server.address());
+  ASSERT_GE(fd, 0);
+  const std::string cut = std::string("\x40\x00\x00\x00", 4) + "abc";  // 64 announced, 3 sent
+  ASSERT_EQ(::write(fd, cut.data(), cut.size()), static_cast<ssize_t>(cut.size()));
+  ::close(fd);
+  for (int i = 0; i < 300 && server.refused() < 2; ++i) ::usleep(10 * 1000);
+  ::usleep(50 * 1000);  // the log lines follow the counts
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  FLAGS_logtostderr = to_stderr;
+  FLAGS_minloglevel = min_level;
+  EXPECT_EQ(server.refused(), 2);
+  const size_t abandoned = err.find("[abandoned] (its connector closed it first");
+  ASSERT_NE(abandoned, std::string::npos) << err;
+  EXPECT_EQ(err[err.rfind('\n', abandoned) + 1], 'I') << "logged as INFO:\n" << err;
+  const size_t malformed = err.find("[malformed]");
+  ASSERT_NE(malformed, std::string::npos) << err;
+  EXPECT_EQ(err[err.rfind('\n', malformed) + 1], 'W') << "logged as WARNING:\n" << err;
   server.Stop();
 }
 
