@@ -286,7 +286,11 @@ void TcpStoreServer::Impl::ReadHeader(const ConnectionPtr& c) {
       [this, c](const asio::error_code& ec, size_t n) {
         if (c->closed) return;
         if (ec && !c->authenticated) {
-          Refuse(c, auth::Refusal::kMalformed,
+          // Closed or reset between two messages: the connector left (a launcher checking
+          // that the store answers, a client that gave up, a port scan), not garbage.
+          const bool between =
+              n == 0 && (ec == asio::error::eof || ec == asio::error::connection_reset);
+          Refuse(c, between ? auth::Refusal::kAbandoned : auth::Refusal::kMalformed,
                  "closed during the handshake after " + std::to_string(n) +
                      " header bytes: " + ec.message());
           return;
@@ -479,8 +483,9 @@ void TcpStoreServer::Impl::Close(const ConnectionPtr& c) {
 void TcpStoreServer::Impl::Refuse(const ConnectionPtr& c, auth::Refusal refusal,
                                   const std::string& reason) {
   if (c->closed) return;
-  LOG(WARNING) << "store server " << address_ << ": refused the connection from " << c->peer << ": "
-               << reason << " [" << auth::RefusalName(refusal) << "]";
+  (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
+      << "store server " << address_ << ": refused the connection from " << c->peer << ": "
+      << reason << " [" << auth::RefusalName(refusal) << "]";
   refusals_.Count(refusal);
   dropped_.fetch_add(1);
   Close(c);
