@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/auth/handshake_queue.h"
+#include "core/base/log_budget.h"
 #include "core/store/hash_store.h"
 #include "core/store/store_internal.h"
 #include "core/store/store_wire.h"
@@ -117,6 +118,9 @@ class TcpStoreServer::Impl {
   void Drop(const ConnectionPtr& c, const std::string& reason);
   // Closes a connection that has not authenticated, without telling it why.
   void Refuse(const ConnectionPtr& c, auth::Refusal refusal, const std::string& reason);
+  // The log line of a refusal, within refusal_log_'s budget (anyone who can reach the port
+  // can cause one).
+  void LogRefusal(const std::string& what, auth::Refusal refusal);
 
   // Answers `request` at once, or parks it and returns nullopt.
   std::optional<proto::StoreResponse> Handle(const ConnectionPtr& c,
@@ -133,6 +137,8 @@ class TcpStoreServer::Impl {
   auth::Credentials credentials_;  // rank kNoRank, world size not checked
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
+  static constexpr int kRefusalLinesPerMinute = 20;
+  LogBudget refusal_log_{kRefusalLinesPerMinute, Seconds(60)};
   // The ids of the connections still in the handshake, oldest first.
   auth::HandshakeQueue<uint64_t> handshaking_;
   asio::io_context io_;
@@ -251,10 +257,10 @@ void TcpStoreServer::Impl::Accept() {
                      " connections in the handshake (the cap), cut off for a newcomer");
         });
     if (!room) {
-      LOG(WARNING) << "store server " << address_ << ": refusing connection from "
-                   << EndpointText(remote) << ": already " << handshaking_.size()
-                   << " connections in the handshake (the cap) ["
-                   << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+      LogRefusal("refusing connection from " + EndpointText(remote) + ": already " +
+                     std::to_string(handshaking_.size()) +
+                     " connections in the handshake (the cap)",
+                 auth::Refusal::kOverCap);
       refusals_.Count(auth::Refusal::kOverCap);
       dropped_.fetch_add(1);
       socket.close(ignored);
@@ -483,12 +489,22 @@ void TcpStoreServer::Impl::Close(const ConnectionPtr& c) {
 void TcpStoreServer::Impl::Refuse(const ConnectionPtr& c, auth::Refusal refusal,
                                   const std::string& reason) {
   if (c->closed) return;
-  (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
-      << "store server " << address_ << ": refused the connection from " << c->peer << ": "
-      << reason << " [" << auth::RefusalName(refusal) << "]";
+  LogRefusal("refused the connection from " + c->peer + ": " + reason, refusal);
   refusals_.Count(refusal);
   dropped_.fetch_add(1);
   Close(c);
+}
+
+void TcpStoreServer::Impl::LogRefusal(const std::string& what, auth::Refusal refusal) {
+  int64_t held_back = 0;
+  if (!refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) return;
+  (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
+      << "store server " << address_ << ": " << what << " [" << auth::RefusalName(refusal) << "]"
+      << (held_back > 0 ? " (" + std::to_string(held_back) +
+                              " refusals before this one were not logged: at most " +
+                              std::to_string(kRefusalLinesPerMinute) +
+                              " lines a minute; refusals() counts every one by reason)"
+                        : "");
 }
 
 void TcpStoreServer::Impl::Drop(const ConnectionPtr& c, const std::string& reason) {

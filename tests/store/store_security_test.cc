@@ -258,6 +258,31 @@ TEST(StoreSecurityTest, GarbageBeforeTheHandshakeIsDroppedWithItsReason) {
   EXPECT_EQ(server->refusals().count(auth::Refusal::kAbandoned), 2);
 }
 
+// Anyone who can reach the port can make the store refuse a connection: one WARNING line
+// each let them grow its log without bound (206 connections, 207 lines). At most 20 lines a
+// minute are written; every refusal is still counted by reason.
+TEST(StoreSecurityTest, RefusalsAreLoggedWithinABudgetAndAllCounted) {
+  auto server = SecuredServer();
+  ::testing::internal::CaptureStderr();
+  const std::string garbage = Framed(std::string(40, '\x5a'));
+  for (int i = 0; i < 60; ++i) {
+    int fd = testing::ConnectRaw(server->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(testing::SendRaw(fd, garbage));
+    EXPECT_TRUE(testing::WaitForEof(fd, Seconds(5)));
+    ::close(fd);
+  }
+  for (int i = 0; i < 500 && server->refusals().total() < 60; ++i) ::usleep(10 * 1000);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server->refusals().total(), 60);
+  size_t lines = 0;
+  for (size_t at = err.find("refused the connection from"); at != std::string::npos;
+       at = err.find("refused the connection from", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 20u) << err;
+}
+
 TEST(StoreSecurityTest, OneBytePerTickSenderIsCutOff) {
   TcpStoreServer::Options options;
   options.handshake_timeout = Millis(500);

@@ -14,6 +14,7 @@
 #include "core/base/clock.h"
 #include "core/base/dtype.h"
 #include "core/base/fd_limit.h"
+#include "core/base/log_budget.h"
 #include "core/base/status.h"
 #include "core/base/stdout_check.h"
 
@@ -218,6 +219,24 @@ TEST(StdoutCheckTest, OutputThatNeverReachedStdoutIsAnError) {
   // Here stdout works: the code passes through.
   EXPECT_TRUE(FlushStdout().ok());
   EXPECT_EQ(ExitCodeAfterFlushingStdout("tool", 0), 0);
+}
+
+// At most N lines a window; the first line after some were held back says how many, and a
+// new window starts a new budget.
+TEST(LogBudgetTest, HoldsBackPastItsBudgetAndSaysHowManyAfterwards) {
+  LogBudget budget(3, Seconds(60));
+  const TimePoint t0{};
+  int64_t held = -1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(budget.Allow(t0 + Seconds(i), &held)) << i;
+    EXPECT_EQ(held, 0);
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(budget.Allow(t0 + Seconds(10), &held)) << i;
+  EXPECT_FALSE(budget.Allow(t0 + Seconds(59), &held));
+  ASSERT_TRUE(budget.Allow(t0 + Seconds(60), &held));  // a new window
+  EXPECT_EQ(held, 6);
+  EXPECT_TRUE(budget.Allow(t0 + Seconds(61), &held));
+  EXPECT_EQ(held, 0);
 }
 
 }  // namespace
