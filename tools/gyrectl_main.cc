@@ -177,13 +177,12 @@ int Run(int argc, char** argv) {
     if (addresses[r].empty()) absent.push_back(r);
   }
   const bool joining = world > 0 && static_cast<int>(rdzv->joined.size()) < world;
+  auto came = [&](int r) {
+    return std::binary_search(rdzv->joined.begin(), rdzv->joined.end(), r);
+  };
   std::vector<int> not_joined;
-  for (int r = 0, i = 0; joining && r < world; ++r) {
-    if (i < static_cast<int>(rdzv->joined.size()) && rdzv->joined[i] == r) {
-      ++i;
-    } else {
-      not_joined.push_back(r);
-    }
+  for (int r = 0; joining && r < world; ++r) {
+    if (!came(r)) not_joined.push_back(r);
   }
   if (static_cast<int>(absent.size()) == p) {
     return Fail("no rank of job " + FLAGS_job_id + " has published a control address in " +
@@ -195,8 +194,7 @@ int Run(int argc, char** argv) {
   }
   // Why a rank has no row of its own: said in every output.
   auto why_absent = [&](int r) {
-    const bool came = std::binary_search(rdzv->joined.begin(), rdzv->joined.end(), r);
-    if (world > 0 && !came) {
+    if (world > 0 && !came(r)) {
       return std::string(
           "has not joined the rendezvous (not started yet, or finished and "
           "removed its records)");

@@ -20,21 +20,6 @@ using algo::CollectiveSpec;
 
 namespace {
 
-// A digest (FNV-1a, never 0) of every figure of a model estimate: equal for two algorithms
-// exactly when the model sees the same schedule under two names (OnlineTuner::Candidate).
-uint64_t ShapeOf(const algo::Estimate& e) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<const unsigned char*>(p)[i];
-      h *= 1099511628211ull;
-    }
-  };
-  for (double d : {e.seconds, e.walk_s, e.overhead_s, e.throughput_s}) mix(&d, sizeof d);
-  for (int64_t v : {e.rounds, e.max_msgs, e.max_bytes, e.max_reduced_bytes}) mix(&v, sizeof v);
-  return h | 1;
-}
-
 // FNV-1a over values as stored in memory: a digest for ranks of one build to compare.
 class Digest {
  public:
@@ -58,6 +43,15 @@ class Digest {
  private:
   uint64_t h_ = 14695981039346656037ull;
 };
+
+// A digest (never 0) of every figure of a model estimate: equal for two algorithms exactly
+// when the model sees the same schedule under two names (OnlineTuner::Candidate).
+uint64_t ShapeOf(const algo::Estimate& e) {
+  Digest h;
+  for (double d : {e.seconds, e.walk_s, e.overhead_s, e.throughput_s}) h.Add(&d, sizeof d);
+  for (int64_t v : {e.rounds, e.max_msgs, e.max_bytes, e.max_reduced_bytes}) h.Add(v);
+  return h.value();
+}
 
 }  // namespace
 

@@ -140,6 +140,15 @@ Status CheckName(const char* what, const std::string& name) {
   return Status::Ok();
 }
 
+// A rank's slot under the job's prefix, and every slot of a world.
+std::string SlotKey(int rank) { return "rank/" + std::to_string(rank); }
+std::vector<std::string> SlotKeys(int world_size) {
+  std::vector<std::string> keys;
+  keys.reserve(world_size);
+  for (int rank = 0; rank < world_size; ++rank) keys.push_back(SlotKey(rank));
+  return keys;
+}
+
 Status CheckRank(const std::string& where, int rank, int world_size) {
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidArgumentError(where + ": world size " + std::to_string(world_size) +
@@ -252,7 +261,7 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   if (mine.process.empty()) mine.process = ThisProcess();
   const std::string encoded = Encode(mine);
   PrefixStore job(store, "gyre/rdzv/" + job_id);
-  const std::string slot = "rank/" + std::to_string(mine.rank);
+  const std::string slot = SlotKey(mine.rank);
 
   // Claiming the slot and publishing the record are one atomic step, so a record that is
   // present always belongs to the slot's one owner.
@@ -310,11 +319,7 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   // as JoinJob's ranks wait for each other's control addresses. Without `claimed` nothing
   // holds a fast rank back, so there is no check. Checked only where the writer's exit can
   // be seen (same machine, same pid namespace).
-  std::vector<std::string> keys;
-  keys.reserve(mine.world_size);
-  for (int rank = 0; rank < mine.world_size; ++rank) {
-    keys.push_back("rank/" + std::to_string(rank));
-  }
+  const std::vector<std::string> keys = SlotKeys(mine.world_size);
   // One TryGetMany: on a TcpStore a round trip per rank here made a 1024-rank rendezvous
   // take over a minute (p^2 requests to one server). One unreadable slot does not turn the
   // check off for the others.
@@ -381,12 +386,8 @@ StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id
     return state;
   }
   state.world_size = first.world_size;
-  std::vector<std::string> keys;
-  keys.reserve(state.world_size);
-  for (int rank = 0; rank < state.world_size; ++rank) {
-    keys.push_back("rank/" + std::to_string(rank));
-  }
-  const std::vector<StatusOr<std::optional<std::string>>> slots = TryGetEach(&job, keys, deadline);
+  const std::vector<StatusOr<std::optional<std::string>>> slots =
+      TryGetEach(&job, SlotKeys(state.world_size), deadline);
   for (int rank = 0; rank < static_cast<int>(slots.size()); ++rank) {
     if (!slots[rank].ok()) {
       return slots[rank].status().WithContext("reading the rendezvous slot of rank " +
@@ -405,7 +406,7 @@ Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord
   PrefixStore job(store, "gyre/rdzv/" + job_id);
   // Nothing else writes either key while it holds this rank's record (a second claimant
   // fails its claim), so reading it and then deleting it removes only this rank's own.
-  const std::vector<std::string> keys = {"rank/" + std::to_string(me.rank), "world_size"};
+  const std::vector<std::string> keys = {SlotKey(me.rank), "world_size"};
   StatusOr<std::vector<std::optional<std::string>>> held = job.TryGetMany(keys, deadline);
   if (!held.ok()) return held.status().WithContext(where + ": reading its records");
   for (size_t i = 0; i < keys.size(); ++i) {
