@@ -3,10 +3,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/base/clock.h"
+#include "core/store/rendezvous.h"
+#include "core/store/store.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace gyre::testing {
@@ -52,6 +58,70 @@ TEST(GyrectlCli, AGarbageRecordIsShownEscapedAndAnEmptyTimelineFails) {
   ExpectRefused({BuiltBinary("gyrectl"), "timeline", "--store", store, "--job_id", "j", "--out",
                  dir + "/timeline.json"},
                 {"rank 0 did not answer", "no rank answered"});
+}
+
+// Ranks in the rendezvous that have published no control address yet (a rank publishes it
+// once it holds its slot; here the test plays the ranks through the store and publishes
+// none), then a job where one rank has published one and another has not: gyrectl says
+// what the rendezvous shows instead of "no rank has started".
+TEST(GyrectlCli, RanksWithoutAControlAddressAreExplainedFromTheRendezvous) {
+  const std::string dir = EmptyTempDir("gyrectl-noaddr");
+  const std::string url = "file://" + dir;
+  auto enter = [&url](const std::string& job, int rank, int world, double seconds) {
+    return std::thread([=] {
+      const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(seconds));
+      auto store = store::OpenStore(url, deadline);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      store::PeerRecord me;
+      me.rank = rank;
+      me.world_size = world;
+      me.address = "127.0.0.1:1";
+      me.host = "h";
+      me.pid = 1;
+      // Ranks 0 and 2 of three wait for rank 1 until the deadline; a complete world meets.
+      (void)store::Rendezvous(store->get(), job, me, deadline);
+    });
+  };
+  auto status = [&url](const std::string& job) {
+    return RunTool({BuiltBinary("gyrectl"), "status", "--store", url, "--job_id", job});
+  };
+  auto wait_for = [&status](const std::string& job, const std::string& text) {
+    CommandResult r;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      r = status(job);
+      if ((r.out + r.err).find(text) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (std::chrono::steady_clock::now() < give_up);
+    return r;
+  };
+
+  std::vector<std::thread> ranks;
+  ranks.push_back(enter("waits", 0, 3, 8));
+  ranks.push_back(enter("waits", 2, 3, 8));
+  CommandResult r = wait_for("waits", "(its rendezvous has 2 of 3 ranks)");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no rank of job waits has published a control address in " + url +
+                       " (its rendezvous has 2 of 3 ranks)"),
+            std::string::npos)
+      << r.err;
+
+  // A complete world of two: rank 0 has a control address (nothing answers there), rank 1
+  // has none yet.
+  ranks.push_back(enter("half", 0, 2, 8));
+  ranks.push_back(enter("half", 1, 2, 8));
+  {
+    auto store = store::OpenStore(url, Deadline::After(*SteadyClock::Get(), Seconds(5)));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)
+                    ->Set("gyre/control/half/0", "127.0.0.1:1",
+                          Deadline::After(*SteadyClock::Get(), Seconds(5)))
+                    .ok());
+  }
+  r = wait_for("half", "joined the rendezvous but has no control address yet");
+  EXPECT_NE(r.out.find("joined the rendezvous but has no control address yet"), std::string::npos)
+      << r.out << r.err;
+  for (auto& t : ranks) t.join();
 }
 
 TEST(GyrectlCli, StrayPositionalArgumentsAreRefused) {
