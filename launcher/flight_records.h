@@ -32,6 +32,13 @@ std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_
 // that finished the failed call early meets the ranks that left over it in its next call). A
 // record's blame counts only if the rank started no later operation: a failure the program
 // went on from is not the one that ended the job.
-Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size);
+// records[r] is rank r's record (empty when it wrote none). When two ranks blame each other
+// (each in its last failure, which across a cut may be one call apart), no vote is taken: the
+// ranks are split into the two sides that blame each other (Blame::side_a, side_b), as when
+// the network between two groups is cut. `hosts` (hosts[r]: rank r's host, if known) puts
+// together pairs that blame each other but share no rank: a cut keeps a host's ranks on
+// one side.
+Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size,
+              const std::vector<std::string>& hosts = {});
 
 }  // namespace gyre::launcher

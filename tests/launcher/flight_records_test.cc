@@ -100,5 +100,75 @@ TEST(FlightRecordsTest, ABlameTheRankWentOnFromDoesNotCount) {
   EXPECT_EQ(b.what, "stalled");
 }
 
+// A cut between ranks {0,1} and {2,3}: each side blames a rank of the other as unreachable.
+// No vote names one rank (the tie would go to rank 0); the two sides are named instead.
+TEST(FlightRecordsTest, RanksThatBlameEachOtherAreSplitIntoTwoSides) {
+  const std::vector<std::vector<FlightEvent>> cut = {
+      {Start(5), Blame(5, "2 902 unreachable")},
+      {Start(5), Blame(5, "2 902 unreachable")},
+      {Start(5), Blame(5, "0 900 unreachable")},
+      {Start(5), Blame(5, "0 900 unreachable")},
+  };
+  launcher::Blame b = BlameOf(cut, 4);
+  EXPECT_TRUE(b.contradicted());
+  EXPECT_EQ(b.rank, -1);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  EXPECT_EQ(b.what_a, "unreachable");
+  EXPECT_EQ(b.what_b, "unreachable");
+
+  // Rank 0 and rank 2 blame each other; rank 1, which wrote nothing and is blamed by none, is
+  // on neither side.
+  b = BlameOf({{Start(3), Blame(3, "2 12 unreachable")}, {}, {Start(3), Blame(3, "0 10 stalled")}},
+              3);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2}));
+  EXPECT_EQ(b.what_a, "unreachable");
+  EXPECT_EQ(b.what_b, "stalled");
+
+  // One-sided blame is a vote as before: ranks 0, 1 and 3 blame rank 2, which names itself.
+  b = BlameOf({{Blame(5, "2 902 stalled")},
+               {Blame(5, "2 902 stalled")},
+               {Blame(5, "2 902 not running")},
+               {Blame(5, "2 902 stalled")}},
+              4);
+  EXPECT_FALSE(b.contradicted());
+  EXPECT_EQ(b.rank, 2);
+  // As a real cut between hosts a (ranks 0, 1) and b (ranks 2, 3) left it: each rank blames
+  // the peer it waited on, so two pairs blame each other and share no rank; and one side is a
+  // call behind the other (ranks 2-3 still finishing seq 905, which ranks 0-1 completed), so
+  // each side's verdict is on its own call. (Voting took only seq 905's verdicts, and named
+  // rank 0.) The hosts put the pairs together.
+  const std::vector<std::vector<FlightEvent>> pairs = {
+      {Start(906), Blame(906, "2 902 unreachable")},
+      {Start(906), Blame(906, "3 903 unreachable")},
+      {Start(905), Blame(905, "0 900 unreachable")},
+      {Start(905), Blame(905, "1 901 unreachable")}};
+  b = BlameOf(pairs, 4, {"a", "a", "b", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  // Ranks placed round robin (a: 0, 2; b: 1, 3) with the same blame pairs: hosts decide.
+  b = BlameOf({{Blame(9, "1 901 unreachable")},
+               {Blame(9, "0 900 unreachable")},
+               {Blame(9, "3 903 unreachable")},
+               {Blame(9, "2 902 unreachable")}},
+              4, {"a", "b", "a", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 2}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{1, 3}));
+  // Rank 3 was told rank 2's verdict and blames no one; rank 1 blames rank 3, which blames
+  // it not: they are placed by their hosts, and by who blames whom.
+  b = BlameOf({{Start(5), Blame(5, "2 902 unreachable")},
+               {Start(5), Blame(5, "3 903 unreachable")},
+               {Start(5), Blame(5, "0 900 unreachable")},
+               {Start(5)}},
+              4, {"a", "a", "b", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  // Without hosts, each pair has its lowest rank on the first side.
+  b = BlameOf(pairs, 4);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+}
+
 }  // namespace
 }  // namespace gyre::launcher
