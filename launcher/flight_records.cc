@@ -231,4 +231,44 @@ Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_si
   return blame;
 }
 
+const ProcessResult* ExitedOnItsOwn(const Blame& blame, const std::vector<ProcessResult>& results) {
+  if (blame.contradicted() || blame.rank < 0 || (blame.what != "left" && blame.what != "dead")) {
+    return nullptr;
+  }
+  // The rank's program: a daemon beside it (a service) only reported its going.
+  const ProcessResult* program = nullptr;
+  for (const ProcessResult& r : results) {
+    if (r.rank != blame.rank || r.service) continue;
+    if (program == nullptr || r.pid == blame.pid) program = &r;
+  }
+  if (program == nullptr || !program->exited || program->exit_code == 0 ||
+      program->killed_by_launcher) {
+    return nullptr;
+  }
+  return program;
+}
+
+std::string VerdictLine(const Blame& blame, const std::string& verdict,
+                        const std::vector<ProcessResult>& results) {
+  const ProcessResult* exited = ExitedOnItsOwn(blame, results);
+  if (exited == nullptr) return verdict;
+  std::string line = exited->name + " (pid " + std::to_string(exited->pid) + ") exited with code " +
+                     std::to_string(exited->exit_code);
+  if (exited->stderr_tail.empty()) {
+    line += " (it wrote nothing to stderr)";
+  } else {
+    constexpr size_t kMaxQuoted = 300;
+    std::string last = exited->stderr_tail.back();
+    if (last.size() > kMaxQuoted) last = last.substr(0, kMaxQuoted - 3) + "...";
+    line += ": \"" + last + "\"";
+  }
+  // "<operation> failed after ... on rank R: ..." names the call the others lost.
+  const size_t failed = verdict.find(" failed after ");
+  line += "; the other ranks' " +
+          (failed == std::string::npos ? std::string("calls") : verdict.substr(0, failed)) +
+          " failed because it had gone";
+  if (blame.what == "left") line += " (it left without Comm::Close)";
+  return line;
+}
+
 }  // namespace gyre::launcher

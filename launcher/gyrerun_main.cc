@@ -174,7 +174,8 @@ class RunRecords {
 };
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
-void PrintMergedView(RunRecords& records, int n) {
+void PrintMergedView(RunRecords& records, int n,
+                     const std::vector<gyre::launcher::ProcessResult>& results) {
   std::ostringstream view;
   std::string verdict;                  // the first verdict any rank computed
   std::vector<std::string> by_rank(n);  // each rank's first verdict
@@ -218,8 +219,10 @@ void PrintMergedView(RunRecords& records, int n) {
       }
     }
   } else if (!verdict.empty()) {
-    // The collective's root cause, beside the process-level one in the summary above.
-    std::cerr << "gyrerun: verdict: " << without_own_view(verdict) << "\n";
+    // The collective's root cause, beside the process-level one in the summary above; led by
+    // the blamed rank's own exit when that is why it went.
+    std::cerr << "gyrerun: verdict: "
+              << gyre::launcher::VerdictLine(blame, without_own_view(verdict), results) << "\n";
   }
   std::cerr << "gyrerun: flight recorders of " << found << " of " << n
             << " ranks (where each rank was when the job failed):\n"
@@ -1502,7 +1505,7 @@ int main(int argc, char** argv) {
     const int code = supervisor.Wait();
     done = true;
     if (watcher.joinable()) watcher.join();
-    if (code != 0) PrintMergedView(records, n);
+    if (code != 0) PrintMergedView(records, n, supervisor.results());
     if (code != 0 && remote) {
       std::vector<std::string> remote_hosts;
       for (const Placement& p : placements) {

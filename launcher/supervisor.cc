@@ -1192,9 +1192,19 @@ std::string Supervisor::BuildSummary() const {
   } else if (blamed != nullptr) {
     const ProcessResult& b = blamed->result;
     const ProcessResult& r = root_cause_->result;
-    os << "gyrerun: job failed: " << b.name << " (pid " << b.pid << ") " << blamed_how
-       << ", as the ranks' verdict says; the first to exit was " << r.name << " (pid " << r.pid
-       << "), with code " << r.exit_code << " after " << FormatDuration(r.run_time) << "\n";
+    os << "gyrerun: job failed: " << b.name << " (pid " << b.pid << ") ";
+    // A rank that left (or died) by exiting with an error of its own: the verdict tells what
+    // its going did to the others, its exit why it went.
+    if ((blamed_how == "left" || blamed_how == "dead") && b.exited && b.exit_code != 0 &&
+        !b.killed_by_launcher) {
+      os << "exited with code " << b.exit_code << " after " << FormatDuration(b.run_time)
+         << ", and the other ranks' calls failed without it (the ranks' verdict: " << blamed_how
+         << ")";
+    } else {
+      os << blamed_how << ", as the ranks' verdict says";
+    }
+    os << "; the first to exit was " << r.name << " (pid " << r.pid << "), with code "
+       << r.exit_code << " after " << FormatDuration(r.run_time) << "\n";
   } else if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
     os << "gyrerun: job failed: " << r.name << " (pid " << r.pid << ") ";

@@ -170,5 +170,49 @@ TEST(FlightRecordsTest, RanksThatBlameEachOtherAreSplitIntoTwoSides) {
   EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
 }
 
+ProcessResult Exited(int rank, pid_t pid, int code, std::vector<std::string> tail,
+                     bool service = false) {
+  ProcessResult r;
+  r.rank = rank;
+  r.name = "rank " + std::to_string(rank) + (service ? " gyred" : "");
+  r.pid = pid;
+  r.exited = true;
+  r.exit_code = code;
+  r.service = service;
+  r.stderr_tail = std::move(tail);
+  return r;
+}
+
+// A rank whose program exited with an error of its own after making its communicator: the
+// others' verdict says it left without Comm::Close, which is what they saw, not why it went.
+// The line leads with its exit and its last stderr line.
+TEST(FlightRecordsTest, AVerdictOnARankThatExitedWithAnErrorLeadsWithItsExit) {
+  const std::string verdict =
+      "barrier seq=1 (dissemination) failed after 97.5 ms on rank 1: rank 0 left (pid 41 on "
+      "host vm, 127.0.0.1:5): its program destroyed its communicator without Comm::Close, so "
+      "that rank makes no more calls";
+  const std::vector<ProcessResult> results = {
+      Exited(0, 40, 143, {}, /*service=*/true),
+      Exited(0, 41, 1, {"starting", "gyre-bench rank 0: InvalidArgument: cannot open --jsonl /x"}),
+      Exited(1, 42, 1, {"gyre-bench rank 1: Unavailable: ..."})};
+  const launcher::Blame left(0, 40, "left");
+  EXPECT_EQ(ExitedOnItsOwn(left, results), &results[1]);
+  EXPECT_EQ(VerdictLine(left, verdict, results),
+            "rank 0 (pid 41) exited with code 1: \"gyre-bench rank 0: InvalidArgument: cannot "
+            "open --jsonl /x\"; the other ranks' barrier seq=1 (dissemination) failed because it "
+            "had gone (it left without Comm::Close)");
+
+  // The verdict stands as it is: a program that exited 0 (it finished its work) or that
+  // gyrerun stopped, and other classes.
+  std::vector<ProcessResult> finished = results;
+  finished[1].exit_code = 0;
+  EXPECT_EQ(VerdictLine(left, verdict, finished), verdict);
+  std::vector<ProcessResult> stopped = results;
+  stopped[1].killed_by_launcher = true;
+  EXPECT_EQ(VerdictLine(left, verdict, stopped), verdict);
+  EXPECT_EQ(VerdictLine(launcher::Blame(0, 40, "stalled"), verdict, results), verdict);
+  EXPECT_EQ(VerdictLine(launcher::Blame(), verdict, results), verdict);
+}
+
 }  // namespace
 }  // namespace gyre::launcher

@@ -613,6 +613,26 @@ TEST_F(SupervisorTest, VerdictsThatBlameEachOtherPointAtTheNetworkNotAtTheFirstT
   ExpectNoProcessLeft();
 }
 
+// The verdict blames a rank that left, and that rank's program exited with an error of its
+// own (a bad flag found after its communicator existed) after another rank had exited: the
+// summary leads with its exit, the verdict's class following as what the others saw.
+TEST_F(SupervisorTest, ABlamedRankThatExitedWithAnErrorIsNamedByItsExit) {
+  SupervisorOptions options = Options();
+  options.blame = [] { return Blame{1, 0, "left"}; };
+  const int status = Run(
+      {Rank(0, {"--sleep_ms=100", "--exit_code=1"}), Rank(1, {"--sleep_ms=300", "--exit_code=2"})},
+      options);
+  EXPECT_EQ(status, 1);
+  const std::vector<ProcessResult> results = supervisor_->results();
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("gyrerun: job failed: rank 1 (pid " +
+                                 std::to_string(results[1].pid) + ") exited with code 2 after "));
+  EXPECT_THAT(summary, HasSubstr(", and the other ranks' calls failed without it (the ranks' "
+                                 "verdict: left); the first to exit was rank 0 (pid "));
+  EXPECT_THAT(SummaryRow(summary, "rank 1"), HasSubstr("<- root cause (verdict: left)"));
+  ExpectNoProcessLeft();
+}
+
 // A stalled rank's process is the one the verdict saw not answering, and one that names itself
 // for not running the one that did not: with a daemon beside the program, the daemon whose
 // pid the verdict gives. A rank that did not make the call is its program.
