@@ -339,15 +339,30 @@ int main(int argc, char** argv) {
     if (!model.ok()) return Fail(prefix, model.status());
   }
   jo.flight_dir = FLAGS_flight_dir;
+  // Caught from the rendezvous on: a rank stopped while it waits there for the others gives
+  // its slot back, where the default action left it claimed and the next run under the same
+  // job id was refused. Before, the default action ends it, holding nothing in the store.
+  jo.before_rendezvous = [] {
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+  };
+  jo.stop_requested = [] { return g_stop.load(); };
   auto joined = job::JoinJob(jo);
-  if (!joined.ok()) return Fail(prefix, joined.status());
+  if (!joined.ok()) {
+    if (g_stop) {
+      const std::string how = "gyred: stopped by " + SignalName(g_stop_signal) +
+                              " before it joined job " + id->job_id + ": " +
+                              joined.status().message();
+      LOG(INFO) << prefix << how;
+      std::cerr << prefix << how << std::endl;
+      return 128 + g_stop_signal;
+    }
+    return Fail(prefix, joined.status());
+  }
   LOG(INFO) << prefix << "joined as pid " << getpid() << ", listening for peers on "
             << joined->address;
-
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   Communicator& comm = *joined->comm;
@@ -384,6 +399,7 @@ int main(int argc, char** argv) {
     Status ls = server.Listen(socket_path);
     if (!ls.ok()) return Fail(prefix, ls);
     g_server = &server;
+    if (g_stop) server.RequestStop();  // a signal while it joined, before the server was there
     server.Serve(FLAGS_exit_with_client);
     g_server = nullptr;
     const gyre::OpSnapshot at_exit = comm.monitor()->Snapshot();

@@ -32,6 +32,29 @@ std::optional<std::vector<FlightEvent>> ReadFlightRecord(const std::string& run_
 // that finished the failed call early meets the ranks that left over it in its next call). A
 // record's blame counts only if the rank started no later operation: a failure the program
 // went on from is not the one that ended the job.
-Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size);
+// records[r] is rank r's record (empty when it wrote none). When two ranks blame each other
+// (each in its last failure, which across a cut may be one call apart), no vote is taken: the
+// ranks are split into the two sides that blame each other (Blame::side_a, side_b), as when
+// the network between two groups is cut. `hosts` (hosts[r]: rank r's host, if known) puts
+// together pairs that blame each other but share no rank: a cut keeps a host's ranks on
+// one side.
+Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_size,
+              const std::vector<std::string>& hosts = {});
+
+// The process of the rank `blame` names that ended the job by exiting with an error of its
+// own, or null: when the verdict says the rank left (its program let go of its communicator
+// without Comm::Close) or is dead, and that rank's program exited non-zero by itself (not
+// stopped by gyrerun). The verdict then tells what its going did to the others, not why it
+// went: its exit status and its last stderr line do.
+const ProcessResult* ExitedOnItsOwn(const Blame& blame, const std::vector<ProcessResult>& results);
+
+// What gyrerun prints after "gyrerun: verdict: " for `verdict` (one rank's verdict text,
+// without its own view): the verdict, or, when ExitedOnItsOwn names a process, that process's
+// exit and last stderr line first, and the others' failed call as its consequence:
+//   rank 0 (pid 41) exited with code 1: "gyre-bench rank 0: InvalidArgument: cannot open
+//   --jsonl /x"; the other ranks' barrier seq=1 (dissemination) failed because it had gone
+//   (it left without Comm::Close)
+std::string VerdictLine(const Blame& blame, const std::string& verdict,
+                        const std::vector<ProcessResult>& results);
 
 }  // namespace gyre::launcher

@@ -148,7 +148,9 @@ std::string RandomJobId() {
 // blame and the merged view below both use them.
 class RunRecords {
  public:
-  RunRecords(std::string run_dir, int n) : run_dir_(std::move(run_dir)), n_(n) {}
+  // hosts[r]: rank r's host, when known (which side of a cut a rank is on).
+  RunRecords(std::string run_dir, int n, std::vector<std::string> hosts)
+      : run_dir_(std::move(run_dir)), n_(n), hosts_(std::move(hosts)) {}
   const std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>>& ByRank() {
     if (by_rank_.empty()) {
       for (int r = 0; r < n_; ++r)
@@ -156,25 +158,27 @@ class RunRecords {
     }
     return by_rank_;
   }
-  // The rank the ranks' verdicts blame.
+  // The rank the ranks' verdicts blame, or the two sides that blame each other.
   gyre::launcher::Blame Blame() {
-    std::vector<std::vector<gyre::launcher::FlightEvent>> present;
-    for (const auto& events : ByRank()) {
-      if (events) present.push_back(*events);
-    }
-    return gyre::launcher::BlameOf(present, n_);
+    std::vector<std::vector<gyre::launcher::FlightEvent>> by_rank;
+    for (const auto& events : ByRank())
+      by_rank.push_back(events.value_or(std::vector<gyre::launcher::FlightEvent>()));
+    return gyre::launcher::BlameOf(by_rank, n_, hosts_);
   }
 
  private:
   const std::string run_dir_;
   const int n_;
+  const std::vector<std::string> hosts_;
   std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>> by_rank_;
 };
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
-void PrintMergedView(RunRecords& records, int n) {
+void PrintMergedView(RunRecords& records, int n,
+                     const std::vector<gyre::launcher::ProcessResult>& results) {
   std::ostringstream view;
-  std::string verdict;  // the first verdict any rank computed
+  std::string verdict;                  // the first verdict any rank computed
+  std::vector<std::string> by_rank(n);  // each rank's first verdict
   int found = 0;
   for (int r = 0; r < n; ++r) {
     const auto& events = records.ByRank()[static_cast<size_t>(r)];
@@ -182,6 +186,7 @@ void PrintMergedView(RunRecords& records, int n) {
     std::string started, ended;
     for (const gyre::launcher::FlightEvent& e : *events) {
       if (e.kind == "verdict" && verdict.empty()) verdict = e.detail;
+      if (e.kind == "verdict" && by_rank[r].empty()) by_rank[r] = e.detail;
       if (e.kind == "op_start") {
         started = e.detail;
         ended.clear();  // what ended before belongs to an earlier operation
@@ -198,10 +203,26 @@ void PrintMergedView(RunRecords& records, int n) {
          << "\n";
   }
   if (found == 0) return;
-  if (!verdict.empty()) {
-    // The collective's root cause, beside the process-level one in the summary above.
-    const size_t cut = verdict.find(" [rank ");
-    std::cerr << "gyrerun: verdict: " << verdict.substr(0, cut) << "\n";
+  auto without_own_view = [](const std::string& text) {
+    return text.substr(0, text.find(" [rank "));
+  };
+  const gyre::launcher::Blame blame = records.Blame();
+  if (blame.contradicted()) {
+    // Either verdict alone would blame one side of a cut; each side's is shown, from its
+    // lowest rank that wrote one.
+    for (const std::vector<int>* side : {&blame.side_a, &blame.side_b}) {
+      for (int r : *side) {
+        if (r < 0 || r >= n || by_rank[r].empty()) continue;
+        std::cerr << "gyrerun: verdict of rank " << r << ": " << without_own_view(by_rank[r])
+                  << "\n";
+        break;
+      }
+    }
+  } else if (!verdict.empty()) {
+    // The collective's root cause, beside the process-level one in the summary above; led by
+    // the blamed rank's own exit when that is why it went.
+    std::cerr << "gyrerun: verdict: "
+              << gyre::launcher::VerdictLine(blame, without_own_view(verdict), results) << "\n";
   }
   std::cerr << "gyrerun: flight recorders of " << found << " of " << n
             << " ranks (where each rank was when the job failed):\n"
@@ -1454,7 +1475,11 @@ int main(int argc, char** argv) {
               << (store_url == "file://" + run_dir + "/store" ? ""
                                                               : " --secret_file " + secret_file)
               << "\n";
-    RunRecords records(run_dir, n);
+    std::vector<std::string> rank_hosts(n);
+    for (const Placement& p : placements) {
+      if (p.rank >= 0 && p.rank < n) rank_hosts[p.rank] = p.host;
+    }
+    RunRecords records(run_dir, n, rank_hosts);
     launcher::SupervisorOptions attempt_options = options;
     attempt_options.blame = [&records] { return records.Blame(); };
     launcher::Supervisor supervisor(attempt_options);
@@ -1480,7 +1505,7 @@ int main(int argc, char** argv) {
     const int code = supervisor.Wait();
     done = true;
     if (watcher.joinable()) watcher.join();
-    if (code != 0) PrintMergedView(records, n);
+    if (code != 0) PrintMergedView(records, n, supervisor.results());
     if (code != 0 && remote) {
       std::vector<std::string> remote_hosts;
       for (const Placement& p : placements) {

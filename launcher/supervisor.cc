@@ -1110,18 +1110,37 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
   return how;
 }
 
+// "rank 3", "ranks 0-1, 4": ascending ranks, runs of neighbours as ranges.
+std::string RankListText(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
-const Supervisor::Child* Supervisor::BlamedOverFirstFailure(std::string* how) const {
+Blame Supervisor::VerdictsOnFirstFailure() const {
   // Only where the summary names a failure: not under a stop, a signal or the job deadline.
   if (root_cause_ == nullptr || !options_.blame || launcher_signal_ != 0 || stopped_on_request_ ||
       deadline_fired_) {
-    return nullptr;
+    return Blame();
   }
   const ProcessResult& first = root_cause_->result;
   // A crash, or a process that never ran, is a fact of its own; a verdict does not outrank it.
-  if (first.signaled || !first.launch_error.empty()) return nullptr;
-  const Blame blame = options_.blame();
+  if (first.signaled || !first.launch_error.empty()) return Blame();
+  return options_.blame();
+}
+
+const Supervisor::Child* Supervisor::BlamedOverFirstFailure(const Blame& blame,
+                                                            std::string* how) const {
+  if (root_cause_ == nullptr || blame.contradicted()) return nullptr;
+  const ProcessResult& first = root_cause_->result;
   if (blame.rank < 0 || blame.rank == first.rank) return nullptr;
   const Child* found = nullptr;
   for (const auto& child : children_) {
@@ -1144,19 +1163,48 @@ const Supervisor::Child* Supervisor::BlamedOverFirstFailure(std::string* how) co
 std::string Supervisor::BuildSummary() const {
   std::ostringstream os;
   std::string blamed_how;
-  const Child* blamed = BlamedOverFirstFailure(&blamed_how);
+  const Blame verdicts = VerdictsOnFirstFailure();
+  const Child* blamed = BlamedOverFirstFailure(verdicts, &blamed_how);
+  // Each side of a cut blames the other, and the first of them to exit is only the first
+  // to report: naming it (a tie of the votes went to the lower rank) blamed one side of a
+  // network fault.
+  const bool contradicted = root_cause_ != nullptr && verdicts.contradicted();
   if (launcher_signal_ != 0) {
     os << "gyrerun: job stopped: gyrerun received " << SignalName(launcher_signal_) << "\n";
   } else if (stopped_on_request_) {
     os << "gyrerun: job stopped: " << shutdown_reason_ << "\n";
   } else if (deadline_fired_) {
     os << "gyrerun: " << shutdown_reason_ << "\n";
+  } else if (contradicted) {
+    const ProcessResult& r = root_cause_->result;
+    const std::string a = RankListText(verdicts.side_a), b = RankListText(verdicts.side_b);
+    os << "gyrerun: job failed: the ranks' verdicts contradict each other: " << a << " and " << b
+       << " each report the other side as ";
+    if (verdicts.what_a == verdicts.what_b) {
+      os << verdicts.what_a;
+    } else {
+      os << "at fault (" << a << " call it " << verdicts.what_a << ", " << b << " call it "
+         << verdicts.what_b << ")";
+    }
+    os << ", which points at the network between them, not at one rank; the first to exit was "
+       << r.name << " (pid " << r.pid << "), with code " << r.exit_code << " after "
+       << FormatDuration(r.run_time) << "\n";
   } else if (blamed != nullptr) {
     const ProcessResult& b = blamed->result;
     const ProcessResult& r = root_cause_->result;
-    os << "gyrerun: job failed: " << b.name << " (pid " << b.pid << ") " << blamed_how
-       << ", as the ranks' verdict says; the first to exit was " << r.name << " (pid " << r.pid
-       << "), with code " << r.exit_code << " after " << FormatDuration(r.run_time) << "\n";
+    os << "gyrerun: job failed: " << b.name << " (pid " << b.pid << ") ";
+    // A rank that left (or died) by exiting with an error of its own: the verdict tells what
+    // its going did to the others, its exit why it went.
+    if ((blamed_how == "left" || blamed_how == "dead") && b.exited && b.exit_code != 0 &&
+        !b.killed_by_launcher) {
+      os << "exited with code " << b.exit_code << " after " << FormatDuration(b.run_time)
+         << ", and the other ranks' calls failed without it (the ranks' verdict: " << blamed_how
+         << ")";
+    } else {
+      os << blamed_how << ", as the ranks' verdict says";
+    }
+    os << "; the first to exit was " << r.name << " (pid " << r.pid << "), with code "
+       << r.exit_code << " after " << FormatDuration(r.run_time) << "\n";
   } else if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
     os << "gyrerun: job failed: " << r.name << " (pid " << r.pid << ") ";
@@ -1182,7 +1230,7 @@ std::string Supervisor::BuildSummary() const {
     const ProcessResult& r = child->result;
     std::string end = DescribeEnd(
         r, sigterm_time_ == TimePoint{} ? Duration::zero() : sigkill_time_ - sigterm_time_);
-    if (blamed != nullptr) {
+    if (blamed != nullptr || contradicted) {
       if (child.get() == blamed) end += "  <- root cause (verdict: " + blamed_how + ")";
       if (r.root_cause) end += "  <- first to exit";
     } else if (r.root_cause) {

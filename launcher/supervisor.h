@@ -146,9 +146,21 @@ struct ProcessSpec {
 
 // The rank a failed job's own verdict blames, and how ("stalled", "diverged", ...).
 struct Blame {
+  Blame() = default;
+  Blame(int blamed_rank, int64_t blamed_pid, std::string how)
+      : rank(blamed_rank), pid(blamed_pid), what(std::move(how)) {}
+
   int rank = -1;    // none
   int64_t pid = 0;  // the rank's process it saw, when known: a daemon, say, not its program
   std::string what;
+  // Or the verdicts contradict each other: the ranks of one side blame a rank of the other,
+  // and those of the other blame one of the first (a cut network between two groups of
+  // ranks: each side finds the other unreachable). No one rank is at fault then: both sides
+  // are set (ascending) and `rank` is -1. `what_a` and `what_b` are the classes each side
+  // gave the other, as most of its ranks did.
+  std::vector<int> side_a, side_b;
+  std::string what_a, what_b;
+  bool contradicted() const { return !side_a.empty() && !side_b.empty(); }
 };
 
 struct SupervisorOptions {
@@ -185,7 +197,9 @@ struct SupervisorOptions {
   // the first process to fail, and that process was not killed by a signal, the summary
   // names the blamed rank as the root cause: ranks that time out on a stopped or late rank
   // all exit reporting it, and the first of them to exit is only the fastest reporter. The
-  // exit status stays the first failure's.
+  // exit status stays the first failure's. When the verdicts contradict each other
+  // (Blame::contradicted), the summary says so, naming both sides, and marks only the first
+  // process to exit, as such: the first to report is no more the cause than the others.
   std::function<Blame()> blame;
 };
 
@@ -312,9 +326,13 @@ class Supervisor {
   std::unordered_map<int, RankPrograms> ProgramsByRank() const;
   int ComputeExitStatus() const;
   std::string BuildSummary() const;
-  // The process the verdict blames over the first failure (SupervisorOptions::blame), or
-  // null; *how says how the verdict classed its rank.
-  const Child* BlamedOverFirstFailure(std::string* how) const;
+  // The ranks' verdicts (SupervisorOptions::blame), asked only where the summary names a
+  // failure a verdict may explain: not under a stop, a signal or the job deadline, nor over a
+  // first failure that was a crash or a process that never ran.
+  Blame VerdictsOnFirstFailure() const;
+  // The process `blame` names over the first failure, or null; *how says how the verdict
+  // classed its rank.
+  const Child* BlamedOverFirstFailure(const Blame& blame, std::string* how) const;
 
   SupervisorOptions options_;
   const Clock* clock_ = SteadyClock::Get();

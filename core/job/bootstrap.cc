@@ -152,10 +152,14 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
     return joined.store->Set(ControlKey(id.job_id, id.rank), control_address, deadline)
         .WithContext(who + ": publishing the control address");
   };
-  auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline, publish_control);
+  if (o.before_rendezvous) o.before_rendezvous();
+  auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline, publish_control,
+                                 o.stop_requested);
   if (!peers.ok()) {
-    // As a rendezvous that timed out gives the slot back: a retry must not read this address.
-    if (published && peers.status().code() == StatusCode::kDeadlineExceeded) {
+    // As a rendezvous that timed out or was stopped gives the slot back: a retry must not read
+    // this address.
+    const StatusCode code = peers.status().code();
+    if (published && (code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted)) {
       joined.store
           ->Delete(ControlKey(id.job_id, id.rank), Deadline::After(*SteadyClock::Get(), Seconds(1)))
           .IgnoreError();

@@ -34,6 +34,15 @@ struct JoinOptions {
   // When set, the store to rendezvous through (for example one a framework hands over, such
   // as torch's c10d store) instead of opening identity.store_url.
   std::function<StatusOr<std::unique_ptr<store::Store>>()> store_factory;
+  // Asked before this rank claims its rendezvous slot and every few hundred ms while it waits
+  // there for the others (store::Rendezvous): once it says yes, the rank gives its slot and
+  // its control address back, and JoinJob fails with Aborted. Not asked once the rendezvous is
+  // complete: the rank then goes on joining, and its caller decides what a stop means.
+  std::function<bool()> stop_requested;
+  // Runs once, just before the rendezvous (the store open, nothing of this rank in it yet).
+  // gyred installs its SIGTERM handler here: until then the signal's default action ends the
+  // process, which has nothing to give back, and from then on stop_requested sees it.
+  std::function<void()> before_rendezvous;
 };
 
 // Writes comm's flight recorder to <dir>/flight-rank<R>.json; returns the path.

@@ -161,17 +161,47 @@ Status CheckRank(const std::string& where, int rank, int world_size) {
   return Status::Ok();
 }
 
+// How often a rank waiting at the rendezvous asks whether it was told to stop: one Wait per
+// slice, and one more millisecond for every rank, so that a large job's ranks do not flood a
+// TcpStore with their waits (1024 ranks: a Wait a second each).
+Duration StopCheckSlice(size_t world_size) {
+  return std::max<Duration>(Millis(200), Millis(static_cast<int64_t>(world_size)));
+}
+
+// store->Wait until `wait_deadline`, in slices that ask `stop_requested` between them (when
+// given); *stopped is set, and the status is Aborted, when it said yes.
+Status WaitUnlessStopped(Store* store, const std::vector<std::string>& keys, Deadline wait_deadline,
+                         const std::function<bool()>& stop_requested, bool* stopped) {
+  if (!stop_requested) return store->Wait(keys, wait_deadline);
+  while (true) {
+    if (stop_requested()) {
+      *stopped = true;
+      return AbortedError("stopped");
+    }
+    const Deadline slice = Deadline::After(*SteadyClock::Get(), StopCheckSlice(keys.size()));
+    const bool last = !wait_deadline.infinite() && wait_deadline.when() <= slice.when();
+    Status status = store->Wait(keys, last ? wait_deadline : slice);
+    if (last || status.code() != StatusCode::kDeadlineExceeded) return status;
+  }
+}
+
 // Waits until the key of every rank exists. On timeout, finds out which ranks are missing
 // and names them; ranks that turn up during that check count as arrived.
 Status WaitForRanks(Store* store, const std::string& where, const std::vector<std::string>& keys,
-                    Deadline deadline, const CallTimer& timer) {
+                    Deadline deadline, const CallTimer& timer,
+                    const std::function<bool()>& stop_requested = {}, bool* stopped = nullptr) {
   Deadline wait_deadline = deadline;
   if (!deadline.infinite()) {
     Duration remaining = deadline.Remaining(*SteadyClock::Get());
     Duration reserve = std::min<Duration>(remaining / 20, Millis(50));
     wait_deadline = Deadline::At(deadline.when() - reserve);
   }
-  Status status = store->Wait(keys, wait_deadline);
+  bool stopped_here = false;
+  Status status = WaitUnlessStopped(store, keys, wait_deadline, stop_requested, &stopped_here);
+  if (stopped_here) {
+    if (stopped != nullptr) *stopped = true;
+    return status;
+  }
   if (status.ok()) return status;
   if (status.code() != StatusCode::kDeadlineExceeded) return status.WithContext(where);
   // Which ranks are missing: only a slot the store says is empty counts. A rank whose slot
@@ -250,7 +280,8 @@ std::string FormatRankList(const std::vector<int>& ranks_in) {
 
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
-                                             const std::function<Status()>& claimed) {
+                                             const std::function<Status()>& claimed,
+                                             const std::function<bool()>& stop_requested) {
   CHECK(store != nullptr) << "Rendezvous needs a store";
   CallTimer timer(deadline);
   GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
@@ -262,6 +293,10 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   const std::string encoded = Encode(mine);
   PrefixStore job(store, "gyre/rdzv/" + job_id);
   const std::string slot = SlotKey(mine.rank);
+  const std::string rank_text = "rank " + std::to_string(mine.rank);
+  if (stop_requested && stop_requested()) {
+    return AbortedError(where + ": " + rank_text + " was stopped before it claimed its slot");
+  }
 
   // Claiming the slot and publishing the record are one atomic step, so a record that is
   // present always belongs to the slot's one owner.
@@ -340,7 +375,21 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   }
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
-  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer); !waited.ok()) {
+  bool stopped = false;
+  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer, stop_requested, &stopped);
+      stopped) {
+    // The others cannot complete this rendezvous without this rank now; its slot is given
+    // back at once, so that the job id can be used again. A rank still waiting names it
+    // missing by its deadline, as it is.
+    Status left =
+        LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+    return AbortedError(where + ": " + rank_text + " was stopped while it waited for the other " +
+                        "ranks " + timer.AfterText() + "; " +
+                        (left.ok() ? "it gave its slot back"
+                                   : "its slot could not be given back (" + left.message() +
+                                         "): start the next run with a new job id or an empty "
+                                         "store"));
+  } else if (!waited.ok()) {
     // A rank that gave up waiting gives its slot back (and the world size record, if it
     // wrote that), so that a retry under the same job id finds it free rather than taken.
     // Only once its deadline has passed: every rank sharing it has named the missing ranks

@@ -67,9 +67,15 @@ std::string FormatRankList(const std::vector<int>& ranks);
 // for each other's `claimed` keys before they can exit (as JoinJob's wait for the control
 // addresses), else a rank that finished fast could be taken for such a writer; without
 // `claimed` there is no check.
+// `stop_requested`, if set, is asked before the claim and then every few hundred ms while
+// this rank waits for the others (the wait is cut into slices to ask it): once it says yes,
+// the rank gives its slot back (LeaveRendezvous) and the call fails with Aborted, saying
+// whether the slot could be given back. A process stopped there (a SIGTERM) otherwise kept
+// its slot, and the next run under the same job id was refused as an unfinished earlier run.
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
-                                             const std::function<Status()>& claimed = {});
+                                             const std::function<Status()>& claimed = {},
+                                             const std::function<bool()>& stop_requested = {});
 
 // Removes what Rendezvous wrote for `me` (the record Rendezvous returned for it): its slot,
 // and the world size record if `me` wrote that, so that the job id can be used again in the

@@ -211,6 +211,16 @@ case_partition() {
       *) fail "rank $r: no elapsed time in: $line" ;;
     esac
   done
+  # Each side blames the other: gyrerun names both sides and the network between them, not
+  # the first rank to exit.
+  grep -q "^gyrerun: job failed: the ranks' verdicts contradict each other: ranks 0-1 and ranks 2-3 each report the other side as unreachable, which points at the network between them" \
+    "$work/loop.err" || fail "the summary does not name both sides of the partition"
+  if grep -q "<- root cause" "$work/loop.err"; then fail "the summary names one rank as the root cause"; fi
+  # One verdict from each side (a rank told the other's verdict has none of its own).
+  grep -q "^gyrerun: verdict of rank [01]: .*rank [23] unreachable" "$work/loop.err" ||
+    fail "no verdict of host0's side"
+  grep -q "^gyrerun: verdict of rank [23]: .*rank [01] unreachable" "$work/loop.err" ||
+    fail "no verdict of host1's side"
 }
 
 case_hostkill() {

@@ -100,5 +100,119 @@ TEST(FlightRecordsTest, ABlameTheRankWentOnFromDoesNotCount) {
   EXPECT_EQ(b.what, "stalled");
 }
 
+// A cut between ranks {0,1} and {2,3}: each side blames a rank of the other as unreachable.
+// No vote names one rank (the tie would go to rank 0); the two sides are named instead.
+TEST(FlightRecordsTest, RanksThatBlameEachOtherAreSplitIntoTwoSides) {
+  const std::vector<std::vector<FlightEvent>> cut = {
+      {Start(5), Blame(5, "2 902 unreachable")},
+      {Start(5), Blame(5, "2 902 unreachable")},
+      {Start(5), Blame(5, "0 900 unreachable")},
+      {Start(5), Blame(5, "0 900 unreachable")},
+  };
+  launcher::Blame b = BlameOf(cut, 4);
+  EXPECT_TRUE(b.contradicted());
+  EXPECT_EQ(b.rank, -1);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  EXPECT_EQ(b.what_a, "unreachable");
+  EXPECT_EQ(b.what_b, "unreachable");
+
+  // Rank 0 and rank 2 blame each other; rank 1, which wrote nothing and is blamed by none, is
+  // on neither side.
+  b = BlameOf({{Start(3), Blame(3, "2 12 unreachable")}, {}, {Start(3), Blame(3, "0 10 stalled")}},
+              3);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2}));
+  EXPECT_EQ(b.what_a, "unreachable");
+  EXPECT_EQ(b.what_b, "stalled");
+
+  // One-sided blame is a vote as before: ranks 0, 1 and 3 blame rank 2, which names itself.
+  b = BlameOf({{Blame(5, "2 902 stalled")},
+               {Blame(5, "2 902 stalled")},
+               {Blame(5, "2 902 not running")},
+               {Blame(5, "2 902 stalled")}},
+              4);
+  EXPECT_FALSE(b.contradicted());
+  EXPECT_EQ(b.rank, 2);
+  // As a real cut between hosts a (ranks 0, 1) and b (ranks 2, 3) left it: each rank blames
+  // the peer it waited on, so two pairs blame each other and share no rank; and one side is a
+  // call behind the other (ranks 2-3 still finishing seq 905, which ranks 0-1 completed), so
+  // each side's verdict is on its own call. (Voting took only seq 905's verdicts, and named
+  // rank 0.) The hosts put the pairs together.
+  const std::vector<std::vector<FlightEvent>> pairs = {
+      {Start(906), Blame(906, "2 902 unreachable")},
+      {Start(906), Blame(906, "3 903 unreachable")},
+      {Start(905), Blame(905, "0 900 unreachable")},
+      {Start(905), Blame(905, "1 901 unreachable")}};
+  b = BlameOf(pairs, 4, {"a", "a", "b", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  // Ranks placed round robin (a: 0, 2; b: 1, 3) with the same blame pairs: hosts decide.
+  b = BlameOf({{Blame(9, "1 901 unreachable")},
+               {Blame(9, "0 900 unreachable")},
+               {Blame(9, "3 903 unreachable")},
+               {Blame(9, "2 902 unreachable")}},
+              4, {"a", "b", "a", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 2}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{1, 3}));
+  // Rank 3 was told rank 2's verdict and blames no one; rank 1 blames rank 3, which blames
+  // it not: they are placed by their hosts, and by who blames whom.
+  b = BlameOf({{Start(5), Blame(5, "2 902 unreachable")},
+               {Start(5), Blame(5, "3 903 unreachable")},
+               {Start(5), Blame(5, "0 900 unreachable")},
+               {Start(5)}},
+              4, {"a", "a", "b", "b"});
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+  // Without hosts, each pair has its lowest rank on the first side.
+  b = BlameOf(pairs, 4);
+  EXPECT_EQ(b.side_a, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.side_b, (std::vector<int>{2, 3}));
+}
+
+ProcessResult Exited(int rank, pid_t pid, int code, std::vector<std::string> tail,
+                     bool service = false) {
+  ProcessResult r;
+  r.rank = rank;
+  r.name = "rank " + std::to_string(rank) + (service ? " gyred" : "");
+  r.pid = pid;
+  r.exited = true;
+  r.exit_code = code;
+  r.service = service;
+  r.stderr_tail = std::move(tail);
+  return r;
+}
+
+// A rank whose program exited with an error of its own after making its communicator: the
+// others' verdict says it left without Comm::Close, which is what they saw, not why it went.
+// The line leads with its exit and its last stderr line.
+TEST(FlightRecordsTest, AVerdictOnARankThatExitedWithAnErrorLeadsWithItsExit) {
+  const std::string verdict =
+      "barrier seq=1 (dissemination) failed after 97.5 ms on rank 1: rank 0 left (pid 41 on "
+      "host vm, 127.0.0.1:5): its program destroyed its communicator without Comm::Close, so "
+      "that rank makes no more calls";
+  const std::vector<ProcessResult> results = {
+      Exited(0, 40, 143, {}, /*service=*/true),
+      Exited(0, 41, 1, {"starting", "gyre-bench rank 0: InvalidArgument: cannot open --jsonl /x"}),
+      Exited(1, 42, 1, {"gyre-bench rank 1: Unavailable: ..."})};
+  const launcher::Blame left(0, 40, "left");
+  EXPECT_EQ(ExitedOnItsOwn(left, results), &results[1]);
+  EXPECT_EQ(VerdictLine(left, verdict, results),
+            "rank 0 (pid 41) exited with code 1: \"gyre-bench rank 0: InvalidArgument: cannot "
+            "open --jsonl /x\"; the other ranks' barrier seq=1 (dissemination) failed because it "
+            "had gone (it left without Comm::Close)");
+
+  // The verdict stands as it is: a program that exited 0 (it finished its work) or that
+  // gyrerun stopped, and other classes.
+  std::vector<ProcessResult> finished = results;
+  finished[1].exit_code = 0;
+  EXPECT_EQ(VerdictLine(left, verdict, finished), verdict);
+  std::vector<ProcessResult> stopped = results;
+  stopped[1].killed_by_launcher = true;
+  EXPECT_EQ(VerdictLine(left, verdict, stopped), verdict);
+  EXPECT_EQ(VerdictLine(launcher::Blame(0, 40, "stalled"), verdict, results), verdict);
+  EXPECT_EQ(VerdictLine(launcher::Blame(), verdict, results), verdict);
+}
+
 }  // namespace
 }  // namespace gyre::launcher

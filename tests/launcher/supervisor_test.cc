@@ -563,6 +563,76 @@ TEST_F(SupervisorTest, TheRankTheVerdictBlamesIsTheRootCauseOverTheFirstToExit) 
   ExpectNoProcessLeft();
 }
 
+// A network cut between ranks {0,1} and {2,3}: each side's verdict blames the other, and the
+// first rank to exit is only the first to report. The summary says the verdicts contradict
+// each other, names both sides, and marks no rank as the root cause.
+TEST_F(SupervisorTest, VerdictsThatBlameEachOtherPointAtTheNetworkNotAtTheFirstToExit) {
+  SupervisorOptions options = Options();
+  options.blame = [] {
+    Blame b;
+    b.side_a = {0, 1};
+    b.side_b = {2, 3};
+    b.what_a = b.what_b = "unreachable";
+    return b;
+  };
+  const int status = Run(
+      {Rank(0, {"--sleep_ms=100", "--exit_code=1"}), Rank(1, {"--sleep_ms=200", "--exit_code=1"}),
+       Rank(2, {"--sleep_ms=200", "--exit_code=1"}), Rank(3, {"--sleep_ms=300", "--exit_code=1"})},
+      options);
+  EXPECT_EQ(status, 1);  // the first failure's status, as before
+  const std::vector<ProcessResult> results = supervisor_->results();
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary,
+              HasSubstr("gyrerun: job failed: the ranks' verdicts contradict each other: ranks "
+                        "0-1 and ranks 2-3 each report the other side as unreachable, which "
+                        "points at the network between them, not at one rank; the first to exit "
+                        "was rank 0 (pid " +
+                        std::to_string(results[0].pid) + "), with code 1"));
+  EXPECT_THAT(summary, Not(HasSubstr("root cause")));
+  EXPECT_THAT(SummaryRow(summary, "rank 0"), HasSubstr("exit 1  <- first to exit"));
+  for (const std::string other : {"rank 1", "rank 2", "rank 3"}) {
+    EXPECT_THAT(SummaryRow(summary, other), Not(HasSubstr("<-"))) << other;
+  }
+
+  // Sides that call each other different things say which side said what.
+  options.blame = [] {
+    Blame b;
+    b.side_a = {0};
+    b.side_b = {1};
+    b.what_a = "unreachable";
+    b.what_b = "stalled";
+    return b;
+  };
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=100", "--exit_code=1"}),
+                 Rank(1, {"--sleep_ms=200", "--exit_code=1"})},
+                options),
+            1);
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("rank 0 and rank 1 each report the other side as at fault (rank 0 call it "
+                        "unreachable, rank 1 call it stalled), which points at the network"));
+  ExpectNoProcessLeft();
+}
+
+// The verdict blames a rank that left, and that rank's program exited with an error of its
+// own (a bad flag found after its communicator existed) after another rank had exited: the
+// summary leads with its exit, the verdict's class following as what the others saw.
+TEST_F(SupervisorTest, ABlamedRankThatExitedWithAnErrorIsNamedByItsExit) {
+  SupervisorOptions options = Options();
+  options.blame = [] { return Blame{1, 0, "left"}; };
+  const int status = Run(
+      {Rank(0, {"--sleep_ms=100", "--exit_code=1"}), Rank(1, {"--sleep_ms=300", "--exit_code=2"})},
+      options);
+  EXPECT_EQ(status, 1);
+  const std::vector<ProcessResult> results = supervisor_->results();
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("gyrerun: job failed: rank 1 (pid " +
+                                 std::to_string(results[1].pid) + ") exited with code 2 after "));
+  EXPECT_THAT(summary, HasSubstr(", and the other ranks' calls failed without it (the ranks' "
+                                 "verdict: left); the first to exit was rank 0 (pid "));
+  EXPECT_THAT(SummaryRow(summary, "rank 1"), HasSubstr("<- root cause (verdict: left)"));
+  ExpectNoProcessLeft();
+}
+
 // A stalled rank's process is the one the verdict saw not answering, and one that names itself
 // for not running the one that did not: with a daemon beside the program, the daemon whose
 // pid the verdict gives. A rank that did not make the call is its program.

@@ -3,11 +3,15 @@
 // finish cleanly is named as such by the next one, rather than taken for a live claimant.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/store/rendezvous.h"
 #include "tests/support/subprocess.h"
 
 namespace gyre::testing {
@@ -103,6 +107,79 @@ TEST(RerunTest, ProgramsThatCloseFreeTheJobIdAndOthersAreNamed) {
               std::string::npos)
         << mode << ": " << next.err;
   }
+}
+
+// The ranks of a `world_size` job `job_id` whose rendezvous slot the file store at `store`
+// holds. (Read slot by slot: ReadRendezvous shows none without the world size record, which
+// whichever rank came first wrote.)
+std::vector<int> HeldSlots(const std::string& store, const std::string& job_id, int world_size) {
+  auto opened =
+      store::OpenStore("file://" + store, Deadline::After(*SteadyClock::Get(), Seconds(5)));
+  if (!opened.ok()) {
+    ADD_FAILURE() << opened.status();
+    return {};
+  }
+  std::vector<int> held;
+  for (int rank = 0; rank < world_size; ++rank) {
+    auto slot = (*opened)->TryGet("gyre/rdzv/" + job_id + "/rank/" + std::to_string(rank),
+                                  Deadline::After(*SteadyClock::Get(), Seconds(5)));
+    if (!slot.ok()) ADD_FAILURE() << slot.status();
+    if (slot.ok() && slot->has_value()) held.push_back(rank);
+  }
+  return held;
+}
+
+// Two gyreds of a three-rank job wait at the rendezvous for the third, which never comes; both
+// are stopped there by SIGTERM. They give their slots back and exit at once, saying so, and the
+// same job id then runs to the end against the same folder. (Stopped by the signal's default
+// action, they kept their slots, and the rerun was refused as an earlier unfinished run.)
+TEST(RerunTest, AGyredStoppedAtTheRendezvousGivesItsSlotBack) {
+  const std::string dir = EmptyTempDir("gyre-rerun-stopped");
+  const std::string store = dir + "/store";
+  auto args = [&](int rank) {
+    std::vector<std::string> a = HandStarted(rank, store, 30);
+    a[1] = "--world_size=3";
+    return a;
+  };
+  std::vector<pid_t> waiting;
+  for (int rank = 0; rank < 2; ++rank) {
+    waiting.push_back(StartLogged(BinDir() + "/gyred", args(rank),
+                                  dir + "/stopped" + std::to_string(rank) + ".log"));
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (HeldSlots(store, "demo", 3) != std::vector<int>{0, 1} &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(HeldSlots(store, "demo", 3), (std::vector<int>{0, 1}));
+  for (int rank : {1, 0}) {
+    const std::string log = dir + "/stopped" + std::to_string(rank) + ".log";
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_EQ(::kill(waiting[rank], SIGTERM), 0);
+    EXPECT_EQ(WaitExit(waiting[rank], Seconds(10)), 128 + SIGTERM) << ReadAll(log);
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(3));
+    EXPECT_NE(ReadAll(log).find("gyred: stopped by SIGTERM before it joined job demo"),
+              std::string::npos)
+        << ReadAll(log);
+    EXPECT_NE(ReadAll(log).find("it gave its slot back"), std::string::npos) << ReadAll(log);
+    // Only its own slot: the other rank still holds its own until it is stopped too.
+    const std::vector<int> left = rank == 1 ? std::vector<int>{0} : std::vector<int>{};
+    EXPECT_EQ(HeldSlots(store, "demo", 3), left) << "after rank " << rank << " was stopped";
+  }
+  // Nothing of theirs is left: slots, world size, control addresses.
+  EXPECT_EQ(KeyFiles(store), std::vector<std::string>());
+
+  std::vector<pid_t> rerun;
+  for (int rank = 0; rank < 3; ++rank) {
+    rerun.push_back(StartLogged(BinDir() + "/gyred", args(rank),
+                                dir + "/rerun" + std::to_string(rank) + ".log"));
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string log = dir + "/rerun" + std::to_string(rank) + ".log";
+    EXPECT_EQ(WaitExit(rerun[rank], Seconds(60)), 0) << "rank " << rank << ": " << ReadAll(log);
+  }
+  EXPECT_NE(ReadAll(dir + "/rerun0.log").find("selftest: all checks passed"), std::string::npos);
+  EXPECT_EQ(KeyFiles(store), std::vector<std::string>());
 }
 
 }  // namespace

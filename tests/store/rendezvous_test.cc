@@ -516,6 +516,41 @@ TEST(RendezvousTest, ALeftOrFailedRendezvousFreesTheJobIdForTheNextRun) {
   }
 }
 
+// A rank told to stop while it waits for the others gives its slot back at once, well before
+// its deadline, and says so; one told before its claim writes nothing. The same rank can then
+// meet the others under the same job id.
+TEST(RendezvousTest, ARankToldToStopWhileItWaitsGivesItsSlotBack) {
+  HashStore store;
+  std::atomic<bool> stop{false};
+  auto stop_requested = [&stop] { return stop.load(); };
+  Result stopped(InternalError("not run"));
+  const auto start = std::chrono::steady_clock::now();
+  std::thread rank0(
+      [&] { stopped = Rendezvous(&store, "J", Peer(0, 2), In(Seconds(20)), {}, stop_requested); });
+  while (!store.TryGet("gyre/rdzv/J/rank/0", In(Seconds(1)))->has_value()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  rank0.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_EQ(stopped.status().code(), StatusCode::kAborted) << stopped.status();
+  EXPECT_THAT(stopped.status().message(),
+              HasSubstr("rank 0 was stopped while it waited for the other ranks"));
+  EXPECT_THAT(stopped.status().message(), HasSubstr("it gave its slot back"));
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/rank/0", In(Seconds(1)))->has_value());
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/world_size", In(Seconds(1)))->has_value());
+
+  Result early = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(5)), {}, stop_requested);
+  ASSERT_EQ(early.status().code(), StatusCode::kAborted) << early.status();
+  EXPECT_THAT(early.status().message(), HasSubstr("rank 1 was stopped before it claimed its slot"));
+  EXPECT_FALSE(store.TryGet("gyre/rdzv/J/rank/1", In(Seconds(1)))->has_value());
+
+  stop = false;
+  for (const Result& r : RunAll(&store, "J", {Peer(0, 2), Peer(1, 2)}, Seconds(10))) {
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+}
+
 // Leaving removes only the leaver's own records: not another claimant's slot, not a world
 // size record another rank wrote.
 TEST(RendezvousTest, LeavingLeavesOtherClaimantsRecordsAlone) {

@@ -254,6 +254,35 @@ TEST(GyreBenchCli, JsonlFileThatCannotBeWrittenFailsTheRun) {
   EXPECT_NE(r.err.find("--jsonl /dev/full"), std::string::npos) << r.err;
 }
 
+// Rank 0 alone writes the --jsonl file, and finds it cannot once its communicator exists: it
+// exits 1 saying why, and rank 1's first call fails because rank 0 left without
+// Comm::Close. gyrerun's verdict line said only that (true, but not why rank 0 went); it
+// leads with rank 0's exit and its error now, the missing Close as the consequence.
+TEST(GyreBenchCli, ARankThatFailsOnABadFlagIsNamedByItsOwnErrorNotByTheMissingClose) {
+  for (const char* mode : {"embedded", "daemon"}) {
+    CommandResult r = RunCommand({BuiltBinary("gyrerun"), "-n", "2", "--mode", mode, "--timeout",
+                                  "5", "--", BuiltBinary("gyre-bench"), "--jsonl",
+                                  "/nonexistent-gyre-dir/results.jsonl", "--sizes", "4"},
+                                 {}, 60);
+    EXPECT_FALSE(r.timed_out) << mode;
+    EXPECT_EQ(r.exit_code, 1) << mode << "\n" << r.err;
+    EXPECT_NE(r.err.find("gyrerun: job failed: rank 0 (pid "), std::string::npos) << mode << "\n"
+                                                                                  << r.err;
+    const size_t verdict = r.err.find("\ngyrerun: verdict: ");
+    ASSERT_NE(verdict, std::string::npos) << mode << "\n" << r.err;
+    const std::string line = r.err.substr(verdict + 1, r.err.find('\n', verdict + 1) - verdict - 1);
+    EXPECT_EQ(line.rfind("gyrerun: verdict: rank 0 (pid ", 0), 0u) << mode << ": " << line;
+    EXPECT_NE(line.find(") exited with code 1: \"gyre-bench rank 0: InvalidArgument: cannot open "
+                        "--jsonl /nonexistent-gyre-dir/results.jsonl"),
+              std::string::npos)
+        << mode << ": " << line;
+    // The missing Close comes after, as what the others saw.
+    EXPECT_LT(line.find("exited with code 1"), line.find("without Comm::Close"))
+        << mode << ": " << line;
+    EXPECT_NE(line.find("; the other ranks' "), std::string::npos) << mode << ": " << line;
+  }
+}
+
 TEST(GyreBenchCli, TableOnAFullStdoutFailsTheRun) {
   // gyre-bench's own stdout on /dev/full (gyrerun relays a rank's output through a pipe).
   CommandResult r =
