@@ -1,5 +1,6 @@
 #include "core/algo/collective.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace gyre::algo {
@@ -144,6 +145,16 @@ int64_t OutputCount(const CollectiveSpec& s, int rank) {
       return 0;
   }
   return 0;
+}
+
+int64_t LargeCallSegmentElems(const CollectiveSpec& s) {
+  if (s.segment_elems != 0 || s.world_size < 1) return s.segment_elems;
+  const int64_t size = static_cast<int64_t>(DataTypeSize(s.dtype));
+  // The root's buffers are the largest of any rank's (gather, scatter), or all are alike.
+  const int root = s.root >= 0 && s.root < s.world_size ? s.root : 0;
+  const int64_t largest = std::max(InputCount(s, root), OutputCount(s, root));
+  if (size <= 0 || largest <= kMaxMessageBytes / size) return 0;
+  return kLargeCallSegmentBytes / size;
 }
 
 Status ValidateSpec(const CollectiveSpec& s) {

@@ -107,6 +107,19 @@ int64_t OutputCount(const CollectiveSpec& spec, int rank);
 // machine, and low enough that no size, offset or alignment computed from it overflows.
 inline constexpr int64_t kMaxCallBytes = int64_t{1} << 60;
 
+// The largest message a call sends in one piece by default: the TCP transport's frame cap
+// (TcpTransportOptions::max_frame_bytes). A call whose largest buffer is bigger and whose
+// caller chose no segments (segment_elems 0) is cut into segments of kLargeCallSegmentBytes
+// (LargeCallSegmentElems), so that a 1.5 GiB broadcast or a 4 GiB allreduce runs as smaller
+// calls do; the early-message buffers stay bounded by the segment too. Algorithms that do not
+// cut their messages (recursive doubling, bruck, direct allgather/alltoall, gather, scatter:
+// docs/memory.md) still send whole blocks, and one over the cap is refused by the transport.
+inline constexpr int64_t kMaxMessageBytes = int64_t{1} << 30;
+inline constexpr int64_t kLargeCallSegmentBytes = int64_t{64} << 20;
+// spec.segment_elems when it is set or the call's largest buffer fits kMaxMessageBytes, else
+// kLargeCallSegmentBytes' worth of elements. Needs a valid world size, root and dtype.
+int64_t LargeCallSegmentElems(const CollectiveSpec& spec);
+
 // InvalidArgument naming the value and the rule for: world_size < 1, negative count, a count
 // whose world size x count elements would pass kMaxCallBytes, root out of range, unknown
 // dtype/op, unsupported (dtype, op), an algorithm that does not implement the collective.

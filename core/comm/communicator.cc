@@ -205,10 +205,11 @@ StatusOr<CollectiveSpec> Communicator::Resolve(CollectiveSpec spec, const CallOp
     spec.segment_elems =
         std::max<int64_t>(1, seg_bytes / static_cast<int64_t>(DataTypeSize(spec.dtype)));
   }
+  GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
+  spec.segment_elems = algo::LargeCallSegmentElems(spec);
   if (spec.segment_elems > 0 && spec.count / spec.segment_elems >= kMaxSegmentsPerCall) {
     spec.segment_elems = (spec.count + kMaxSegmentsPerCall - 1) / kMaxSegmentsPerCall;
   }
-  GYRE_RETURN_IF_ERROR(algo::ValidateSpec(spec));
   if (spec.deterministic) {
     spec.algorithm = Algorithm::kCanonical;
   } else if (spec.algorithm == Algorithm::kAuto) {

@@ -223,6 +223,20 @@ TEST(GyreBenchCli, ADeterministicJobsReductionsAreMeasuredAsCanonical) {
   }
 }
 
+// A call over 1 GiB (the largest frame) put a whole chunk in one message, and the transport
+// refused it: "Recv of 1074790400 bytes ... exceeds max_frame_bytes". Such calls are cut into
+// 64 MiB segments now and run, checked (about 2 GiB of memory and 10 s here).
+TEST(GyreBenchCli, ABroadcastOverOneGiBRunsAndIsChecked) {
+  CommandResult r = RunCommand(
+      {BuiltBinary("gyrerun"), "-n", "2", "--mode", "embedded", "--", BuiltBinary("gyre-bench"),
+       "--op", "broadcast", "-d", "int8", "--sizes", "1025M", "-c", "1", "-n", "1", "-w", "0"},
+      {}, 100);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("  1074790400   1074790400     int8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# wrong elements in total: 0"), std::string::npos) << r.out;
+}
+
 // gyre-bench ended without Comm::Close, so its ranks' records stayed in the store and a
 // second run under the same job id was refused as "an earlier run ... left it". It closes
 // now: the same job id runs again, in both modes, and the store is left empty.

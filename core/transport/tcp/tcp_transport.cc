@@ -755,6 +755,13 @@ Status TcpTransport::Impl::ShutdownStatus() const {
   return AbortedError("the transport of rank " + std::to_string(options_.rank) + " is shut down");
 }
 
+// Why a message can pass the frame cap at all: calls over it are cut into segments
+// (algo::LargeCallSegmentElems), except by the algorithms that send a block whole.
+constexpr const char* kWholeBlockHint =
+    ": this algorithm sends a block of that size as one message (recursive doubling, bruck, "
+    "pairwise, gather, scatter and scatter_allgather do not cut blocks into segments); choose "
+    "another algorithm or smaller calls";
+
 void TcpTransport::Impl::Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
                               DoneCallback done) {
   std::string refusal;
@@ -765,7 +772,8 @@ void TcpTransport::Impl::Send(int peer, const MessageHeader& header, const void*
     refusal = "Send of " + std::to_string(bytes) + " bytes from a null buffer";
   } else if (bytes > options_.max_frame_bytes) {
     refusal = "Send of " + std::to_string(bytes) + " bytes to " + DescribePeer(peer) +
-              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")";
+              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")" +
+              kWholeBlockHint;
   }
   if (!refusal.empty()) {
     if (done) done(InvalidArgumentError(refusal));
@@ -788,7 +796,8 @@ void TcpTransport::Impl::Recv(int peer, const MessageHeader& header, void* data,
     refusal = "Recv of " + std::to_string(bytes) + " bytes into a null buffer";
   } else if (bytes > options_.max_frame_bytes) {
     refusal = "Recv of " + std::to_string(bytes) + " bytes from " + DescribePeer(peer) +
-              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")";
+              " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")" +
+              kWholeBlockHint;
   }
   if (!refusal.empty()) {
     if (done) done(InvalidArgumentError(refusal));
