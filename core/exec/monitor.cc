@@ -90,6 +90,7 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   } else {
     snap_.last_error = status.ToString();
     snap_.failed_seq = seq;
+    NoteFailedLocked(seq);
     if (status.code() == StatusCode::kResourceExhausted && !StoppedByAbortLocked(seq, status)) {
       snap_.exhausted_seq = seq;
       snap_.exhausted_error = snap_.last_error;
@@ -126,11 +127,21 @@ void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& nam
   snap_.last_error = why.ToString();
   snap_.failed_seq = seq;
   snap_.refused_seq = seq;
+  NoteFailedLocked(seq);
   // Not among the recent calls the ranks compare for a divergence: a refused call sent
   // nothing, and its arguments are the caller's unchecked ones (an algorithm still "auto", a
   // negative count), which differ from the others' resolved call. Kept, they made the next
   // call of every rank fail as diverged, naming a rank that had made no mistake.
   pending_aborts_.erase(pending_aborts_.begin(), pending_aborts_.upper_bound(seq));
+}
+
+void OpMonitor::NoteFailedLocked(uint64_t seq) {
+  failed_recent_[failed_next_] = seq;
+  failed_next_ = (failed_next_ + 1) % failed_recent_.size();
+}
+
+bool OpMonitor::FailedHereLocked(uint64_t seq) const {
+  return std::find(failed_recent_.begin(), failed_recent_.end(), seq) != failed_recent_.end();
 }
 
 bool OpMonitor::Abort(uint64_t seq, const Status& reason, AbortKind kind) {
@@ -148,7 +159,7 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason, AbortKind kind) {
   if (seq != 0 && !snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
     verdict_seq_ = seq;
     verdict_ = reason;
-  } else if (seq != 0 && seq != snap_.failed_seq && kind == AbortKind::kMismatch &&
+  } else if (seq != 0 && !FailedHereLocked(seq) && kind == AbortKind::kMismatch &&
              !late_divergence_) {
     late_divergence_.emplace(seq, reason);  // completed here: the next call reports it
   }

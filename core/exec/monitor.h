@@ -162,6 +162,13 @@ class OpMonitor {
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   std::optional<std::pair<uint64_t, Status>> late_divergence_;
+  // The latest calls that failed or were refused here, a ring: another rank's verdict on one
+  // of them is no news of a call that "completed here" (failed_seq holds only the last, and a
+  // verdict on a refused call came after this rank had refused a later one).
+  std::array<uint64_t, 16> failed_recent_{};
+  size_t failed_next_ = 0;
+  void NoteFailedLocked(uint64_t seq);
+  bool FailedHereLocked(uint64_t seq) const;
   uint64_t aborted_seq_ = 0;
   uint64_t verdict_seq_ = 0;
   Status verdict_;       // of verdict_seq_
