@@ -56,6 +56,15 @@ std::string MostSaid(const std::map<int, job::Blamed>& accusations, const std::v
 // the first side. Then a rank that blames a placed rank, or is blamed by one, goes opposite
 // it, and any other rank on a host of one side only goes on that side (a rank told another's
 // verdict blames no one itself). False, and nothing set, when no two ranks blame each other.
+// What a rank calls a peer it cannot reach or hear from: the classes a cut network gives on
+// both sides. Others are facts about the blamed rank itself (it left, refused a call,
+// diverged, ran out of memory), which a blame back does not contradict: two ranks that blame
+// each other with one of those are not a cut (rank 0 refused a call and rank 1 went on and
+// failed; rank 0 then found rank 1 had left).
+bool CutClass(const std::string& what) {
+  return what == "unreachable" || what == "stalled" || what == "dead";
+}
+
 bool SplitIntoAccusingSides(const std::map<int, job::Blamed>& accusations, int world_size,
                             const std::vector<std::string>& hosts, Blame* out) {
   auto host_of = [&hosts](int rank) {
@@ -65,7 +74,8 @@ bool SplitIntoAccusingSides(const std::map<int, job::Blamed>& accusations, int w
   for (const auto& [a, blamed] : accusations) {
     const int b = blamed.rank;
     auto back = accusations.find(b);
-    if (back == accusations.end() || back->second.rank != a || side.count(a) || side.count(b)) {
+    if (back == accusations.end() || back->second.rank != a || side.count(a) || side.count(b) ||
+        !CutClass(blamed.what) || !CutClass(back->second.what)) {
       continue;
     }
     // This pair and the ranks it reaches through blame, on sides 0 and 1 of their own.

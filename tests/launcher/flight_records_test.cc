@@ -126,6 +126,14 @@ TEST(FlightRecordsTest, RanksThatBlameEachOtherAreSplitIntoTwoSides) {
   EXPECT_EQ(b.what_a, "unreachable");
   EXPECT_EQ(b.what_b, "stalled");
 
+  // Blame back that a cut does not give is no contradiction: rank 1 blames rank 0 for a call
+  // it refused, and rank 0 then finds rank 1 gone; the vote takes the earliest, as before.
+  b = BlameOf(
+      {{Start(22), Blame(22, "1 901 left")}, {Start(17), Blame(17, "0 900 refused the call")}}, 2);
+  EXPECT_FALSE(b.contradicted());
+  EXPECT_EQ(b.rank, 0);
+  EXPECT_EQ(b.what, "refused the call");
+
   // One-sided blame is a vote as before: ranks 0, 1 and 3 blame rank 2, which names itself.
   b = BlameOf({{Blame(5, "2 902 stalled")},
                {Blame(5, "2 902 stalled")},
