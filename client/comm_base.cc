@@ -133,6 +133,16 @@ Status CommBase::Scatter(const void* in, void* out, int64_t count, DataType dtyp
   return Blocking(algo::MakeSpec(Collective::kScatter, count, dtype, ReduceOp::kSum, root), in, out,
                   o);
 }
+Status CommBase::RefuseCall(const std::string& collective, const Status& why) {
+  StatusOr<Collective> c = algo::ParseCollective(collective);
+  if (!c.ok()) return c.status();
+  GYRE_RETURN_IF_ERROR(RefuseIfClosed());
+  const Status reason =
+      why.ok() ? InvalidArgumentError("the program refused the call without a reason") : why;
+  const CollectiveSpec spec = algo::MakeSpec(*c, 0, DataType::kUint8);
+  return queue_.RunInline([&] { return Refused(spec, reason); });
+}
+
 Status CommBase::Barrier(const Options& o) {
   return Blocking(algo::MakeSpec(Collective::kBarrier, 0, DataType::kUint8, ReduceOp::kSum, 0),
                   nullptr, nullptr, o);

@@ -153,6 +153,9 @@ class DaemonComm final : public CommBase {
   bool answered() const { return answered_; }
 
  protected:
+  Status Refused(const algo::CollectiveSpec& spec, const Status& why) override {
+    return Refuse(spec, why);
+  }
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
     // Before anything is staged: a request given up on may still run over the staging area.
     if (!broken_.ok()) return broken_;

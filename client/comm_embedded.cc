@@ -108,6 +108,9 @@ class EmbeddedComm final : public CommBase {
     closed_with_everyone_ = met;
     if (met) job::LeaveJobOrWarn(joined_, "rank " + std::to_string(rank()) + ": ");
   }
+  Status Refused(const algo::CollectiveSpec& spec, const Status& why) override {
+    return joined_.comm->Refuse(spec, why);
+  }
   Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) override {
     const StatusOr<CallOptions> co = ToCallOptions(o);
     // Refused, it still takes its place in the sequence, as any refusal inside Run does.

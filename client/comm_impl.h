@@ -36,6 +36,7 @@ class CommBase : public Comm {
   Status Scatter(const void* in, void* out, int64_t count, DataType dtype, int root,
                  const Options& o) override;
   Status Barrier(const Options& o) override;
+  Status RefuseCall(const std::string& collective, const Status& why) override;
   Status Close(const Options& o) override;
   std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count, DataType dtype,
                                        ReduceOp op, const Options& o) override;
@@ -71,6 +72,8 @@ class CommBase : public Comm {
   Status Inline(const std::function<Status()>& call) { return queue_.RunInline(call); }
   // First thing in a derived destructor: no queued call may run on what it destroys.
   void StopCalls() { queue_.Shutdown(); }
+  // Refuses one collective in its place in the sequence, with `why` (never Ok).
+  virtual Status Refused(const algo::CollectiveSpec& spec, const Status& why) = 0;
   // Runs one collective; implementations set the CallInfo with SetLast.
   virtual Status Call(algo::CollectiveSpec spec, const void* in, void* out, const Options& o) = 0;
   // After Close's exchange with every rank (`met`: it succeeded): the daemon Comm says goodbye

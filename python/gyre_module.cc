@@ -232,6 +232,10 @@ bool WaitInterruptibly(PendingCall& pending, std::optional<Duration> timeout) {
 
 class PyComm;
 
+// Collectives this thread handed to its Comm's runner (PyComm::Run). A binding's exception
+// raised while this did not move was raised by its own checks, before the call was made.
+thread_local uint64_t t_calls_made = 0;
+
 class PyWork {
  public:
   PyWork(std::shared_ptr<Held> held, py::object comm) : held_(std::move(held)), comm_(comm) {}
@@ -309,8 +313,18 @@ class PyComm {
   py::object Run(py::object self, std::shared_ptr<Held> held, std::function<Status(Comm&)> call,
                  bool async_op) {
     Prune();
+    ++t_calls_made;
     held->pending = runner_->Submit(std::move(call));
     return Finish(self, std::move(held), async_op);
+  }
+
+  // A collective this rank's binding refused before making it (InSequence): refused in its
+  // place in the call sequence too, behind the calls already queued. Best effort: the
+  // caller's own exception is what it raises either way.
+  void RefuseInSequence(const char* collective, const std::string& why) {
+    runner_->Submit([name = std::string(collective), why](Comm& c) {
+      return c.RefuseCall(name, InvalidArgumentError(why));
+    });
   }
 
   // A send or receive: posted now, beside the queued collectives (CallRunner::StartMessage).
@@ -405,6 +419,24 @@ py::object SameShape(py::object self, const char* name, py::object data, py::obj
       self, held,
       [in = RawOf(in), o = RawOf(o), call = std::move(call)](Comm& c) { return call(c, in, o); },
       async_op);
+}
+
+// Runs a collective's binding. An argument its own checks refuse (ValueError, TypeError, ...)
+// is refused in the call sequence too (Comm::RefuseCall): skipped there instead, this rank's
+// next call would meet the other ranks' refused one, and with the same shape run on with their
+// data, silently wrong; refused, the others' call fails naming this rank and why.
+template <typename F>
+py::object InSequence(const py::object& self, const char* collective, F&& body) {
+  const uint64_t made = t_calls_made;
+  try {
+    return body();
+  } catch (const py::builtin_exception& e) {
+    if (t_calls_made == made) self.cast<PyComm&>().RefuseInSequence(collective, e.what());
+    throw;
+  } catch (py::error_already_set& e) {
+    if (t_calls_made == made) self.cast<PyComm&>().RefuseInSequence(collective, e.what());
+    throw;
+  }
 }
 
 py::object Allreduce(py::object self, py::object data, py::object out, py::object op, bool async_op,
@@ -740,21 +772,27 @@ PYBIND11_MODULE(_gyre, m) {
           "allreduce",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
              std::string alg, py::object det, std::optional<double> t) {
-            return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "allreduce", [&] {
+              return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "broadcast",
           [](py::object self, py::object data, int root, py::object out, bool async_op,
              std::string alg, py::object det, std::optional<double> t) {
-            return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "broadcast", [&] {
+              return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), GYRE_OPTS)
       .def(
           "reduce",
           [](py::object self, py::object data, int root, py::object out, py::object op,
              bool async_op, std::string alg, py::object det, std::optional<double> t) {
-            return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "reduce", [&] {
+              return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("op") = "sum",
           GYRE_OPTS)
@@ -762,35 +800,45 @@ PYBIND11_MODULE(_gyre, m) {
           "allgather",
           [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
              py::object det, std::optional<double> t) {
-            return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "allgather", [&] {
+              return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "reduce_scatter",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
              std::string alg, py::object det, std::optional<double> t) {
-            return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "reduce_scatter", [&] {
+              return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out"), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "alltoall",
           [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
              py::object det, std::optional<double> t) {
-            return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "alltoall", [&] {
+              return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "gather",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
              std::string alg, py::object det, std::optional<double> t) {
-            return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "gather", [&] {
+              return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("root") = 0, GYRE_OPTS)
       .def(
           "scatter",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
              std::string alg, py::object det, std::optional<double> t) {
-            return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "scatter", [&] {
+              return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
+            });
           },
           py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
       .def(
@@ -813,7 +861,9 @@ PYBIND11_MODULE(_gyre, m) {
           "barrier",
           [](py::object self, bool async_op, std::string alg, py::object det,
              std::optional<double> t) {
-            return Barrier(self, async_op, CallArgs{alg, det, t});
+            return InSequence(self, "barrier", [&] {
+              return Barrier(self, async_op, CallArgs{alg, det, t});
+            });
           },
           GYRE_OPTS)
       .def(

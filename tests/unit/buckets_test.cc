@@ -60,6 +60,7 @@ class FakeComm : public Comm {
     return Unused();
   }
   Status Barrier(const Options&) override { return Unused(); }
+  Status RefuseCall(const std::string&, const Status&) override { return Unused(); }
   Status Send(const void*, int64_t, DataType, int, int, const Options&) override {
     return Unused();
   }

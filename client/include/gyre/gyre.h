@@ -107,6 +107,15 @@ class Comm {
                          const Options& o = {}) = 0;
   virtual Status Barrier(const Options& o = {}) = 0;
 
+  // Refuses, in its place in the call sequence, a `collective` call ("allreduce", ...) that
+  // this program will not make because its own check of the arguments failed first (a
+  // binding's: a buffer too small, an unknown op name). Like a call refused here for its
+  // arguments it takes a seq, so this rank's next call meets the others' next call, and the
+  // others' same call fails naming this rank and `why`; skipping the call instead would pair
+  // every later call of this rank with the others' previous one. Returns `why` (InvalidArgument
+  // for an unknown name; refused as any other call once Close has begun).
+  virtual Status RefuseCall(const std::string& collective, const Status& why) = 0;
+
   // Asynchronous allreduce: returns at once; the buffers must stay valid until the Work
   // completes. Calls (blocking and asynchronous) run in the order they were made.
   virtual std::shared_ptr<Work> AllreduceAsync(const void* in, void* out, int64_t count,
