@@ -157,6 +157,42 @@ INSTANTIATE_TEST_SUITE_P(Modes, JobStopTest,
                          ::testing::Values(StopCase{"embedded", 4}, StopCase{"daemon", 11}),
                          [](const auto& info) { return std::string(info.param.mode); });
 
+// --hang_timeout does not count a stop: rank 0 spends 7 s between two calls while rank 1
+// waits in the next one, under a 4 s hang timeout, and the job is stopped for 5 s of that
+// (a sleep goes on to its end while stopped). Rank 1 reports no progress for 5 s once
+// resumed, and rank 0 is not in the call for 2 s more; the watchdog counts only the time
+// since the job was continued.
+TEST(JobStopTest, AStopIsNotAHang) {
+  const std::string dir = EmptyTempDir("job-stop-hang");
+  const std::string log = dir + "/gyrerun.log";
+  const pid_t gyrerun =
+      StartInOwnGroup({BinDir() + "/gyrerun", "-n", "2", "--mode", "embedded", "--timeout", "10",
+                       "--hang_timeout", "4", "--", BinDir() + "/gyre-test-client", "--check=false",
+                       "--loop_iters=8", "--skip_rank=0", "--fault_at=5", "--skip_seconds=7"},
+                      log);
+  ASSERT_GT(gyrerun, 0);
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGCONT);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{gyrerun};
+  ASSERT_TRUE(WaitFor(30, [&] { return Count(ReadAll(log), "rank 0 skips call 5") == 1; }))
+      << ReadAll(log);
+  ASSERT_EQ(::kill(gyrerun, SIGTSTP), 0);
+  ASSERT_TRUE(WaitFor(5, [&] { return ReadState(gyrerun).state == 'T'; })) << ReadAll(log);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  ASSERT_EQ(::kill(gyrerun, SIGCONT), 0);
+  const int code = WaitExit(gyrerun, Seconds(30));
+  reaper.pid = -1;
+  const std::string out = ReadAll(log);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("--hang_timeout"), std::string::npos) << out;
+}
+
 // Without gyrerun: two embedded ranks that a shell stops and continues together (their
 // program's process group at a Ctrl-Z) do not give up on each other for the time they were
 // stopped, which is longer than their progress timeout, nor for the moment one of them is
