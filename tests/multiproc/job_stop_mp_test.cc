@@ -193,6 +193,49 @@ TEST(JobStopTest, AStopIsNotAHang) {
   EXPECT_EQ(out.find("--hang_timeout"), std::string::npos) << out;
 }
 
+// Through daemons, a program waiting on its daemon's answer counts the daemon's silence only
+// from the resumption: rank 1's program waits in a call (rank 0 sleeps 14 s before it) when
+// the job is stopped for 11 s, longer than a program waits on a silent daemon (10 s), and the
+// programs are resumed half a second before their daemons (as a scheduler may).
+TEST(JobStopTest, AProgramDoesNotTakeItsStoppedDaemonForASilentOne) {
+  const std::string dir = EmptyTempDir("job-stop-daemon-wait");
+  const std::string log = dir + "/gyrerun.log";
+  const pid_t gyrerun =
+      StartInOwnGroup({BinDir() + "/gyrerun", "-n", "2", "--mode", "daemon", "--timeout", "30",
+                       "--", BinDir() + "/gyre-test-client", "--check=false", "--loop_iters=8",
+                       "--skip_rank=0", "--fault_at=5", "--skip_seconds=14"},
+                      log);
+  ASSERT_GT(gyrerun, 0);
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGCONT);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{gyrerun};
+  ASSERT_TRUE(WaitFor(30, [&] { return Count(ReadAll(log), "rank 0 skips call 5") == 1; }))
+      << ReadAll(log);
+  // Past the first slices of rank 1's wait, which would take the first look at the heartbeat
+  // as the start of the silence.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::vector<pid_t> processes = ProgramChildren(gyrerun);
+  ASSERT_EQ(::kill(gyrerun, SIGTSTP), 0);
+  ASSERT_TRUE(WaitFor(5, [&] { return ReadState(gyrerun).state == 'T'; })) << ReadAll(log);
+  std::this_thread::sleep_for(std::chrono::seconds(11));
+  for (pid_t pid : processes) {
+    if (ReadState(pid).comm.rfind("gyre-test-clien", 0) == 0) ::kill(pid, SIGCONT);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(::kill(gyrerun, SIGCONT), 0);
+  const int code = WaitExit(gyrerun, Seconds(30));
+  reaper.pid = -1;
+  const std::string out = ReadAll(log);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("failed"), std::string::npos) << out;
+}
+
 // Without gyrerun: two embedded ranks that a shell stops and continues together (their
 // program's process group at a Ctrl-Z) do not give up on each other for the time they were
 // stopped, which is longer than their progress timeout, nor for the moment one of them is
