@@ -55,6 +55,8 @@
 // that time (job_deadline, settle, grace, service linger; LastContinued() for a watchdog on
 // another thread): a stop is not a hang. The ranks do likewise with their progress deadlines
 // (OpMonitor::ProgressDue). SIGTTIN and SIGTTOU keep their default action (IsJobControlStop).
+// A ProcessSpec::remote process is the local remote shell: it stops, the program on the other
+// host does not, and may time out on ranks that did.
 // A ProcessSpec::service process whose rank's other processes all exited 0 is stopped on its
 // own after options.service_linger, without failing the job.
 // Shutdown sends SIGTERM (and SIGCONT, so a stopped process can act on it) to every live
