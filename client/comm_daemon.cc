@@ -434,8 +434,16 @@ class DaemonComm final : public CommBase {
     ipc::WaitPolicy policy = ipc::DoorbellPolicy(spin_, kAnswerSpin);
     uint64_t beat = bell_.heartbeat();
     TimePoint heard = TimePoint{};
+    TimePoint last_turn = TimePoint{};
     for (; !bell_.WaitAnswer(seq, policy, kBellSlice); policy = ipc::WaitPolicy{}) {
       const TimePoint now = clock.Now();
+      // Turns come a slice apart; a gap of seconds means this process did not run (Ctrl-Z of
+      // the job: the daemon was stopped too, and has not beaten again yet). The daemon's
+      // silence is counted from the resumption, not from before the stop.
+      if (last_turn != TimePoint{} && now - last_turn >= kBellSlice + kPausedAtLeast) {
+        heard += now - last_turn;
+      }
+      last_turn = now;
       if (heard == TimePoint{} || bell_.heartbeat() != beat) {
         heard = now;
         beat = bell_.heartbeat();
@@ -475,6 +483,8 @@ class DaemonComm final : public CommBase {
 
   // How long a wait on the doorbell sleeps before it looks at the daemon's liveness.
   static constexpr Duration kBellSlice = std::chrono::milliseconds(100);
+  // A wait on the doorbell that came back this much later than its slice was not running.
+  static constexpr Duration kPausedAtLeast = std::chrono::seconds(1);
 
   // Grows the staging area (region 0) to at least `bytes`, doubling, at least 1 MiB.
   Status EnsureMapped(size_t bytes) {

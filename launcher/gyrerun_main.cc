@@ -259,13 +259,18 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
     bool any_in_op = false, all_stuck = true;
     int silent_long = 0;
     const TimePoint now = SteadyClock::Get()->Now();
+    // A job stopped by a Ctrl-Z of gyrerun (and this thread with it) made no progress while
+    // it stood still, and has had only since it was continued to make some.
+    const TimePoint continued = supervisor->LastContinued();
+    const double since_continued_s =
+        continued == TimePoint{} ? 1e18 : std::chrono::duration<double>(now - continued).count();
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& r = results[i];
       if (r.reach != job::Reach::kAnswered) {
         // A rank that does not answer makes no progress either: silent for the whole limit,
         // it counts as stuck; and every rank silent that long is a hang too (all stopped or
         // frozen), where no rank answers to say it is inside an operation.
-        if (silent_since[i] == TimePoint{}) silent_since[i] = now;
+        if (silent_since[i] == TimePoint{} || silent_since[i] < continued) silent_since[i] = now;
         if (now - silent_since[i] >= limit) {
           ++silent_long;
         } else {
@@ -282,10 +287,10 @@ void WatchForHangs(const std::string& store_url, const std::string& job_id, int 
       const double limit_s = std::chrono::duration<double>(limit).count();
       if (st.in_op()) {
         any_in_op = true;
-        if (st.seconds_since_progress() < limit_s) all_stuck = false;
+        if (std::min(st.seconds_since_progress(), since_continued_s) < limit_s) all_stuck = false;
       } else if (st.waiting_size() > 0) {
         any_in_op = true;
-        if (st.waiting(0).seconds() < limit_s) all_stuck = false;
+        if (std::min(st.waiting(0).seconds(), since_continued_s) < limit_s) all_stuck = false;
       }
     }
     if (silent_long == n) any_in_op = true;
@@ -807,7 +812,8 @@ int main(int argc, char** argv) {
                        "Every rank's stdin is /dev/null; its stdout and stderr lines are "
                        "relayed with a \"[rank R] \" prefix.\n"
                        "SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job (exit 128 + the "
-                       "signal); SIGUSR1 and SIGUSR2 are passed on to each rank's program.");
+                       "signal); SIGUSR1 and SIGUSR2 are passed on to each rank's program; "
+                       "SIGTSTP (Ctrl-Z) stops the whole job until gyrerun is continued.");
   // The TCP store it serves and the address planning log through glog: to stderr, without
   // glog's "Logging before InitGoogleLogging()" notice in front.
   FLAGS_logtostderr = true;
@@ -1503,6 +1509,9 @@ int main(int argc, char** argv) {
                             &done);
     }
     const int code = supervisor.Wait();
+    // Pushed back by any time the job stood stopped: a next attempt, and the check below of
+    // whether the deadline ended this one, see it as the job did.
+    options.job_deadline = supervisor.job_deadline();
     done = true;
     if (watcher.joinable()) watcher.join();
     if (code != 0) PrintMergedView(records, n, supervisor.results());

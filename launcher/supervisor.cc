@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -204,6 +205,8 @@ bool IsStopSignal(int sig) {
 
 bool IsForwardedSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
 
+bool IsJobControlStop(int sig) { return sig == SIGTSTP; }
+
 // Owns the self-pipe and the signal handlers for the lifetime of one running job.
 class Supervisor::SignalRelay {
  public:
@@ -223,11 +226,14 @@ class Supervisor::SignalRelay {
     if (termination_signals) {
       // Left to their default action, SIGQUIT, SIGUSR1 and SIGUSR2 ended the launcher at
       // once: its run folder, with the job's secret, stayed behind.
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP}) {
         // A closed terminal or a dropped ssh session stops the job in order, as SIGTERM does;
-        // unless SIGHUP is ignored (nohup), which then holds for the job too.
+        // unless SIGHUP is ignored (nohup), which then holds for the job too. Likewise a
+        // launcher that ignores Ctrl-Z (started by a shell without job control) is not
+        // stopped by one, nor is its job.
         struct sigaction old {};
-        if (sig == SIGHUP && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) {
+        if ((sig == SIGHUP || IsJobControlStop(sig)) && sigaction(sig, nullptr, &old) == 0 &&
+            old.sa_handler == SIG_IGN) {
           continue;
         }
         relay->Catch(sig, SA_RESTART);
@@ -745,6 +751,72 @@ void Supervisor::BeginShutdown(const std::string& reason) {
   kill_deadline_ = Deadline::After(*clock_, options_.grace_period);
 }
 
+namespace {
+
+// `d` later; an infinite deadline stays infinite.
+void PushBack(Deadline* deadline, Duration d) {
+  if (deadline->infinite() || d <= Duration::zero()) return;
+  *deadline = d >= TimePoint::max() - deadline->when() ? Deadline::Infinite()
+                                                       : Deadline::At(deadline->when() + d);
+}
+
+}  // namespace
+
+void Supervisor::StopJobAndSelf(int sig) {
+  // The ranks are in a process group of their own, which a Ctrl-Z at the terminal does not
+  // reach: left running, they would fill the output pipes nobody drains and block there, or
+  // give up on each other at a timeout while a rank stands still; so they stop with the
+  // launcher, as one job. Their own deadlines do not count the stop (OpMonitor::ProgressDue).
+  const bool job = pgid_ > 0 && !group_released_;
+  const TimePoint stopped_at = clock_->Now();
+  if (job) {
+    killpg(pgid_, SIGSTOP);
+    // The guardian keeps watching: should the launcher be killed while the job is stopped, it
+    // still has to take the group down. SIGCONT resumes it whatever it ignores.
+    if (guardian_pid_ > 0) kill(guardian_pid_, SIGCONT);
+  }
+  std::ostringstream said;
+  said << "gyrerun: stopped the job (" << SignalName(sig) << "); `fg` or `kill -CONT " << getpid()
+       << "` continues it\n";
+  options_.err->write(said.str().data(), static_cast<std::streamsize>(said.str().size()));
+  options_.err->flush();
+  // The signal's default action stops the launcher; raise() returns once it is continued.
+  // (In an orphaned process group the kernel discards it, and the job goes on at once.)
+  struct sigaction stop {};
+  stop.sa_handler = SIG_DFL;
+  sigemptyset(&stop.sa_mask);
+  struct sigaction relay {};
+  sigaction(sig, &stop, &relay);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, sig);
+  pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+  raise(sig);
+  sigaction(sig, &relay, nullptr);
+  const Duration stopped = clock_->Now() - stopped_at;
+  if (job) killpg(pgid_, SIGCONT);
+  // None of the launcher's deadlines counts the time the job stood still.
+  PushBack(&options_.job_deadline, stopped);
+  PushBack(&settle_deadline_, stopped);
+  PushBack(&settle_limit_, stopped);
+  PushBack(&signal_preferred_until_, stopped);
+  PushBack(&kill_deadline_, stopped);
+  PushBack(&kill_wait_deadline_, stopped);
+  for (auto& child : children_) {
+    PushBack(&child->service_stop, stopped);
+    PushBack(&child->service_kill, stopped);
+  }
+  continued_at_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->Now().time_since_epoch())
+          .count();
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f", std::chrono::duration<double>(stopped).count());
+  const std::string back =
+      std::string("gyrerun: continued the job after ") + seconds + " s stopped\n";
+  options_.err->write(back.data(), static_cast<std::streamsize>(back.size()));
+  options_.err->flush();
+}
+
 void Supervisor::RequestStop(const std::string& reason, int exit_status) {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (!stop_accepted_ || stop_requested_) return;
@@ -766,6 +838,7 @@ void Supervisor::HandleSignalBytes() {
   }
   for (int sig : relay_->Drain()) {
     if (IsForwardedSignal(sig) && !finishing_) ForwardToPrograms(sig);
+    if (IsJobControlStop(sig)) StopJobAndSelf(sig);
     if (!IsStopSignal(sig)) continue;  // SIGCHLD: the sweep
     if (received_signal_ == 0) received_signal_ = sig;
     if (finishing_) continue;

@@ -47,6 +47,16 @@
 // SIGUSR1 or SIGUSR2 to the launcher does not stop the job: it is passed on to every live
 // process that is neither a ProcessSpec::service nor ProcessSpec::remote (each rank's program;
 // a remote shell would die of it and lose its host), as mpirun passes them on.
+// SIGTSTP (Ctrl-Z at the terminal, which reaches only the launcher's group) stops the whole job
+// and then the launcher: SIGSTOP to the job's process group (the guardian is continued at once,
+// so it still watches the launcher), a line on options.err, and the launcher stops by the
+// signal's default action. Once the launcher is continued (`fg`, SIGCONT) it sends SIGCONT to
+// the group, says how long the job stood still, and pushes every deadline of its own back by
+// that time (job_deadline, settle, grace, service linger; LastContinued() for a watchdog on
+// another thread): a stop is not a hang. The ranks do likewise with their progress deadlines
+// (OpMonitor::ProgressDue). SIGTTIN and SIGTTOU keep their default action (IsJobControlStop).
+// A ProcessSpec::remote process is the local remote shell: it stops, the program on the other
+// host does not, and may time out on ranks that did.
 // A ProcessSpec::service process whose rank's other processes all exited 0 is stopped on its
 // own after options.service_linger, without failing the job.
 // Shutdown sends SIGTERM (and SIGCONT, so a stopped process can act on it) to every live
@@ -76,7 +86,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -105,6 +117,11 @@ inline constexpr int kDrainWaitMs = 1000;
 bool IsStopSignal(int sig);
 // Signals to the launcher passed on to each rank's program while the job goes on.
 bool IsForwardedSignal(int sig);
+// Signals to the launcher that stop the whole job, then the launcher, until it is continued:
+// SIGTSTP (Ctrl-Z). Not SIGTTIN (the launcher never reads its terminal) nor SIGTTOU: caught,
+// a write of a background launcher to a `stty tostop` terminal would raise it again on every
+// retry instead of stopping; it keeps its default action and stops the launcher alone.
+bool IsJobControlStop(int sig);
 
 // Exit statuses Wait() returns for causes that are not a process's own status.
 inline constexpr int kExitCannotExecute = 127;
@@ -267,6 +284,12 @@ class Supervisor {
   // also one that came once every process had ended, which no longer changes the exit status
   // but tells a caller that would start the job again (gyrerun --max_restarts) not to.
   int ReceivedSignal() const { return received_signal_; }
+  // The job deadline as it stands: SupervisorOptions::job_deadline pushed back by the time the
+  // job was stopped (IsJobControlStop). Final once Wait() returned.
+  Deadline job_deadline() const { return options_.job_deadline; }
+  // Thread-safe, for a watchdog that must not count a stop either: when (on SteadyClock) the
+  // job was last continued after a stop (IsJobControlStop); zero if it never stopped.
+  TimePoint LastContinued() const { return TimePoint(Duration(continued_at_ns_.load())); }
   // The job's process group, or -1 before Start().
   pid_t process_group() const { return pgid_; }
   // The text printed after a failed job; empty while running or when the job succeeded.
@@ -299,6 +322,9 @@ class Supervisor {
   // Passes a forwarded signal on to every live program on this host (IsForwardedSignal).
   void ForwardToPrograms(int sig);
   void HandleSignalBytes();
+  // SIGTSTP and the like (IsJobControlStop): stops every process of the job and then the
+  // launcher; once continued, continues the job and pushes every deadline back by the stop.
+  void StopJobAndSelf(int sig);
   // One bounded poll() over the relay pipe and every open output pipe.
   void PollOnce(int timeout_ms);
   void ReadStream(Child* child, Stream* stream);
@@ -367,6 +393,8 @@ class Supervisor {
   int stop_status_ = 0;
   bool stopped_on_request_ = false;
   bool deadline_fired_ = false;
+  // The end of the last stop (StopJobAndSelf), in ns on SteadyClock: LastContinued.
+  std::atomic<int64_t> continued_at_ns_{0};
   Child* root_cause_ = nullptr;
   Deadline settle_deadline_ = Deadline::Infinite();
   Deadline settle_limit_ = Deadline::Infinite();

@@ -638,7 +638,9 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
         m.bytes_mark = got;
         m.last_progress = now;
       }
-      const bool stalled = now - m.last_progress >= timeout;
+      // Not counting the time this process was stopped (OpMonitor::ProgressDue).
+      const TimePoint due = monitor_.ProgressDue(m.last_progress, timeout, now);
+      const bool stalled = now >= due;
       if (stalled || opts.deadline.Expired(clock)) {
         std::string why =
             m.name + ": " +
@@ -661,7 +663,7 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
       if (return_by.Expired(clock)) {
         return DeadlineExceededError(m.name + ": not finished by the caller's deadline");
       }
-      TimePoint until = std::min(m.last_progress + timeout, now + Millis(50));
+      TimePoint until = std::min(due, now + Millis(50));
       if (!opts.deadline.infinite()) until = std::min(until, opts.deadline.when());
       if (!return_by.infinite()) until = std::min(until, return_by.when());
       m.cv.wait_for(lock, std::max<Duration>(until - now, Duration::zero()));

@@ -542,6 +542,13 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
       if (m != nullptr) m->End(seq, run.status());
     }
   } end_guard{monitor, run, ctx.seq};
+  // When the progress timeout runs out: not counting what this process spent stopped (a
+  // Ctrl-Z of the whole job), which the freeze watchdog tells the monitor.
+  auto progress_due = [&](TimePoint now) {
+    const TimePoint last = run.last_progress();
+    return monitor != nullptr ? monitor->ProgressDue(last, options.progress_timeout, now)
+                              : last + options.progress_timeout;
+  };
   run.Start();
   while (!run.finished()) {
     run.Poll();
@@ -559,7 +566,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
     }
     // Wait in slices of at most a second so bytes still streaming in (progress without a
     // completed message) are noticed.
-    TimePoint wake = run.last_progress() + options.progress_timeout;
+    TimePoint wake = progress_due(clock.Now());
     if (!options.total_deadline.infinite()) wake = std::min(wake, options.total_deadline.when());
     wake = std::min(wake, clock.Now() + std::min<Duration>(options.progress_timeout, Seconds(1)));
     run.WaitForCompletion(wake);
@@ -574,7 +581,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
                                      FormatDuration(now - start)));
       continue;
     }
-    if (now - run.last_progress() >= options.progress_timeout) {
+    if (now >= progress_due(now)) {
       const int oldest = run.OldestPendingStep();
       std::ostringstream os;
       os << ctx.Name() << " on rank " << self << ": no progress for "

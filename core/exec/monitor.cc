@@ -75,6 +75,28 @@ Duration OpMonitor::FrozenSince(TimePoint since, TimePoint now) const {
   return longest;
 }
 
+TimePoint OpMonitor::ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now) const {
+  const TimePoint due =
+      timeout >= TimePoint::max() - last_progress ? TimePoint::max() : last_progress + timeout;
+  if (now < due || clock_ != SteadyClock::Get()) return due;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_tick_ == TimePoint{}) return due;  // no watchdog: no way to tell
+  // The stretches overlap [last_progress, now] only in part when the wait began, or its last
+  // progress came, inside one.
+  auto overlap = [&](TimePoint begin, TimePoint end) {
+    begin = std::max(begin, last_progress);
+    end = std::min(end, now);
+    return end > begin ? end - begin : Duration::zero();
+  };
+  Duration frozen{};
+  for (const Freeze& f : freezes_) {
+    if (f.length > Duration::zero()) frozen += overlap(f.end - f.length, f.end);
+  }
+  // Resumed, and the watchdog has not run since: this thread came first.
+  if (now - last_tick_ >= kFrozenAtLeast) frozen += overlap(last_tick_, now);
+  return due + frozen;
+}
+
 TimePoint OpMonitor::last_success_start() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_success_;

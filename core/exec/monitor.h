@@ -137,6 +137,15 @@ class OpMonitor {
   // they took part in that whole call after it. (One that ended inside the call may have:
   // this rank can finish a call on what arrived before it stopped, after the others left.)
   TimePoint last_success_start() const;
+  // When a wait that last progressed at `last_progress` runs out of `timeout`, counting only
+  // the time this process ran: last_progress + timeout, pushed back by every stretch between
+  // then and `now` that the watchdog saw this process not run (one still going on included).
+  // A rank stopped and resumed together with its peers (Ctrl-Z of gyrerun, or of a shell
+  // running the program) then does not give up on them for the time they were all stopped;
+  // the others of a rank stopped alone ran all along, and still give up on it at the timeout.
+  // Cheap until last_progress + timeout has passed: no lock is taken before. Times on the
+  // steady clock; on another clock (a simulated one) nothing is pushed back.
+  TimePoint ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now) const;
 
  private:
   // StoppedByAbort, with mu_ held.

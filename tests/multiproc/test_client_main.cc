@@ -29,6 +29,8 @@ DEFINE_double(loop_seconds, 0,
               "whether any rank's time is up, so every rank makes the same number of calls "
               "(not guaranteed past a fault this program injects, or a call that failed)");
 DEFINE_int32(loop_iters, 0, "or exactly this many allreduces (every rank the same number)");
+DEFINE_bool(say_looping, false,
+            "print 'rank R: looping' to stdout once the loop's first call succeeded");
 DEFINE_int32(die_rank, -1, "this rank SIGKILLs itself during the loop");
 DEFINE_int32(die_after, 20, "... after this many loop iterations");
 DEFINE_int32(stop_rank, -1,
@@ -434,6 +436,10 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (timed && g.back() > 0) time_up = true;
+      if (FLAGS_say_looping && iter == 0) {
+        std::printf("rank %d: looping\n", r);
+        std::fflush(stdout);
+      }
     }
     if (FLAGS_refuse_rank >= 0) {
       // Had the refused call not taken its place, this would meet another rank's earlier call.

@@ -326,6 +326,28 @@ TEST(MonitorTest, TicksFarApartAreAStretchTheProcessDidNotRun) {
   EXPECT_EQ(m.FrozenSince(t0 + Seconds(6), t0 + Seconds(8) + Millis(20)), Seconds(3));
 }
 
+// A progress deadline counts only the time the process ran: a stretch it did not run between
+// the last progress and now pushes the deadline back by the part of it inside that wait, one
+// still going on (resumed before the watchdog ticked) as well; without a watchdog, or before
+// the deadline, it is last progress + timeout.
+TEST(MonitorTest, AProgressDeadlineDoesNotCountTheTimeTheProcessDidNotRun) {
+  OpMonitor m(SteadyClock::Get());
+  const TimePoint t0 = SteadyClock::Get()->Now();
+  const Duration T = Seconds(2);
+  EXPECT_EQ(m.ProgressDue(t0, T, t0 + Seconds(30)), t0 + T);  // no watchdog
+  m.Tick(t0);
+  // Resumed at t0 + 10 s, before the watchdog's next tick: 10 s not run.
+  EXPECT_EQ(m.ProgressDue(t0 + Millis(500), T, t0 + Seconds(10)), t0 + Seconds(10) + T);
+  EXPECT_EQ(m.ProgressDue(t0, T, t0 + Millis(100)), t0 + T);  // not due yet: as it was
+  for (TimePoint t = t0 + Seconds(10); t <= t0 + Seconds(13); t += Millis(500)) m.Tick(t);
+  // The same stretch, now kept by the watchdog; only its part after the last progress counts.
+  EXPECT_EQ(m.ProgressDue(t0 + Seconds(4), T, t0 + Seconds(12)), t0 + Seconds(12));
+  EXPECT_EQ(m.ProgressDue(t0 + Seconds(11), T, t0 + Seconds(13)), t0 + Seconds(13));  // after it
+  // A wait that is due even so fails: 2.5 s of running time since the last progress.
+  EXPECT_LT(m.ProgressDue(t0 - Seconds(1), T, t0 + Seconds(11) + Millis(500)),
+            t0 + Seconds(11) + Millis(500));
+}
+
 // A stretch that ended before the last successful call began is not counted from it: the
 // others took part in that whole call after the stretch.
 TEST(MonitorTest, AStretchBeforeTheLastSuccessIsNotCountedFromIt) {
