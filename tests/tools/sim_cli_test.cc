@@ -42,6 +42,8 @@ TEST(GyreSimCli, ARunThatCannotFitInMemoryIsRefusedAtOnce) {
   for (const std::vector<std::string>& run : std::vector<std::vector<std::string>>{
            {sim, "--ranks", "4096", "--phantom", "--bytes", "64M"},
            {sim, "--ranks", "2048", "--phantom", "--bytes", "64M", "--algo", "ring"},
+           // Real data checks 4096 elements, but the call is 64 MiB and chooses ring.
+           {sim, "--ranks", "4096", "--bytes", "64M"},
        }) {
     CommandResult r = RunWithin(2000000, run, 120);
     EXPECT_FALSE(r.timed_out);
@@ -115,6 +117,41 @@ TEST(GyreSimCli, BytesThatAreNotWholeElementsRunAsWholeOnesAndSaySo) {
   EXPECT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_EQ(whole.out.find("runs as"), std::string::npos) << whole.out;
   EXPECT_NE(whole.out.find("count=2 "), std::string::npos) << whole.out;
+}
+
+// The "algo" of gyre-sim's --json line.
+std::string AlgoOf(const std::vector<std::string>& argv) {
+  CommandResult r = RunTool(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string key = "\"algo\": \"";
+  const size_t at = r.out.find(key);
+  if (at == std::string::npos) return "(no algo in: " + r.out + ")";
+  const size_t from = at + key.size();
+  return r.out.substr(from, r.out.find('"', from) - from);
+}
+
+// --algo auto is chosen for the size that is timed, as gyre chooses at run time: a
+// --phantom run holds the whole count, so it is what gyre picks; a run on real data checks
+// a few thousand elements and scales their bytes, and ran the small-message algorithm (64
+// MiB on 3 ranks: recursive doubling where gyre runs ring).
+TEST(GyreSimCli, AutoIsChosenForTheTimedSizeNotTheCheckedOne) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  for (const char* op : {"allreduce", "broadcast"}) {
+    for (const char* ranks : {"3", "16"}) {
+      for (const char* bytes : {"1M", "64M", "1G"}) {
+        const std::vector<std::string> run = {sim,   "--op",    op,    "--ranks",
+                                              ranks, "--bytes", bytes, "--json"};
+        std::vector<std::string> phantom = run;
+        phantom.push_back("--phantom");
+        std::vector<std::string> scaled = run;
+        scaled.insert(scaled.end(), {"--byte_scale", "1024"});
+        const std::string want = AlgoOf(phantom);
+        SCOPED_TRACE(std::string(op) + " of " + bytes + " on " + ranks + " ranks");
+        EXPECT_EQ(AlgoOf(run), want);
+        EXPECT_EQ(AlgoOf(scaled), want);
+      }
+    }
+  }
 }
 
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
