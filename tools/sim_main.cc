@@ -277,7 +277,7 @@ int RunOne() {
   auto topology = sim::MakeTopology(o.topology, spec.world_size, o.topology_options);
   if (!topology.ok()) return Fail(topology.status());
   auto mapping = sim::MakeMapping(o.mapping, **topology);
-  if (!mapping.ok()) return Fail(mapping.status());
+  if (!mapping.ok()) return Fail(mapping.status().WithContext("--mapping " + FLAGS_mapping));
   auto result = sim::SimulateOn(spec, **topology, *mapping, o);
   if (!result.ok()) return Fail(result.status());
   result->mapping = o.mapping;

@@ -154,6 +154,31 @@ TEST(GyreSimCli, AutoIsChosenForTheTimedSizeNotTheCheckedOne) {
   }
 }
 
+// Inputs that asked for unbounded memory, or for a run of nothing, are refused at once with
+// gyre-sim's exit status for refused input, naming the flag and its bound.
+TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  const struct {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  } cases[] = {
+      // Read as one endless line: gigabytes within seconds.
+      {{"--mapping", "file:/dev/zero"},
+       {"--mapping file:/dev/zero: ", "line 1 is longer than 4096 bytes"}},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {sim};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    CommandResult r = RunTool(argv, 20);
+    EXPECT_FALSE(r.timed_out) << c.args[1];
+    EXPECT_EQ(r.exit_code, 2) << c.args[1] << ": " << r.err;
+    for (const std::string& part : c.says) {
+      EXPECT_NE(r.err.find(part), std::string::npos) << "want: " << part << "\ngot: " << r.err;
+    }
+    EXPECT_LT(r.seconds, 5.0) << c.args[1];
+  }
+}
+
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
   const std::string schedule = BuiltBinary("gyre-schedule");
   ExpectRefused({schedule, "--gbps", "0"}, {"--gbps 0", "above 0"});
