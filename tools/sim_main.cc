@@ -58,7 +58,7 @@ DEFINE_double(inter_bandwidth_GBps, -1, "two_level: override NIC bandwidth");
 DEFINE_double(inter_latency_us, -1, "two_level: override NIC latency");
 DEFINE_bool(ideal_switch_receive, true,
             "switch: a port's receive side is unlimited (the cost model's rule)");
-DEFINE_int32(spines, 0, "fat_tree: spine switches (0 = devices per leaf)");
+DEFINE_int32(spines, 0, "fat_tree: spine switches, at most --ranks (0 = devices per leaf)");
 
 DEFINE_bool(phantom, false, "sizes only: no buffers, no correctness check (scale runs)");
 DEFINE_int64(check_elems, 4096,
@@ -162,9 +162,12 @@ Status CheckNumericFlags() {
     return gyre::InvalidArgumentError("--check_elems " + std::to_string(FLAGS_check_elems) +
                                       ": want at least 1");
   }
-  if (FLAGS_spines < 0) {
+  // A fat tree routes through spine (destination mod spines): spines past the devices
+  // would carry nothing, and each is a link per leaf, built whether used or not.
+  if (FLAGS_spines < 0 || FLAGS_spines > FLAGS_ranks) {
     return gyre::InvalidArgumentError("--spines " + std::to_string(FLAGS_spines) +
-                                      ": want 1 or more (or 0: devices per leaf)");
+                                      ": want 1 to --ranks (" + std::to_string(FLAGS_ranks) +
+                                      ") spines, or 0: devices per leaf");
   }
   if (FLAGS_verify_max_ranks < 0) {
     return gyre::InvalidArgumentError("--verify_max_ranks " +
@@ -275,7 +278,11 @@ int RunOne() {
   }
 
   auto topology = sim::MakeTopology(o.topology, spec.world_size, o.topology_options);
-  if (!topology.ok()) return Fail(topology.status());
+  if (!topology.ok()) {
+    return Fail(topology.status().WithContext(
+        "--topology " + FLAGS_topology +
+        (FLAGS_spines > 0 ? " --spines " + std::to_string(FLAGS_spines) : "")));
+  }
   auto mapping = sim::MakeMapping(o.mapping, **topology);
   if (!mapping.ok()) return Fail(mapping.status().WithContext("--mapping " + FLAGS_mapping));
   auto result = sim::SimulateOn(spec, **topology, *mapping, o);

@@ -165,6 +165,11 @@ TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
       // Read as one endless line: gigabytes within seconds.
       {{"--mapping", "file:/dev/zero"},
        {"--mapping file:/dev/zero: ", "line 1 is longer than 4096 bytes"}},
+      // Two links per leaf and spine, built before the run.
+      {{"--topology", "fat_tree:2x8", "--ranks", "16", "--spines", "100000000"},
+       {"--spines 100000000: want 1 to --ranks (16) spines"}},
+      {{"--topology", "fat_tree:4096x1", "--ranks", "4096", "--spines", "4096"},
+       {"--topology fat_tree:4096x1 --spines 4096: ", "leaf-spine cables, more than 1048576"}},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {sim};
@@ -176,6 +181,14 @@ TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
       EXPECT_NE(r.err.find(part), std::string::npos) << "want: " << part << "\ngot: " << r.err;
     }
     EXPECT_LT(r.seconds, 5.0) << c.args[1];
+  }
+  // At the bounds the runs go ahead.
+  for (const std::vector<std::string>& fits : std::vector<std::vector<std::string>>{
+           {sim, "--topology", "fat_tree:2x8", "--ranks", "16", "--spines", "16"},
+       }) {
+    CommandResult r = RunTool(fits);
+    EXPECT_EQ(r.exit_code, 0) << fits[2] << ": " << r.err;
+    EXPECT_NE(r.out.find("result: ok"), std::string::npos) << r.out;
   }
 }
 
