@@ -64,7 +64,9 @@ DEFINE_bool(phantom, false, "sizes only: no buffers, no correctness check (scale
 DEFINE_int64(check_elems, 4096,
              "real data: check at most about this many elements and time the rest by a byte "
              "scale factor");
-DEFINE_int64(byte_scale, 0, "explicit byte scale factor (0 = derived from --check_elems)");
+DEFINE_int64(byte_scale, 0,
+             "explicit byte scale factor (0 = derived from --check_elems): divides the count "
+             "(at most the count), or multiplies it with --phantom");
 DEFINE_double(reduce_GBps, 0, "reduction rate per rank (0 = free, as in the cost model)");
 DEFINE_int32(verify_max_ranks, 64, "verify the whole schedule up to this many ranks");
 DEFINE_bool(json, false, "print JSON (one object per line)");
@@ -244,6 +246,15 @@ int RunOne() {
                                      " ranks x count x " + std::to_string(elem_bytes) + " B" +
                                      (timed_scale > 1 ? " x --byte_scale" : "") +
                                      " must stay within 2^60 bytes"));
+  }
+  // With real data an explicit scale divides the count: a scale above it left 0 elements to
+  // run, and a 64 MiB call was "simulated" as an empty one in 0 ns.
+  if (FLAGS_byte_scale > count && count > 0 && !FLAGS_phantom &&
+      spec.collective != Collective::kBarrier) {
+    return Fail(InvalidArgumentError(
+        "--byte_scale " + std::to_string(FLAGS_byte_scale) + " is larger than " + size_flag + " (" +
+        std::to_string(count) + " elements), which it divides into the elements run: " +
+        "want at most " + std::to_string(count) + " (or --phantom, where it multiplies)"));
   }
   if (FLAGS_algo != "auto") {
     auto a = ParseAlgorithm(FLAGS_algo);

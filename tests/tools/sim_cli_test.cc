@@ -170,6 +170,11 @@ TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
        {"--spines 100000000: want 1 to --ranks (16) spines"}},
       {{"--topology", "fat_tree:4096x1", "--ranks", "4096", "--spines", "4096"},
        {"--topology fat_tree:4096x1 --spines 4096: ", "leaf-spine cables, more than 1048576"}},
+      // A scale above the count divided it to nothing: "time 0 ns ... result: ok".
+      {{"--byte_scale", "9223372036854775807"},
+       {"--byte_scale 9223372036854775807 is larger than --bytes 64M (16777216 elements)"}},
+      {{"--count", "10", "--byte_scale", "11"},
+       {"--byte_scale 11 is larger than --count 10 (10 elements)", "want at most 10"}},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {sim};
@@ -184,6 +189,7 @@ TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
   }
   // At the bounds the runs go ahead.
   for (const std::vector<std::string>& fits : std::vector<std::vector<std::string>>{
+           {sim, "--count", "10", "--byte_scale", "10"},
            {sim, "--topology", "fat_tree:2x8", "--ranks", "16", "--spines", "16"},
        }) {
     CommandResult r = RunTool(fits);
