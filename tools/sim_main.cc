@@ -58,13 +58,15 @@ DEFINE_double(inter_bandwidth_GBps, -1, "two_level: override NIC bandwidth");
 DEFINE_double(inter_latency_us, -1, "two_level: override NIC latency");
 DEFINE_bool(ideal_switch_receive, true,
             "switch: a port's receive side is unlimited (the cost model's rule)");
-DEFINE_int32(spines, 0, "fat_tree: spine switches (0 = devices per leaf)");
+DEFINE_int32(spines, 0, "fat_tree: spine switches, at most --ranks (0 = devices per leaf)");
 
 DEFINE_bool(phantom, false, "sizes only: no buffers, no correctness check (scale runs)");
 DEFINE_int64(check_elems, 4096,
              "real data: check at most about this many elements and time the rest by a byte "
              "scale factor");
-DEFINE_int64(byte_scale, 0, "explicit byte scale factor (0 = derived from --check_elems)");
+DEFINE_int64(byte_scale, 0,
+             "explicit byte scale factor (0 = derived from --check_elems): divides the count "
+             "(at most the count), or multiplies it with --phantom");
 DEFINE_double(reduce_GBps, 0, "reduction rate per rank (0 = free, as in the cost model)");
 DEFINE_int32(verify_max_ranks, 64, "verify the whole schedule up to this many ranks");
 DEFINE_bool(json, false, "print JSON (one object per line)");
@@ -162,9 +164,12 @@ Status CheckNumericFlags() {
     return gyre::InvalidArgumentError("--check_elems " + std::to_string(FLAGS_check_elems) +
                                       ": want at least 1");
   }
-  if (FLAGS_spines < 0) {
+  // A fat tree routes through spine (destination mod spines): spines past the devices
+  // would carry nothing, and each is a link per leaf, built whether used or not.
+  if (FLAGS_spines < 0 || FLAGS_spines > FLAGS_ranks) {
     return gyre::InvalidArgumentError("--spines " + std::to_string(FLAGS_spines) +
-                                      ": want 1 or more (or 0: devices per leaf)");
+                                      ": want 1 to --ranks (" + std::to_string(FLAGS_ranks) +
+                                      ") spines, or 0: devices per leaf");
   }
   if (FLAGS_verify_max_ranks < 0) {
     return gyre::InvalidArgumentError("--verify_max_ranks " +
@@ -242,6 +247,15 @@ int RunOne() {
                                      (timed_scale > 1 ? " x --byte_scale" : "") +
                                      " must stay within 2^60 bytes"));
   }
+  // With real data an explicit scale divides the count: a scale above it left 0 elements to
+  // run, and a 64 MiB call was "simulated" as an empty one in 0 ns.
+  if (FLAGS_byte_scale > count && count > 0 && !FLAGS_phantom &&
+      spec.collective != Collective::kBarrier) {
+    return Fail(InvalidArgumentError(
+        "--byte_scale " + std::to_string(FLAGS_byte_scale) + " is larger than " + size_flag + " (" +
+        std::to_string(count) + " elements), which it divides into the elements run: " +
+        "want at most " + std::to_string(count) + " (or --phantom, where it multiplies)"));
+  }
   if (FLAGS_algo != "auto") {
     auto a = ParseAlgorithm(FLAGS_algo);
     if (!a.ok()) return Fail(a.status());
@@ -275,9 +289,13 @@ int RunOne() {
   }
 
   auto topology = sim::MakeTopology(o.topology, spec.world_size, o.topology_options);
-  if (!topology.ok()) return Fail(topology.status());
+  if (!topology.ok()) {
+    return Fail(topology.status().WithContext(
+        "--topology " + FLAGS_topology +
+        (FLAGS_spines > 0 ? " --spines " + std::to_string(FLAGS_spines) : "")));
+  }
   auto mapping = sim::MakeMapping(o.mapping, **topology);
-  if (!mapping.ok()) return Fail(mapping.status());
+  if (!mapping.ok()) return Fail(mapping.status().WithContext("--mapping " + FLAGS_mapping));
   auto result = sim::SimulateOn(spec, **topology, *mapping, o);
   if (!result.ok()) return Fail(result.status());
   result->mapping = o.mapping;

@@ -18,29 +18,77 @@ uint64_t NextRandom(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
+// A mapping names one device per rank in a few bytes each. A file with a line this long, or
+// this large in all, is not a mapping (/dev/zero, a log, an endless pipe): it is refused as
+// soon as a bound is passed, having held at most one line, so reading it cannot exhaust
+// memory or go on forever.
+constexpr size_t kMaxMappingLineBytes = 4096;
+constexpr int64_t kMaxMappingFileBytes = int64_t{16} << 20;
+
+// Appends the devices on one line of a mapping file (after '#' is a comment).
+Status ParseMappingLine(const std::string& path, int line_no, std::string line, int n,
+                        std::vector<int>* mapping) {
+  const size_t hash = line.find('#');
+  if (hash != std::string::npos) line.resize(hash);
+  if (line.find_first_not_of(" \t\r\f\v") == std::string::npos) return Status::Ok();
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    char* end = nullptr;
+    const long v = std::strtol(word.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v >= n) {
+      return InvalidArgumentError("mapping file '" + path + "' line " + std::to_string(line_no) +
+                                  ": '" + Printable(word) + "' is not a device in [0, " +
+                                  std::to_string(n) + ")");
+    }
+    if (static_cast<int>(mapping->size()) == n) {
+      return InvalidArgumentError("mapping file '" + path + "' line " + std::to_string(line_no) +
+                                  " lists more than the topology's " + std::to_string(n) +
+                                  " devices: a mapping names one device per rank");
+    }
+    mapping->push_back(static_cast<int>(v));
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<int>> FromFile(const std::string& path, int n) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return InvalidArgumentError("mapping file '" + path + "' cannot be read");
   std::vector<int> mapping;
   std::string line;
   int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const size_t hash = line.find('#');
-    if (hash != std::string::npos) line.resize(hash);
-    std::istringstream words(line);
-    std::string word;
-    while (words >> word) {
-      char* end = nullptr;
-      const long v = std::strtol(word.c_str(), &end, 10);
-      if (*end != '\0' || v < 0 || v >= n) {
-        return InvalidArgumentError("mapping file '" + path + "' line " + std::to_string(line_no) +
-                                    ": '" + word + "' is not a device in [0, " + std::to_string(n) +
-                                    ")");
+  int64_t bytes = 0;
+  std::vector<char> chunk(64 << 10);
+  for (bool more = true; more;) {
+    // istream::read reports a failed read (a directory) as badbit rather than throwing.
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (in.bad()) return InvalidArgumentError("mapping file '" + path + "' cannot be read");
+    more = !in.eof();
+    const size_t got = static_cast<size_t>(in.gcount());
+    bytes += static_cast<int64_t>(got);
+    if (bytes > kMaxMappingFileBytes) {
+      return InvalidArgumentError("mapping file '" + path + "' is larger than " +
+                                  std::to_string(kMaxMappingFileBytes >> 20) +
+                                  " MiB: not a mapping (one device number per rank, '#' "
+                                  "comments)");
+    }
+    for (size_t i = 0; i < got; ++i) {
+      if (chunk[i] == '\n') {
+        GYRE_RETURN_IF_ERROR(ParseMappingLine(path, ++line_no, line, n, &mapping));
+        line.clear();
+        continue;
       }
-      mapping.push_back(static_cast<int>(v));
+      line.push_back(chunk[i]);
+      if (line.size() > kMaxMappingLineBytes) {
+        return InvalidArgumentError("mapping file '" + path + "' line " +
+                                    std::to_string(line_no + 1) + " is longer than " +
+                                    std::to_string(kMaxMappingLineBytes) +
+                                    " bytes: not a mapping (one device number per rank, '#' "
+                                    "comments)");
+      }
     }
   }
+  if (!line.empty()) GYRE_RETURN_IF_ERROR(ParseMappingLine(path, ++line_no, line, n, &mapping));
   if (static_cast<int>(mapping.size()) != n) {
     return InvalidArgumentError("mapping file '" + path + "' lists " +
                                 std::to_string(mapping.size()) + " devices but the topology has " +

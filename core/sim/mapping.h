@@ -16,7 +16,8 @@ namespace gyre::sim {
 // mapping[rank] = device. `spec` is one of
 //   identity | snake | random | random:SEED | file:PATH
 // A file holds one device number per rank (whitespace separated, '#' starts a comment)
-// and must be a permutation of 0 .. num_devices-1.
+// and must be a permutation of 0 .. num_devices-1; one with a line over 4096 bytes, over
+// 16 MiB in all, or more devices than the topology's is refused as soon as it shows it.
 StatusOr<std::vector<int>> MakeMapping(const std::string& spec, const Topology& topology);
 
 struct HopStats {

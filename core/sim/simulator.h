@@ -24,7 +24,9 @@ struct SimOptions {
   // runs on real data and its output is compared with the sequential reference.
   bool phantom = false;
   // Each message is timed as its bytes times this, so 64 MiB can be timed while
-  // correctness is checked on a few thousand elements.
+  // correctness is checked on a few thousand elements. The call simulated is the timed
+  // one: Algorithm::kAuto is chosen for count x byte_scale elements, as gyre would choose
+  // for a call of that size.
   int64_t byte_scale = 1;
   double reduce_bytes_per_s = 0;  // 0: reductions are free (the cost model's default)
   // The whole schedule goes through VerifySchedule up to this many ranks.

@@ -11,6 +11,10 @@ int Mod(int a, int m) { return ((a % m) + m) % m; }
 
 constexpr LinkParams kUnlimited{0, 0};
 
+// The largest side of a two-dimensional topology, and the most leaf-spine cables of a fat
+// tree.
+constexpr int64_t kMaxDimension = int64_t{1} << 20;
+
 // Splits "AxB" into two positive integers.
 bool ParseDims(const std::string& s, int* a, int* b) {
   const size_t x = s.find('x');
@@ -19,7 +23,7 @@ bool ParseDims(const std::string& s, int* a, int* b) {
   const long va = std::strtol(s.c_str(), &end, 10);
   if (end != s.c_str() + x) return false;
   const long vb = std::strtol(s.c_str() + x + 1, &end, 10);
-  if (*end != '\0' || va < 1 || vb < 1 || va > (1 << 20) || vb > (1 << 20)) return false;
+  if (*end != '\0' || va < 1 || vb < 1 || va > kMaxDimension || vb > kMaxDimension) return false;
   *a = static_cast<int>(va);
   *b = static_cast<int>(vb);
   return true;
@@ -352,7 +356,7 @@ StatusOr<std::unique_ptr<Topology>> MakeTopology(const std::string& spec, int wo
   if (two_dims && !ParseDims(dims, &a, &b)) {
     return InvalidArgumentError("topology '" + Printable(spec) + "': " + kind +
                                 " wants AxB, each a whole number from 1 to " +
-                                std::to_string(1 << 20));
+                                std::to_string(kMaxDimension));
   }
   if (two_dims) {
     GYRE_RETURN_IF_ERROR(check_count(int64_t{a} * b));
@@ -362,6 +366,23 @@ StatusOr<std::unique_ptr<Topology>> MakeTopology(const std::string& spec, int wo
       return std::unique_ptr<Topology>(new TwoLevel(name, a, b, options.intra, options.inter));
     }
     const int spines = options.fat_tree_spines > 0 ? options.fat_tree_spines : b;
+    // Every leaf is cabled to every spine, and each cable is two links built up front. A
+    // route crosses spine (destination mod spines), so spines past the devices would carry
+    // nothing; and the cables are held to the bound of the other dimensions, which keeps
+    // their links to a few hundred MB (4096 leaves of one device each with 4096 spines
+    // would be 33 million links).
+    if (spines > world_size) {
+      return InvalidArgumentError("topology '" + name + "': " + std::to_string(spines) +
+                                  " spines, more than its " + std::to_string(world_size) +
+                                  " devices (a route crosses spine destination mod spines, so "
+                                  "the others would carry nothing)");
+    }
+    if (int64_t{a} * spines > kMaxDimension) {
+      return InvalidArgumentError(
+          "topology '" + name + "': " + std::to_string(a) + " leaves x " + std::to_string(spines) +
+          " spines is " + std::to_string(int64_t{a} * spines) + " leaf-spine cables, more than " +
+          std::to_string(kMaxDimension) + ": give fewer spines");
+    }
     return std::unique_ptr<Topology>(new FatTree(name, a, b, spines, options.link));
   }
   return InvalidArgumentError("cannot parse topology '" + spec +

@@ -132,5 +132,39 @@ TEST_F(SimMappingFile, RejectsBadFiles) {
   EXPECT_FALSE(MakeMapping("hilbert", *t).ok());
 }
 
+// A file that is not a mapping is refused once it passes a bound a mapping never needs,
+// having held at most a line of it: /dev/zero was read as one endless line into memory.
+TEST_F(SimMappingFile, FilesThatCannotBeAMappingAreRefusedAtTheirBound) {
+  auto t = MakeTopology("ring", 4).value();
+  auto zero = MakeMapping("file:/dev/zero", *t);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("'/dev/zero' line 1 is longer than 4096 bytes"),
+            std::string::npos)
+      << zero.status();
+  // Lines of comments up to the file bound, and one device too many.
+  std::string comments;
+  while (comments.size() <= (size_t{16} << 20)) comments += "# a comment line of a mapping\n";
+  const std::string big = Write("big", comments + "0 1 2 3\n");
+  auto large = MakeMapping("file:" + big, *t);
+  ASSERT_FALSE(large.ok());
+  EXPECT_NE(large.status().message().find("is larger than 16 MiB"), std::string::npos)
+      << large.status();
+  auto more = MakeMapping("file:" + Write("more", "0 1\n2 3\n# done\n0\n"), *t);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().message().find("line 4 lists more than the topology's 4 devices"),
+            std::string::npos)
+      << more.status();
+  // A directory opens as a file but cannot be read: an error, not an exception.
+  auto dir = MakeMapping("file:" + dir_.string(), *t);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("cannot be read"), std::string::npos) << dir.status();
+  // A line of the longest length, without a final newline, still reads.
+  const std::string padded = "3 2 1 0" + std::string(4096 - 7, ' ');
+  auto fits = MakeMapping("file:" + Write("fits", padded), *t);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(*fits, (std::vector<int>{3, 2, 1, 0}));
+}
+
 }  // namespace
 }  // namespace gyre::sim

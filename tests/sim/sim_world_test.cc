@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/algo/collective.h"
+#include "core/algo/select.h"
 #include "core/comm/communicator.h"
 #include "core/sim/simulator.h"
 #include "core/sim/study.h"
@@ -143,6 +144,53 @@ TEST(SimWorld, ByteScalePhantomAndReductionTime) {
   ASSERT_TRUE(reduced.ok());
   EXPECT_EQ(reduced->time_ns, base->time_ns + 3 * 4000);
   EXPECT_TRUE(reduced->ok);
+}
+
+// The automatic algorithm is the one gyre picks for the timed size, count x byte scale,
+// not for the few elements that stand in for it to check the data: a 64 MiB allreduce on 3
+// ranks checked on 2048 elements ran recursive doubling where gyre runs ring.
+TEST(SimWorld, AutoIsChosenForTheTimedSize) {
+  int differs = 0;  // cases where the real count alone would choose otherwise
+  for (Collective c : {Collective::kAllreduce, Collective::kBroadcast, Collective::kReduce,
+                       Collective::kAllgather, Collective::kReduceScatter, Collective::kAlltoall}) {
+    for (int p : {3, 8}) {
+      for (int64_t scale : {int64_t{1}, int64_t{64}, int64_t{4096}, int64_t{1} << 20}) {
+        for (bool phantom : {false, true}) {
+          CollectiveSpec s;
+          s.collective = c;
+          s.algorithm = Algorithm::kAuto;
+          s.world_size = p;
+          s.count = 16 * p;
+          SimOptions o;
+          o.byte_scale = scale;
+          o.phantom = phantom;
+          CollectiveSpec timed = s;
+          timed.count = s.count * scale;
+          const Algorithm want = algo::SelectAlgorithm(timed);
+          if (want != algo::SelectAlgorithm(s)) ++differs;
+          SCOPED_TRACE(s.ToString() + " x " + std::to_string(scale) + (phantom ? " phantom" : ""));
+          StatusOr<SimResult> r = Simulate(s, o);
+          ASSERT_TRUE(r.ok()) << r.status();
+          EXPECT_EQ(std::string(algo::AlgorithmName(r->spec.algorithm)),
+                    std::string(algo::AlgorithmName(want)));
+          EXPECT_EQ(r->spec.count, s.count);
+          EXPECT_EQ(r->bytes, CallBytes(timed));
+          EXPECT_TRUE(phantom || r->ok);
+        }
+      }
+    }
+  }
+  // The sizes span the selection's thresholds, so some choices depend on the scale.
+  EXPECT_GT(differs, 0);
+  // A deterministic call runs the canonical schedule whatever its size.
+  CollectiveSpec det = Ring(4, 64);
+  det.algorithm = Algorithm::kAuto;
+  det.deterministic = true;
+  SimOptions o;
+  o.byte_scale = 1 << 20;
+  StatusOr<SimResult> r = Simulate(det, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.algorithm, Algorithm::kCanonical);
 }
 
 TEST(SimWorld, ReportsLinksAndBusiest) {

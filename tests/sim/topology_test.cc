@@ -144,6 +144,32 @@ TEST(SimTopology, FatTreeUsesDestinationModSpines) {
   EXPECT_DOUBLE_EQ(full->BisectionBandwidth(), 2 * 4 * 45e9);
 }
 
+// Every leaf is cabled to every spine, built up front: a spine count without a bound grew
+// to gigabytes (2 leaves x 100 million spines) before a message was sent.
+TEST(SimTopology, FatTreeSpinesAreBounded) {
+  TopologyOptions o;
+  o.fat_tree_spines = 100'000'000;
+  auto many = MakeTopology("fat_tree:2x8", 16, o);
+  ASSERT_FALSE(many.ok());
+  EXPECT_EQ(many.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(many.status().message().find("100000000 spines, more than its 16 devices"),
+            std::string::npos)
+      << many.status();
+  // One spine per device is the most a route can use.
+  o.fat_tree_spines = 16;
+  EXPECT_TRUE(MakeTopology("fat_tree:2x8", 16, o).ok());
+  // 4096 leaves x 4096 spines would be 33 million links.
+  o.fat_tree_spines = 4096;
+  auto cables = MakeTopology("fat_tree:4096x1", 4096, o);
+  ASSERT_FALSE(cables.ok());
+  EXPECT_NE(cables.status().message().find("4096 leaves x 4096 spines is 16777216 leaf-spine "
+                                           "cables, more than 1048576"),
+            std::string::npos)
+      << cables.status();
+  o.fat_tree_spines = 256;
+  EXPECT_TRUE(MakeTopology("fat_tree:4096x1", 4096, o).ok());
+}
+
 TEST(SimTopology, BadSpecsAreInvalidArgument) {
   for (const char* spec : {"torus2d:4x", "torus2d:0x4", "mesh", "two_level:3", "switch:4"}) {
     auto t = MakeTopology(spec, 16);

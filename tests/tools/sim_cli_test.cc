@@ -42,6 +42,8 @@ TEST(GyreSimCli, ARunThatCannotFitInMemoryIsRefusedAtOnce) {
   for (const std::vector<std::string>& run : std::vector<std::vector<std::string>>{
            {sim, "--ranks", "4096", "--phantom", "--bytes", "64M"},
            {sim, "--ranks", "2048", "--phantom", "--bytes", "64M", "--algo", "ring"},
+           // Real data checks 4096 elements, but the call is 64 MiB and chooses ring.
+           {sim, "--ranks", "4096", "--bytes", "64M"},
        }) {
     CommandResult r = RunWithin(2000000, run, 120);
     EXPECT_FALSE(r.timed_out);
@@ -115,6 +117,85 @@ TEST(GyreSimCli, BytesThatAreNotWholeElementsRunAsWholeOnesAndSaySo) {
   EXPECT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_EQ(whole.out.find("runs as"), std::string::npos) << whole.out;
   EXPECT_NE(whole.out.find("count=2 "), std::string::npos) << whole.out;
+}
+
+// The "algo" of gyre-sim's --json line.
+std::string AlgoOf(const std::vector<std::string>& argv) {
+  CommandResult r = RunTool(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string key = "\"algo\": \"";
+  const size_t at = r.out.find(key);
+  if (at == std::string::npos) return "(no algo in: " + r.out + ")";
+  const size_t from = at + key.size();
+  return r.out.substr(from, r.out.find('"', from) - from);
+}
+
+// --algo auto is chosen for the size that is timed, as gyre chooses at run time: a
+// --phantom run holds the whole count, so it is what gyre picks; a run on real data checks
+// a few thousand elements and scales their bytes, and ran the small-message algorithm (64
+// MiB on 3 ranks: recursive doubling where gyre runs ring).
+TEST(GyreSimCli, AutoIsChosenForTheTimedSizeNotTheCheckedOne) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  for (const char* op : {"allreduce", "broadcast"}) {
+    for (const char* ranks : {"3", "16"}) {
+      for (const char* bytes : {"1M", "64M", "1G"}) {
+        const std::vector<std::string> run = {sim,   "--op",    op,    "--ranks",
+                                              ranks, "--bytes", bytes, "--json"};
+        std::vector<std::string> phantom = run;
+        phantom.push_back("--phantom");
+        std::vector<std::string> scaled = run;
+        scaled.insert(scaled.end(), {"--byte_scale", "1024"});
+        const std::string want = AlgoOf(phantom);
+        SCOPED_TRACE(std::string(op) + " of " + bytes + " on " + ranks + " ranks");
+        EXPECT_EQ(AlgoOf(run), want);
+        EXPECT_EQ(AlgoOf(scaled), want);
+      }
+    }
+  }
+}
+
+// Inputs that asked for unbounded memory, or for a run of nothing, are refused at once with
+// gyre-sim's exit status for refused input, naming the flag and its bound.
+TEST(GyreSimCli, InputsBeyondTheirBoundsAreRefusedNotRun) {
+  const std::string sim = BuiltBinary("gyre-sim");
+  const struct {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  } cases[] = {
+      // Read as one endless line: gigabytes within seconds.
+      {{"--mapping", "file:/dev/zero"},
+       {"--mapping file:/dev/zero: ", "line 1 is longer than 4096 bytes"}},
+      // Two links per leaf and spine, built before the run.
+      {{"--topology", "fat_tree:2x8", "--ranks", "16", "--spines", "100000000"},
+       {"--spines 100000000: want 1 to --ranks (16) spines"}},
+      {{"--topology", "fat_tree:4096x1", "--ranks", "4096", "--spines", "4096"},
+       {"--topology fat_tree:4096x1 --spines 4096: ", "leaf-spine cables, more than 1048576"}},
+      // A scale above the count divided it to nothing: "time 0 ns ... result: ok".
+      {{"--byte_scale", "9223372036854775807"},
+       {"--byte_scale 9223372036854775807 is larger than --bytes 64M (16777216 elements)"}},
+      {{"--count", "10", "--byte_scale", "11"},
+       {"--byte_scale 11 is larger than --count 10 (10 elements)", "want at most 10"}},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {sim};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    CommandResult r = RunTool(argv, 20);
+    EXPECT_FALSE(r.timed_out) << c.args[1];
+    EXPECT_EQ(r.exit_code, 2) << c.args[1] << ": " << r.err;
+    for (const std::string& part : c.says) {
+      EXPECT_NE(r.err.find(part), std::string::npos) << "want: " << part << "\ngot: " << r.err;
+    }
+    EXPECT_LT(r.seconds, 5.0) << c.args[1];
+  }
+  // At the bounds the runs go ahead.
+  for (const std::vector<std::string>& fits : std::vector<std::vector<std::string>>{
+           {sim, "--count", "10", "--byte_scale", "10"},
+           {sim, "--topology", "fat_tree:2x8", "--ranks", "16", "--spines", "16"},
+       }) {
+    CommandResult r = RunTool(fits);
+    EXPECT_EQ(r.exit_code, 0) << fits[2] << ": " << r.err;
+    EXPECT_NE(r.out.find("result: ok"), std::string::npos) << r.out;
+  }
 }
 
 TEST(GyreScheduleCli, CostModelAndRankFlagsAreChecked) {
