@@ -105,6 +105,18 @@ struct StopCase {
 
 class JobStopTest : public ::testing::TestWithParam<StopCase> {};
 
+// Kills (and continues, so the kill is taken) and reaps a gyrerun a test started, unless the
+// test saw it exit (pid set to -1); its guardian takes the job down with it.
+struct Reaper {
+  pid_t pid;
+  ~Reaper() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::kill(pid, SIGCONT);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
 // Stopped once both ranks loop, for longer than the progress timeout and the job timeout:
 // every rank process is stopped with gyrerun, and once gyrerun is continued the job ends 0.
 // (The daemon case stops longer than a program waits on a silent daemon, 10 s.)
@@ -118,15 +130,7 @@ TEST_P(JobStopTest, ACtrlZOfGyrerunStopsTheJobAndFgContinuesIt) {
        "--loop_seconds=1.5", "--say_looping"},
       log);
   ASSERT_GT(gyrerun, 0);
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;
-      ::kill(pid, SIGKILL);  // its guardian takes the job down with it
-      ::kill(pid, SIGCONT);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reaper{gyrerun};
+  Reaper reaper{gyrerun};
   ASSERT_TRUE(WaitFor(30, [&] { return Count(ReadAll(log), ": looping") == 2; })) << ReadAll(log);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::vector<pid_t> ranks = ProgramChildren(gyrerun);
@@ -171,15 +175,7 @@ TEST(JobStopTest, AStopIsNotAHang) {
                        "--loop_iters=8", "--skip_rank=0", "--fault_at=5", "--skip_seconds=7"},
                       log);
   ASSERT_GT(gyrerun, 0);
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;
-      ::kill(pid, SIGKILL);
-      ::kill(pid, SIGCONT);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reaper{gyrerun};
+  Reaper reaper{gyrerun};
   ASSERT_TRUE(WaitFor(30, [&] { return Count(ReadAll(log), "rank 0 skips call 5") == 1; }))
       << ReadAll(log);
   ASSERT_EQ(::kill(gyrerun, SIGTSTP), 0);
@@ -206,15 +202,7 @@ TEST(JobStopTest, AProgramDoesNotTakeItsStoppedDaemonForASilentOne) {
                        "--skip_rank=0", "--fault_at=5", "--skip_seconds=14"},
                       log);
   ASSERT_GT(gyrerun, 0);
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;
-      ::kill(pid, SIGKILL);
-      ::kill(pid, SIGCONT);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reaper{gyrerun};
+  Reaper reaper{gyrerun};
   ASSERT_TRUE(WaitFor(30, [&] { return Count(ReadAll(log), "rank 0 skips call 5") == 1; }))
       << ReadAll(log);
   // Past the first slices of rank 1's wait, which would take the first look at the heartbeat
