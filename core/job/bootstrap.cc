@@ -135,6 +135,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   me.choice_one_host = choice.one_host;
   me.choice_across_hosts = choice.across_hosts;
   me.choice_source = choice.source;
+  me.call_defaults = CallDefaults(o.comm);
 
   // The control endpoint is up and published before the rendezvous completes, so once
   // everyone has arrived every control address can be read.
@@ -186,6 +187,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   // Every rank has its records and is past its rendezvous checks (it published its control
   // address after them), so all fail here alike, naming the same ranks.
   GYRE_RETURN_IF_ERROR(CheckAutomaticChoices(joined.peers).WithContext(who));
+  GYRE_RETURN_IF_ERROR(CheckCallDefaults(joined.peers).WithContext(who));
   // Across hosts every peer's address is tried (over its control port, authenticated) and
   // every rank learns who could not reach whom, so all fail naming the same ranks.
   bool probe = SpansHosts(joined.peers);
@@ -265,6 +267,38 @@ Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers) {
       ": the ranks would choose different algorithms for the same call; give every rank the "
       "same calibration (GYRE_CALIBRATION, gyred --calibration) and the same online tuning "
       "switch (--tune, GYRE_TUNE)");
+}
+
+std::string CallDefaults(const CommOptions& options) {
+  return "segment_bytes=" + std::to_string(options.segment_bytes) +
+         " deterministic=" + (options.deterministic ? "1" : "0");
+}
+
+Status CheckCallDefaults(const std::vector<store::PeerRecord>& peers) {
+  if (peers.size() < 2) return Status::Ok();
+  const store::PeerRecord& first = peers.front();
+  std::vector<int> differ;
+  for (const store::PeerRecord& r : peers) {
+    // Empty: a rank that did not say (a record of a build before the field).
+    if (!r.call_defaults.empty() && !first.call_defaults.empty() &&
+        r.call_defaults != first.call_defaults) {
+      differ.push_back(r.rank);
+    }
+  }
+  if (differ.empty()) return Status::Ok();
+  const store::PeerRecord& other = peers[differ.front()];
+  std::string text = "rank " + std::to_string(other.rank) + "'s call defaults (" +
+                     other.call_defaults + ") differ from rank " + std::to_string(first.rank) +
+                     "'s (" + first.call_defaults + ")";
+  if (differ.size() > 1) {
+    text += "; so do those of " +
+            store::FormatRankList(std::vector<int>(differ.begin() + 1, differ.end()));
+  }
+  return InvalidArgumentError(
+      text +
+      ": the ranks would cut or order the same call differently and their messages would not "
+      "match; give every rank the same --segment_bytes (GYRE_SEGMENT_BYTES) and --deterministic "
+      "(GYRE_DETERMINISTIC)");
 }
 
 Status LeaveJob(const Joined& joined, Deadline deadline) {

@@ -108,6 +108,14 @@ uint64_t JobDescriptorsNeeded(int world_size);
 // calibrations fails to start on every rank, rather than in its first automatic call.
 Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers);
 
+// What a rank publishes of its job-wide call defaults ("segment_bytes=0 deterministic=0"),
+// and the check that every rank's are the same: ranks whose pipelining segments or canonical
+// order differ build different schedules for the same call, whose messages do not match, and
+// failed each call as diverged or stalled, blaming ranks that had made no mistake.
+// InvalidArgument naming the first differing rank, both values and the flags to set alike.
+std::string CallDefaults(const CommOptions& options);
+Status CheckCallDefaults(const std::vector<store::PeerRecord>& peers);
+
 StatusOr<Joined> JoinJob(const JoinOptions& options);
 
 }  // namespace gyre::job

@@ -41,6 +41,7 @@ std::string Encode(const PeerRecord& record) {
   p.set_choice_one_host(record.choice_one_host);
   p.set_choice_across_hosts(record.choice_across_hosts);
   p.set_choice_source(record.choice_source);
+  p.set_call_defaults(record.call_defaults);
   return p.SerializeAsString();
 }
 
@@ -67,6 +68,7 @@ bool Decode(const std::string& bytes, PeerRecord* record) {
   record->choice_one_host = p.choice_one_host();
   record->choice_across_hosts = p.choice_across_hosts();
   record->choice_source = p.choice_source();
+  record->call_defaults = p.call_defaults();
   return true;
 }
 

@@ -37,6 +37,9 @@ struct PeerRecord {
   uint64_t choice_one_host = 0;
   uint64_t choice_across_hosts = 0;
   std::string choice_source;
+  // The call defaults that shape every call's schedule (job::CallDefaults), compared the same
+  // way; empty: not given.
+  std::string call_defaults;
 };
 
 // "rank 2 (host node7, pid 4242)"

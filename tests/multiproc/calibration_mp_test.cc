@@ -125,6 +125,33 @@ TEST(CalibrationAgreementTest, DaemonsWithDifferentFilesAreRefusedAtStart) {
   EXPECT_EQ(r.err.find("allreduce 0 failed"), std::string::npos) << r.err;
 }
 
+// The call defaults that shape every schedule are compared too: ranks whose segments differ
+// failed each call as diverged or stalled, blaming a rank that had made no mistake.
+TEST(CallDefaultsAgreementTest, EmbeddedRanksWithDifferentSegmentsAreRefusedAtStart) {
+  CommandResult r = RunEmbedded("export GYRE_SEGMENT_BYTES=65536", "export GYRE_SEGMENT_BYTES=0");
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ExpectEmbeddedRefusal(
+      r,
+      "rank 1's call defaults (segment_bytes=0 deterministic=0) differ from rank 0's "
+      "(segment_bytes=65536 deterministic=0): the ranks would cut or order the same call "
+      "differently and their messages would not match; give every rank the same --segment_bytes");
+}
+
+TEST(CallDefaultsAgreementTest, DaemonsThatDisagreeOnDeterminismAreRefusedAtStart) {
+  const Calibrations c = WriteCalibrations("gyre-defaults-daemon");
+  CommandResult r = RunDaemon(c.dir, "--deterministic=true", "--deterministic=false");
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  for (const std::string rank : {"0", "1"}) {
+    EXPECT_TRUE(HasLine(r.err,
+                        "[rank " + rank + " gyred] [rank " + rank +
+                            "] gyred: InvalidArgument: rank " + rank + " of job ",
+                        "rank 1's call defaults (segment_bytes=0 deterministic=0) differ from "
+                        "rank 0's (segment_bytes=0 deterministic=1)"))
+        << "rank " << rank << ": " << r.err;
+  }
+}
+
 // Online tuning is part of the choice: a rank that tunes meets one that does not.
 TEST(CalibrationAgreementTest, EmbeddedRanksThatDisagreeOnTuningAreRefusedAtStart) {
   CommandResult r = RunEmbedded("export GYRE_TUNE=1", "export GYRE_TUNE=0");
