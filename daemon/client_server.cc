@@ -22,6 +22,7 @@
 
 #include "core/algo/collective.h"
 #include "core/auth/fd_handshake.h"
+#include "core/base/thread.h"
 #include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "core/job/inquiry.h"
@@ -191,14 +192,18 @@ constexpr Duration kRequestSpin = std::chrono::microseconds(50);
 class Heartbeat {
  public:
   Heartbeat(int fd, std::mutex* write_mu, const std::string& what)
-      : fd_(fd), write_mu_(write_mu), what_(what), thread_([this] { Loop(); }) {}
+      : fd_(fd), write_mu_(write_mu), what_(what) {}
+  // Starts the beating thread; ResourceExhausted, naming `who`, when there is none to be had.
+  Status Start(const std::string& who) {
+    return StartThread(&thread_, who, "the heartbeat of a client connection", [this] { Loop(); });
+  }
   ~Heartbeat() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -249,7 +254,7 @@ class Heartbeat {
   bool stopping_ = false;
   bool running_ = false;
   ipc::Doorbell* bell_ = nullptr;
-  std::thread thread_;  // last: starts once the fields above exist
+  std::thread thread_;
 };
 
 // How long a connection waiting on its doorbell sleeps before it looks at its socket (for the
@@ -508,7 +513,18 @@ void ClientServer::HandleConnection(int fd) {
   uint32_t bell_seq = 0;  // the last request read through it
   // A refused connection gets no heartbeat thread: it is closed without a call.
   std::optional<Heartbeat> beat;
-  if (authenticated) beat.emplace(fd, &write_mu_, what);
+  // Without a heartbeat the client could not tell a long call from a frozen daemon, so a
+  // connection whose heartbeat cannot start serves no call: its first request is answered
+  // with why, and the program fails with that rather than this daemon aborting.
+  Status no_beat;
+  if (authenticated) {
+    beat.emplace(fd, &write_mu_, what);
+    no_beat = beat->Start("rank " + std::to_string(comm_->rank()) + "'s gyred");
+    if (!no_beat.ok()) {
+      beat.reset();
+      LOG(ERROR) << prefix_ << no_beat.message();
+    }
+  }
   const bool spin_pays = ipc::SpinWaitPays(comm_->size());
   ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
@@ -547,8 +563,10 @@ void ClientServer::HandleConnection(int fd) {
     resp.set_id(req.id());
     Status result;
     ipc::Doorbell attached;  // a doorbell this request attaches
-    Status admitted;
-    if (req.has_hello() && !said_hello) admitted = AdmitProgram(req.hello().client_pid());
+    Status admitted = no_beat;
+    if (admitted.ok() && req.has_hello() && !said_hello) {
+      admitted = AdmitProgram(req.hello().client_pid());
+    }
     if (!admitted.ok()) {
       result = admitted;
       LOG(WARNING) << prefix_ << "refused client pid " << req.hello().client_pid() << ": "
