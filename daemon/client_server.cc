@@ -457,6 +457,10 @@ void ClientServer::Serve(bool until_first_client_leaves) {
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
+  // Nobody can connect any more, so the socket file is only a leftover, and gyred leaves with
+  // _exit, past the destructor: removed here, or every run left one behind.
+  if (!path_.empty()) ::unlink(path_.c_str());
+  path_.clear();
   if (stopping_) Stop();  // a RequestStop (a signal): wake the connection threads from here
 }
 
