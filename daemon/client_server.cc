@@ -529,7 +529,9 @@ void ClientServer::HandleConnection(int fd) {
       LOG(ERROR) << prefix_ << no_beat.message();
     }
   }
-  const bool spin_pays = ipc::SpinWaitPays(comm_->size());
+  // A bad GYRE_LOCAL_WORLD_SIZE failed gyred at start-up (ResolveIdentity).
+  const StatusOr<bool> spin = ipc::SpinWaitPays(comm_->size());
+  const bool spin_pays = spin.ok() && *spin;
   ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
