@@ -1,5 +1,7 @@
 #include "client/call_queue.h"
 
+#include "core/base/thread.h"
+
 namespace gyre::client {
 
 struct CallQueue::Item : public Work {
@@ -28,7 +30,7 @@ struct CallQueue::Item : public Work {
   }
 };
 
-CallQueue::CallQueue() : worker_([this] { Loop(); }) {}
+CallQueue::CallQueue() = default;
 
 CallQueue::~CallQueue() { Shutdown(); }
 
@@ -52,15 +54,21 @@ void CallQueue::Shutdown() {
   if (worker_.joinable()) worker_.join();
 }
 
-std::shared_ptr<Work> CallQueue::Submit(std::function<Status()> call) {
+StatusOr<std::shared_ptr<Work>> CallQueue::Submit(std::function<Status()> call, int rank) {
   auto item = std::make_shared<Item>();
   item->call = std::move(call);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The worker starts with the first asynchronous call: a program that makes none has no
+    // thread for it, and one that cannot have a thread gets this call refused, not an abort.
+    if (!worker_.joinable() && !stopping_) {
+      GYRE_RETURN_IF_ERROR(StartThread(&worker_, "rank " + std::to_string(rank),
+                                       "its asynchronous calls", [this] { Loop(); }));
+    }
     queue_.push_back(item);
   }
   cv_.notify_all();
-  return item;
+  return std::shared_ptr<Work>(item);
 }
 
 void CallQueue::WaitForSubmitted() {

@@ -24,7 +24,9 @@ class CallQueue {
   // destructor); idempotent.
   void Shutdown();
 
-  std::shared_ptr<Work> Submit(std::function<Status()> call);
+  // ResourceExhausted, naming `rank`, when the worker is not running and cannot be started;
+  // `call` is then not run.
+  StatusOr<std::shared_ptr<Work>> Submit(std::function<Status()> call, int rank);
   // Runs `call` (a callable returning Status) after all submitted calls finished. A
   // template, not a std::function: a blocking call allocates nothing to get here.
   template <typename Call>

@@ -80,6 +80,12 @@ StatusOr<CallOptions> ToCallOptions(const Options& o) {
   return c;
 }
 
+std::shared_ptr<Work> CommBase::Queued(std::function<Status()> call) {
+  auto work = queue_.Submit(std::move(call), rank());
+  if (!work.ok()) return FinishedWork(work.status());
+  return std::move(*work);
+}
+
 Status CommBase::RefuseIfClosed() const {
   if (!closed_.load()) return Status::Ok();
   return InvalidArgumentError("this Comm was closed (Comm::Close): no call may follow it");
@@ -93,7 +99,7 @@ Status CommBase::Blocking(CollectiveSpec spec, const void* in, void* out, const 
 std::shared_ptr<Work> CommBase::Submitted(const CollectiveSpec& spec, const void* in, void* out,
                                           const Options& o) {
   if (Status closed = RefuseIfClosed(); !closed.ok()) return FinishedWork(closed);
-  return queue_.Submit([this, spec, in, out, o] { return Call(spec, in, out, o); });
+  return Queued([this, spec, in, out, o] { return Call(spec, in, out, o); });
 }
 
 Status CommBase::Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,

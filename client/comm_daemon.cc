@@ -125,7 +125,7 @@ class DaemonComm final : public CommBase {
     served_ = true;
     rank_ = resp.rank();
     size_ = resp.world_size();
-    spin_ = ipc::SpinWaitPays(size_);
+    GYRE_ASSIGN_OR_RETURN(spin_, ipc::SpinWaitPays(size_));
     return Status::Ok();
   }
 

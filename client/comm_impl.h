@@ -65,9 +65,7 @@ class CommBase : public Comm {
   virtual std::shared_ptr<Work> StartMessage(bool send, void* buf, int64_t count, DataType dtype,
                                              int peer, int tag, const Options& o) = 0;
   // Runs `call` in call order on the queue's thread.
-  std::shared_ptr<Work> Queued(std::function<Status()> call) {
-    return queue_.Submit(std::move(call));
-  }
+  std::shared_ptr<Work> Queued(std::function<Status()> call);
   // Runs `call` on this thread once every earlier call has finished, and no call with it.
   Status Inline(const std::function<Status()>& call) { return queue_.RunInline(call); }
   // First thing in a derived destructor: no queued call may run on what it destroys.

@@ -22,6 +22,7 @@
 
 #include "core/algo/collective.h"
 #include "core/auth/fd_handshake.h"
+#include "core/base/thread.h"
 #include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
 #include "core/job/inquiry.h"
@@ -191,14 +192,18 @@ constexpr Duration kRequestSpin = std::chrono::microseconds(50);
 class Heartbeat {
  public:
   Heartbeat(int fd, std::mutex* write_mu, const std::string& what)
-      : fd_(fd), write_mu_(write_mu), what_(what), thread_([this] { Loop(); }) {}
+      : fd_(fd), write_mu_(write_mu), what_(what) {}
+  // Starts the beating thread; ResourceExhausted, naming `who`, when there is none to be had.
+  Status Start(const std::string& who) {
+    return StartThread(&thread_, who, "the heartbeat of a client connection", [this] { Loop(); });
+  }
   ~Heartbeat() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -249,7 +254,7 @@ class Heartbeat {
   bool stopping_ = false;
   bool running_ = false;
   ipc::Doorbell* bell_ = nullptr;
-  std::thread thread_;  // last: starts once the fields above exist
+  std::thread thread_;
 };
 
 // How long a connection waiting on its doorbell sleeps before it looks at its socket (for the
@@ -452,6 +457,10 @@ void ClientServer::Serve(bool until_first_client_leaves) {
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
+  // Nobody can connect any more, so the socket file is only a leftover, and gyred leaves with
+  // _exit, past the destructor: removed here, or every run left one behind.
+  if (!path_.empty()) ::unlink(path_.c_str());
+  path_.clear();
   if (stopping_) Stop();  // a RequestStop (a signal): wake the connection threads from here
 }
 
@@ -508,8 +517,21 @@ void ClientServer::HandleConnection(int fd) {
   uint32_t bell_seq = 0;  // the last request read through it
   // A refused connection gets no heartbeat thread: it is closed without a call.
   std::optional<Heartbeat> beat;
-  if (authenticated) beat.emplace(fd, &write_mu_, what);
-  const bool spin_pays = ipc::SpinWaitPays(comm_->size());
+  // Without a heartbeat the client could not tell a long call from a frozen daemon, so a
+  // connection whose heartbeat cannot start serves no call: its first request is answered
+  // with why, and the program fails with that rather than this daemon aborting.
+  Status no_beat;
+  if (authenticated) {
+    beat.emplace(fd, &write_mu_, what);
+    no_beat = beat->Start("rank " + std::to_string(comm_->rank()) + "'s gyred");
+    if (!no_beat.ok()) {
+      beat.reset();
+      LOG(ERROR) << prefix_ << no_beat.message();
+    }
+  }
+  // A bad GYRE_LOCAL_WORLD_SIZE failed gyred at start-up (ResolveIdentity).
+  const StatusOr<bool> spin = ipc::SpinWaitPays(comm_->size());
+  const bool spin_pays = spin.ok() && *spin;
   ipc::MessageReader reader(fd);  // every read of fd from here on
   while (authenticated && !stopping_) {
     proto::ClientRequest req;
@@ -547,8 +569,10 @@ void ClientServer::HandleConnection(int fd) {
     resp.set_id(req.id());
     Status result;
     ipc::Doorbell attached;  // a doorbell this request attaches
-    Status admitted;
-    if (req.has_hello() && !said_hello) admitted = AdmitProgram(req.hello().client_pid());
+    Status admitted = no_beat;
+    if (admitted.ok() && req.has_hello() && !said_hello) {
+      admitted = AdmitProgram(req.hello().client_pid());
+    }
     if (!admitted.ok()) {
       result = admitted;
       LOG(WARNING) << prefix_ << "refused client pid " << req.hello().client_pid() << ": "

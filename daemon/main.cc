@@ -25,6 +25,7 @@
 #include "core/algo/model_select.h"
 #include "core/base/file_io.h"
 #include "core/base/stdout_check.h"
+#include "core/base/thread.h"
 #include "core/base/tool_flags.h"
 #include "core/ipc/ipc.h"
 #include "core/job/bootstrap.h"
@@ -370,25 +371,34 @@ int main(int argc, char** argv) {
   usr1.sa_handler = OnUsr1;
   sigaction(SIGUSR1, &usr1, nullptr);
   // SIGUSR1 dumps the flight recorder without disturbing the rank.
-  std::thread([&comm, prefix] {
-    while (true) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (!g_dump.exchange(false)) continue;
-      if (FLAGS_flight_dir.empty()) {
-        std::cerr << comm.recorder()->DumpJson(comm.rank()) << std::endl;
-        continue;
-      }
-      auto path = job::WriteFlightRecord(&comm, FLAGS_flight_dir);
-      LOG(INFO) << prefix << "flight recorder "
-                << (path.ok() ? "written to " + *path : path.status().ToString());
-    }
-  }).detach();
+  const std::string who = "rank " + std::to_string(comm.rank()) + "'s gyred";
+  std::thread dumper;
+  Status dumper_started =
+      StartThread(&dumper, who, "dumping the flight recorder on SIGUSR1", [&comm, prefix] {
+        while (true) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          if (!g_dump.exchange(false)) continue;
+          if (FLAGS_flight_dir.empty()) {
+            std::cerr << comm.recorder()->DumpJson(comm.rank()) << std::endl;
+            continue;
+          }
+          auto path = job::WriteFlightRecord(&comm, FLAGS_flight_dir);
+          LOG(INFO) << prefix << "flight recorder "
+                    << (path.ok() ? "written to " + *path : path.status().ToString());
+        }
+      });
+  if (!dumper_started.ok()) return Fail(prefix, dumper_started);
+  dumper.detach();
   if (FLAGS_metrics_port >= 0) {
     std::string bound;
     auto fd = ipc::ListenTcp(FLAGS_metrics_host, FLAGS_metrics_port, &bound);
     if (!fd.ok()) return Fail(prefix, fd.status());
     LOG(INFO) << prefix << "metrics on http://" << bound << "/metrics";
-    std::thread(ServeMetrics, *fd, &comm).detach();
+    std::thread metrics;
+    Status metrics_started = StartThread(&metrics, who, "serving metrics",
+                                         [fd = *fd, &comm] { ServeMetrics(fd, &comm); });
+    if (!metrics_started.ok()) return Fail(prefix, metrics_started);
+    metrics.detach();
   }
   // Once every rank is known to have joined, this rank's records leave the store, so that the
   // job id can be used again there (a hand-started job run twice against one folder).

@@ -42,6 +42,7 @@
 #include "core/auth/secret.h"
 #include "core/base/clock.h"
 #include "core/base/fd_limit.h"
+#include "core/base/thread.h"
 #include "core/base/tool_flags.h"
 #include "core/ipc/ipc.h"
 #include "core/job/address.h"
@@ -1505,8 +1506,12 @@ int main(int argc, char** argv) {
       auth::Credentials credentials;
       credentials.secret = secret;
       credentials.job_id = job_id;
-      watcher = std::thread(WatchForHangs, store_url, job_id, n, run_dir, credentials, &supervisor,
-                            &done);
+      const Status watching =
+          StartThread(&watcher, "gyrerun", "watching for hangs (--hang_timeout)", [&, credentials] {
+            WatchForHangs(store_url, job_id, n, run_dir, credentials, &supervisor, &done);
+          });
+      // The job still runs under the ranks' own deadlines: it goes on, unwatched, and says so.
+      if (!watching.ok()) std::cerr << "gyrerun: " << watching.message() << "; running unwatched\n";
     }
     const int code = supervisor.Wait();
     // Pushed back by any time the job stood stopped: a next attempt, and the check below of

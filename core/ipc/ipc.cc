@@ -15,9 +15,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <thread>
 
 namespace gyre::ipc {
@@ -130,11 +133,19 @@ void SpinForMessage(int fd, Duration spin) {
   }
 }
 
-bool SpinWaitPays(int world_size) {
+StatusOr<bool> SpinWaitPays(int world_size) {
   int local = world_size;
-  if (const char* env = std::getenv("GYRE_LOCAL_WORLD_SIZE")) {
-    const int v = std::atoi(env);
-    if (v > 0) local = v;
+  if (const char* env = std::getenv("GYRE_LOCAL_WORLD_SIZE"); env != nullptr && *env != '\0') {
+    // Refused by name, as every GYRE_* number is: atoi read "abc" as 0 and "4x" as 4.
+    const std::string text = env;
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
+      return InvalidArgumentError(
+          "GYRE_LOCAL_WORLD_SIZE=\"" + text.substr(0, 64) + "\" is not a whole number from 1 to " +
+          std::to_string(std::numeric_limits<int>::max()) + " (the ranks on this host)");
+    }
+    local = v;
   }
   cpu_set_t allowed;
   if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;

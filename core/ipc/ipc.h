@@ -83,8 +83,9 @@ void SpinForMessage(int fd, Duration spin);
 // when each of the two processes of every rank on this host can have a CPU of its own. When
 // they outnumber the CPUs a spinning waiter holds the CPU the other side needs: through the
 // daemon, 2 unpinned ranks on 2 CPUs took 250 us per small allreduce spinning, 45-90 without.
-// The ranks on this host are GYRE_LOCAL_WORLD_SIZE when set, else all `world_size`.
-bool SpinWaitPays(int world_size);
+// The ranks on this host are GYRE_LOCAL_WORLD_SIZE when set, else all `world_size`;
+// InvalidArgument, naming the variable, when it is set to anything but a whole number >= 1.
+StatusOr<bool> SpinWaitPays(int world_size);
 
 // Connects to the Unix socket at `path`, retrying until `deadline` while nobody serves it
 // yet (after 5 s it says so on stderr, once); something there that is not a socket fails at

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/base/thread.h"
+
 namespace gyre::job {
 namespace {
 
@@ -328,7 +330,13 @@ StatusOr<std::vector<std::string>> ChoosePeerAddresses(const std::vector<store::
   for (size_t start = 0; start < first_pass.size(); start += kParallelProbes) {
     workers.clear();
     for (size_t i = start; i < std::min(first_pass.size(), start + kParallelProbes); ++i) {
-      workers.emplace_back(choose, first_pass[i]);
+      const int rank = first_pass[i];
+      std::thread t;
+      if (StartThread(&t, "", "", [&choose, rank] { choose(rank); }).ok()) {
+        workers.push_back(std::move(t));
+      } else {
+        choose(rank);  // no thread to be had: probed in turn, each bounded by the deadline
+      }
     }
     for (auto& w : workers) w.join();
   }

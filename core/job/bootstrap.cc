@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/base/fd_limit.h"
+#include "core/base/thread.h"
 #include "core/job/address.h"
 #include "core/job/inquiry.h"
 #include "core/job/stall_probe.h"
@@ -36,21 +37,24 @@ namespace {
 // taken for this rank's absence (a case left as it is).
 class JoinTicker {
  public:
-  explicit JoinTicker(OpMonitor* monitor)
-      : thread_([this, monitor] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!stop_) {
-            monitor->Tick(SteadyClock::Get()->Now());
-            cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
-          }
-        }) {}
+  JoinTicker() = default;
+  // ResourceExhausted, naming `who`, when its thread cannot be started.
+  Status Start(OpMonitor* monitor, const std::string& who) {
+    return StartThread(&thread_, who, "the freeze watchdog while it joins", [this, monitor] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        monitor->Tick(SteadyClock::Get()->Now());
+        cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
+      }
+    });
+  }
   ~JoinTicker() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   JoinTicker(const JoinTicker&) = delete;
   JoinTicker& operator=(const JoinTicker&) = delete;
@@ -59,7 +63,7 @@ class JoinTicker {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::thread thread_;  // last: it starts once the members above exist
+  std::thread thread_;
 };
 
 }  // namespace
@@ -120,7 +124,8 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   joined.address = plan->advertised.front();
   TcpTransport* tcp = transport->get();
   joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
-  std::optional<JoinTicker> ticker(std::in_place, joined.comm->monitor());
+  std::optional<JoinTicker> ticker(std::in_place);
+  GYRE_RETURN_IF_ERROR(ticker->Start(joined.comm->monitor(), who));
 
   store::PeerRecord me;
   me.rank = id.rank;
@@ -228,7 +233,7 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
     joined.probe =
         std::make_shared<StallProbe>(joined.comm.get(), dir, o.comm.timeout, joined.control.get());
-    joined.probe->Start();
+    GYRE_RETURN_IF_ERROR(joined.probe->Start().WithContext(who));
   }
   return joined;
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/auth/fd_handshake.h"
+#include "core/base/thread.h"
 #include "core/ipc/ipc.h"
 #include "core/transport/tcp/socket_options.h"
 #include "glog/logging.h"
@@ -69,8 +70,8 @@ ControlServer::~ControlServer() { Stop(); }
 
 Status ControlServer::Start(const std::string& host) {
   GYRE_ASSIGN_OR_RETURN(listen_fd_, ipc::ListenTcp(host, 0, &address_));
-  thread_ = std::thread([this] { Loop(); });
-  return Status::Ok();
+  return StartThread(&thread_, "rank " + std::to_string(info_.rank), "its control endpoint",
+                     [this] { Loop(); });
 }
 
 void ControlServer::Stop() {
@@ -304,9 +305,17 @@ std::vector<QueryResult> QueryAll(const std::vector<std::string>& addresses,
   std::vector<std::thread> threads;
   for (size_t i = 0; i < addresses.size(); ++i) {
     if (addresses[i].empty()) continue;
-    threads.emplace_back([&, i] {
+    auto query = [&, i] {
       results[i] = QueryControl(addresses[i], static_cast<int>(i), request, timeout, credentials);
-    });
+    };
+    std::thread t;
+    if (StartThread(&t, "", "", query).ok()) {
+      threads.push_back(std::move(t));
+    } else {
+      // No thread to be had: this one asks, in turn. Slower, but each query is bounded by
+      // `timeout` and the answers are the same.
+      query();
+    }
   }
   for (auto& t : threads) t.join();
   return results;

@@ -259,8 +259,14 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   }
   if (o.allow_loopback) {
     id.allow_loopback = *o.allow_loopback;
-  } else if (auto l = env("GYRE_ALLOW_LOOPBACK")) {
-    id.allow_loopback = *l == "1" || *l == "true";
+  } else if (auto l = env("GYRE_ALLOW_LOOPBACK"); l && !l->empty()) {
+    // "yes" or "2" read as false, silently: refused by name, as GYRE_DETERMINISTIC is.
+    GYRE_ASSIGN_OR_RETURN(id.allow_loopback, ParseEnvSwitch("GYRE_ALLOW_LOOPBACK", *l));
+  }
+  // Read where the ranks spin-wait (ipc::SpinWaitPays), but checked here, so that a rank
+  // refuses a bad one before it joins.
+  if (auto local = env("GYRE_LOCAL_WORLD_SIZE"); local && !local->empty()) {
+    GYRE_RETURN_IF_ERROR(ParseEnvInteger("GYRE_LOCAL_WORLD_SIZE", *local, 1, INT32_MAX).status());
   }
   // Before anything is opened: a bad id otherwise fails at the store or the first handshake.
   GYRE_RETURN_IF_ERROR(CheckJobId(id.job_id));

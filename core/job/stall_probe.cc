@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "core/base/thread.h"
 #include "core/job/inquiry.h"
+#include "glog/logging.h"
 
 namespace gyre::job {
 namespace {
@@ -29,15 +31,16 @@ StallProbe::StallProbe(Communicator* comm, std::shared_ptr<const JobDirectory> d
 
 StallProbe::~StallProbe() { Stop(); }
 
-void StallProbe::Start() {
+Status StallProbe::Start() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (thread_.joinable()) return;
+  if (thread_.joinable()) return Status::Ok();
   stop_ = false;
   // The first tick now, not one poll interval later: a process stopped in its first calls
   // (a job's first 20 ms) would otherwise have no tick before the stop to measure it from,
   // and on resuming would not know it had not run.
   comm_->monitor()->Tick(SteadyClock::Get()->Now());
-  thread_ = std::thread([this] { Loop(); });
+  return StartThread(&thread_, "rank " + std::to_string(comm_->rank()),
+                     "the stall probe and freeze watchdog", [this] { Loop(); });
 }
 
 void StallProbe::Stop() {
@@ -95,10 +98,19 @@ void StallProbe::Loop() {
         next *= 2;
         if (round_.joinable()) round_.join();  // finished: in_round_ is false
         in_round_ = true;
-        round_ = std::thread([this, snap, elapsed = clock->Now() - seen] {
-          if (Probe(snap, elapsed)) acted_on_ = snap.seq + 1;
+        const Status started = StartThread(&round_, "rank " + std::to_string(comm_->rank()),
+                                           "a stall probe's round of questions",
+                                           [this, snap, elapsed = clock->Now() - seen] {
+                                             if (Probe(snap, elapsed)) acted_on_ = snap.seq + 1;
+                                             in_round_ = false;
+                                           });
+        if (!started.ok()) {
+          // A round only catches a mismatch early: without it the progress deadline still
+          // ends the operation, so the rank goes on and says why the early answer is missing.
           in_round_ = false;
-        });
+          LOG_EVERY_N(WARNING, 100)
+              << started.message() << "; seq=" << seq << " is left to the progress deadline";
+        }
       }
     }
     lock.lock();

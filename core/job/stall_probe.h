@@ -35,7 +35,8 @@ class StallProbe {
              const ControlServer* control = nullptr);
   ~StallProbe();
 
-  void Start();
+  // ResourceExhausted, naming the rank, when its thread cannot be started.
+  Status Start();
   void Stop();
 
   // How long an operation must be quiet before the first probe, under timeout `t`.

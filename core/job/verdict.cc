@@ -73,6 +73,15 @@ const char* RankClassName(RankClass c) {
   return "unknown";
 }
 
+std::string ExhaustedResource(const std::string& error) {
+  auto has = [&](const char* text) { return error.find(text) != std::string::npos; };
+  // strerror(EMFILE) and strerror(ENFILE); RLIMIT_NOFILE checks say "file descriptors".
+  if (has("Too many open files") || has("file descriptors")) return "file descriptors";
+  if (has("cannot start a thread")) return "threads";
+  if (has("No space left on device") || has("Disk quota exceeded")) return "disk space";
+  return "memory";
+}
+
 bool NotRunningLongEnoughToBlameOthers(const LocalFailure& me) {
   return me.timeout > Duration::zero() &&
          (me.frozen >= me.timeout || me.frozen_in_call >= me.timeout / 2);
@@ -336,6 +345,13 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
           ? gone[v.root]
           : nullptr;
   if (root_gone != nullptr && root_gone->program_pid > 0) v.root_pid = root_gone->program_pid;
+  // Why the root ran out, as it said: this rank's own error, or what it answered.
+  const std::string exhausted_error = v.root == me.rank               ? me.status.message()
+                                      : !st.exhausted_error().empty() ? st.exhausted_error()
+                                                                      : st.last_error();
+  v.root_what = v.root_class == RankClass::kExhausted
+                    ? "out of " + ExhaustedResource(exhausted_error)
+                    : RankClassName(v.root_class);
   if (v.root == me.rank && v.root_class == RankClass::kSelf) {
     os << "rank " << v.root << " (this rank) was not running: its process did not run for "
        << FormatDuration(std::max(me.frozen, me.frozen_in_call))
@@ -343,9 +359,9 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
        << "against a progress timeout of " << FormatDuration(me.timeout)
        << ", so the other ranks gave up on it; what it saw on resuming is their reaction";
   } else if (v.root == me.rank) {
-    os << "rank " << v.root << " (this rank) " << RankClassName(v.root_class) << ": ";
+    os << "rank " << v.root << " (this rank) " << v.root_what << ": ";
   } else {
-    os << "rank " << v.root << " " << RankClassName(v.root_class) << " (" << Where(pv) << "): ";
+    os << "rank " << v.root << " " << v.root_what << " (" << Where(pv) << "): ";
   }
   switch (v.root_class) {
     case RankClass::kDead:
@@ -406,10 +422,8 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       if (st.failed_seq() == S && !st.last_error().empty()) os << ": " << st.last_error();
       break;
     case RankClass::kExhausted:
-      os << "its seq=" << S << " failed for want of its own memory: "
-         << (v.root == me.rank               ? me.status.message()
-             : !st.exhausted_error().empty() ? st.exhausted_error()
-                                             : st.last_error());
+      os << "its seq=" << S << " failed for want of its own " << ExhaustedResource(exhausted_error)
+         << ": " << exhausted_error;
       break;
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"
@@ -465,8 +479,9 @@ void RecordBlame(FlightRecorder* recorder, uint64_t seq, const Verdict* v, int s
   if (recorder == nullptr || v == nullptr || v->root < 0) return;
   const int64_t pid = v->root == self ? static_cast<int64_t>(::getpid()) : v->root_pid;
   // A rank naming itself for not having run is what the others saw as stalled.
-  const char* what =
-      v->root_class == RankClass::kSelf ? "not running" : RankClassName(v->root_class);
+  const std::string what = v->root_class == RankClass::kSelf ? "not running"
+                           : v->root_what.empty()            ? RankClassName(v->root_class)
+                                                             : v->root_what;
   recorder->Record(kBlameEvent, seq,
                    std::to_string(v->root) + " " + std::to_string(pid) + " " + what);
 }

@@ -25,7 +25,7 @@ enum class RankClass {
   kNotEntered,
   kDiverged,
   kRefused,    // it refused this call before running it: it sent nothing in it and never will
-  kExhausted,  // this call failed there for want of its own memory (or buffer space)
+  kExhausted,  // this call failed there for want of its own memory, descriptors or threads
   kSlow,
   kWaiting,
   kDone,
@@ -73,6 +73,9 @@ struct Verdict {
   int root = -1;         // the rank at fault, -1 if none could be named
   int64_t root_pid = 0;  // its process, as it answered or published it (0: this rank)
   RankClass root_class = RankClass::kUnknown;
+  // How the root's class reads: RankClassName, except for kExhausted, which names the
+  // resource that ran out ("out of file descriptors").
+  std::string root_what;
   std::vector<RankClass> classes;  // per rank
   std::string text;                // the whole error message
   // For a divergence: how many ranks' calls at that sequence number were known. Fewer than
@@ -80,6 +83,11 @@ struct Verdict {
   // still change: ask again.
   int voters = 0;
 };
+
+// What a ResourceExhausted failure ran out of, read from its message (the error of the system
+// call that failed, or gyre's own wording): "file descriptors", "threads", "disk space", or
+// "memory" for anything else (memory is what most such failures are).
+std::string ExhaustedResource(const std::string& error);
 
 // `peers` has one entry per rank (this rank's own entry is ignored).
 Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers);

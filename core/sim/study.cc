@@ -15,6 +15,7 @@
 #include "core/algo/select.h"
 #include "core/base/dtype.h"
 #include "core/base/file_io.h"
+#include "core/base/thread.h"
 #include "core/comm/communicator.h"
 #include "core/transport/loopback.h"
 
@@ -368,8 +369,10 @@ StatusOr<double> MeasureLoopback(int p, int iterations,
   std::vector<std::vector<double>> times(p, std::vector<double>(iterations, 0));
   std::vector<Status> status(p);
   std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
+  Status unstarted;
+  for (int r = 0; r < p && unstarted.ok(); ++r) {
+    std::thread t;
+    unstarted = StartThread(&t, "loopback rank " + std::to_string(r), "its measurement", [&, r] {
       const Clock& clock = *SteadyClock::Get();
       for (int i = 0; i < iterations && status[r].ok(); ++i) {
         status[r] = comms[r]->Barrier();
@@ -379,8 +382,14 @@ StatusOr<double> MeasureLoopback(int p, int iterations,
         times[r][i] = std::chrono::duration<double>(clock.Now() - t0).count();
       }
     });
+    if (unstarted.ok()) threads.push_back(std::move(t));
+  }
+  // A rank without a thread never calls: the others, waiting for it, are stopped.
+  if (!unstarted.ok()) {
+    for (auto& c : comms) c->transport()->Shutdown();
   }
   for (auto& t : threads) t.join();
+  if (!unstarted.ok()) return unstarted;
   for (int r = 0; r < p; ++r) {
     if (!status[r].ok()) return status[r].WithContext("loopback rank " + std::to_string(r));
   }

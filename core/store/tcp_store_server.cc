@@ -12,6 +12,7 @@
 
 #include "core/auth/handshake_queue.h"
 #include "core/base/log_budget.h"
+#include "core/base/thread.h"
 #include "core/store/hash_store.h"
 #include "core/store/store_internal.h"
 #include "core/store/store_wire.h"
@@ -95,8 +96,9 @@ class TcpStoreServer::Impl {
   }
 
   Status Listen(const std::string& host, int port);
-  void Run() {
-    thread_ = std::thread([this] { io_.run(); });
+  Status Run() {
+    return StartThread(&thread_, "store server on " + address_, "its network I/O",
+                       [this] { io_.run(); });
   }
   void Stop();
 
@@ -725,7 +727,7 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::strin
   }
   auto impl = std::make_unique<Impl>(options);
   GYRE_RETURN_IF_ERROR(impl->Listen(host, port));
-  impl->Run();
+  GYRE_RETURN_IF_ERROR(impl->Run());
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));
 }
 

@@ -829,6 +829,42 @@ TEST_F(DaemonSealRaceTest, MemoryTruncatedAndSealedDuringTheChecksIsRefusedNotMa
 }
 #endif  // GYRE_SEAL_RACE_SHIM
 
+#ifdef GYRE_NOTHREAD_SHIM
+// A gyred that cannot start a connection's heartbeat thread (tests/auth/nothread_shim.cc
+// refuses every thread not started by the main thread, as RLIMIT_NPROC or a full address
+// space would) answers the program's hello with why, naming the rank, and goes on; it aborted
+// on the uncaught std::system_error before.
+class DaemonNoThreadTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    if (testing::kAddressSanitizer) GTEST_SKIP() << "a preload cannot come before ASan's runtime";
+    DaemonTest::SetUp();
+  }
+  std::vector<std::string> DaemonEnv() override {
+    return {std::string("LD_PRELOAD=") + GYRE_NOTHREAD_SHIM};
+  }
+};
+
+TEST_F(DaemonNoThreadTest, NoHeartbeatThreadIsAnErrorForTheProgramNotAnAbort) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+    ASSERT_FALSE(comm.ok()) << "attempt " << attempt;
+    EXPECT_EQ(comm.status().code(), StatusCode::kResourceExhausted) << comm.status();
+    EXPECT_NE(comm.status().message().find(
+                  "rank 0's gyred cannot start a thread: Resource temporarily unavailable"),
+              std::string::npos)
+        << comm.status();
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;  // reaped: nothing for TearDown to stop
+      FAIL() << "gyred ended (status " << status << "): " << ReadFile(log_);
+    }
+  }
+  EXPECT_TRUE(Logged("cannot start a thread")) << ReadFile(log_);
+  EXPECT_EQ(ReadFile(log_).find("terminate called"), std::string::npos) << ReadFile(log_);
+}
+#endif  // GYRE_NOTHREAD_SHIM
+
 // Once a client attaches a doorbell its requests and answers go through shared memory; a
 // block that is no doorbell is refused, and a client that writes nonsense into the slot, or
 // goes on writing to its socket, is dropped with the reason logged, and the daemon goes on.
@@ -1055,6 +1091,24 @@ TEST_F(DaemonTest, SigtermWhileClientsComeAndGoEndsTheDaemon) {
   churn.join();
   EXPECT_TRUE(exited) << "gyred did not exit within 5 s of SIGTERM";
   if (exited) pid_ = -1;
+}
+
+// gyred ends with _exit, which its client server's destructor never saw: the socket file was
+// left behind by every run.
+TEST_F(DaemonTest, TheSocketFileGoesWithTheDaemon) {
+  {
+    auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_TRUE(Allreduce(**comm, 5).ok());
+  }
+  ASSERT_EQ(::access(socket_.c_str(), F_OK), 0);
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ASSERT_TRUE(Eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, Seconds(10)))
+      << ReadFile(log_);
+  pid_ = -1;  // reaped
+  EXPECT_TRUE(Logged("served 1 calls; exiting")) << ReadFile(log_);
+  EXPECT_NE(::access(socket_.c_str(), F_OK), 0) << socket_ << " is still there";
 }
 
 TEST_F(DaemonTest, RefusedSendAndRecvComeBackAsErrors) {

@@ -317,6 +317,37 @@ TEST(IdentityTest, HalfOfTorchrunsStoreAddressIsNamed) {
   EXPECT_EQ(with_store->store_url, "file:///tmp/s");
 }
 
+// GYRE_ALLOW_LOOPBACK=yes read as false, silently, and GYRE_LOCAL_WORLD_SIZE=abc was ignored:
+// both are refused by name before the rank joins, as GYRE_DETERMINISTIC is.
+TEST(IdentityTest, BadSwitchesAndCountsInGyreVariablesAreRefusedByName) {
+  auto with = [](const std::string& name, const std::string& value) {
+    return ResolveIdentity({}, MapEnvironment({{"GYRE_RANK", "0"},
+                                               {"GYRE_WORLD_SIZE", "1"},
+                                               {"GYRE_STORE", "file:///tmp/s"},
+                                               {name, value}}));
+  };
+  for (const char* bad : {"yes", "2", "on"}) {
+    auto id = with("GYRE_ALLOW_LOOPBACK", bad);
+    ASSERT_FALSE(id.ok()) << bad;
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(id.status().message().find(std::string("GYRE_ALLOW_LOOPBACK=\"") + bad +
+                                         "\" is not 0, 1, false or true"),
+              std::string::npos)
+        << id.status();
+  }
+  EXPECT_TRUE(with("GYRE_ALLOW_LOOPBACK", "true")->allow_loopback);
+  EXPECT_TRUE(with("GYRE_ALLOW_LOOPBACK", "1")->allow_loopback);
+  EXPECT_FALSE(with("GYRE_ALLOW_LOOPBACK", "0")->allow_loopback);
+  for (const char* bad : {"abc", "0", "3x"}) {
+    auto id = with("GYRE_LOCAL_WORLD_SIZE", bad);
+    ASSERT_FALSE(id.ok()) << bad;
+    EXPECT_NE(id.status().message().find(std::string("GYRE_LOCAL_WORLD_SIZE=\"") + bad + "\""),
+              std::string::npos)
+        << id.status();
+  }
+  EXPECT_TRUE(with("GYRE_LOCAL_WORLD_SIZE", "4").ok());
+}
+
 TEST(ListInterfacesTest, FindsLoopback) {
   auto all = ListInterfaces();
   ASSERT_TRUE(all.ok()) << all.status();

@@ -100,7 +100,7 @@ TEST(StallProbeTest, ARoundWaitingOnASilentRankIsNotTakenForAFreeze) {
   auto dir = RankZeroDirectory();
   dir->control_addresses = {"127.0.0.1:1", silent.address()};
   StallProbe probe(&comm, dir, options.timeout);
-  probe.Start();
+  ASSERT_TRUE(probe.Start().ok());
   const TimePoint t0 = SteadyClock::Get()->Now();
   QuietCall call(&comm);  // rounds begin after 0.5 s of it
   std::this_thread::sleep_for(Millis(3500));
@@ -128,7 +128,7 @@ TEST(StallProbeTest, ALargeWorldIsNotProbed) {
   dir->credentials.job_id = "stall-probe";
   dir->control_addresses.assign(p, silent.address());
   StallProbe probe(&comm, dir, options.timeout);
-  probe.Start();
+  ASSERT_TRUE(probe.Start().ok());
   QuietCall call(&comm);
   std::this_thread::sleep_for(Millis(1500));  // three rounds would have begun by now
   const Status ended = call.End();
@@ -163,7 +163,7 @@ TEST(StallProbeTest, ARoundHeardFromAnotherRankStandsForThisRanksOwn) {
   ASSERT_TRUE(control.Start("127.0.0.1").ok());
   dir->control_addresses = {control.address(), silent.address()};
   StallProbe probe(&comm, dir, options.timeout, &control);
-  probe.Start();
+  ASSERT_TRUE(probe.Start().ok());
   auth::Credentials rank1 = dir->credentials;
   rank1.rank = 1;
   auto ask = [&](uint64_t probing_seq) {

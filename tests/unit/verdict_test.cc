@@ -167,6 +167,51 @@ TEST(VerdictTest, ARankWhoseMemoryRanOutIsNamedByItselfAndByTheOthers) {
   EXPECT_NE(Classify(me1, views).root_class, RankClass::kExhausted);
 }
 
+// A ResourceExhausted failure is named for what ran out: descriptors (EMFILE) or threads are
+// not memory, and "out of memory" sent the reader to the wrong limit.
+TEST(VerdictTest, ARankOutOfDescriptorsOrThreadsIsNamedForThatNotForMemory) {
+  const std::string no_fds =
+      "rank 0 cannot read replies from rank 1 (127.0.0.1:4000): Too many open files";
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) views[q] = Waiting(q, 41, (q + 2) % 3);
+  LocalFailure me0 = Me(0, 1);
+  me0.status = ResourceExhaustedError(no_fds);
+  me0.elapsed = Seconds(1);
+  Verdict own = Classify(me0, views);
+  EXPECT_EQ(own.root_class, RankClass::kExhausted);
+  EXPECT_NE(own.text.find("rank 0 (this rank) out of file descriptors: its seq=41 failed for "
+                          "want of its own file descriptors: " +
+                          no_fds),
+            std::string::npos)
+      << own.text;
+  EXPECT_EQ(own.text.find("memory"), std::string::npos) << own.text;
+  FlightRecorder recorder;
+  RecordBlame(&recorder, 41, &own, /*self=*/0);
+  EXPECT_NE(recorder.DumpJson(0).find(" out of file descriptors\""), std::string::npos)
+      << recorder.DumpJson(0);
+
+  // The others read it from what rank 0 answered.
+  const std::string no_thread =
+      "rank 0 cannot start a thread: Resource temporarily unavailable (for its control endpoint)";
+  views[0].state.set_in_op(false);
+  views[0].state.set_failed_seq(41);
+  views[0].state.set_exhausted_seq(41);
+  views[0].state.set_exhausted_error("ResourceExhausted: " + no_thread);
+  LocalFailure me1 = Me(1, 0);
+  me1.status = UnavailableError("connection reset by rank 0");
+  me1.elapsed = Seconds(1);
+  Verdict theirs = Classify(me1, views);
+  EXPECT_EQ(theirs.root, 0);
+  EXPECT_NE(theirs.text.find("rank 0 out of threads (pid 1000 on host h"), std::string::npos)
+      << theirs.text;
+  EXPECT_NE(theirs.text.find("failed for want of its own threads: ResourceExhausted: " + no_thread),
+            std::string::npos)
+      << theirs.text;
+
+  EXPECT_EQ(ExhaustedResource("cannot write /x: No space left on device"), "disk space");
+  EXPECT_EQ(ExhaustedResource("cannot allocate a buffer of 1 GiB"), "memory");
+}
+
 TEST(VerdictTest, TheBlamedRankIsRecordedForTheLauncherToRead) {
   const Verdict v = Classify(Me(7, 6), RingWithRank3Stopped());
   ASSERT_EQ(v.root, 3);

@@ -27,6 +27,7 @@
 
 #include "core/auth/handshake_queue.h"
 #include "core/base/large_memory.h"
+#include "core/base/thread.h"
 #include "core/transport/tcp/buffer_pool.h"
 #include "core/transport/tcp/frame.h"
 #include "core/transport/tcp/socket_options.h"
@@ -675,11 +676,17 @@ Status TcpTransport::Impl::Start() {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     joined_ = false;
   }
-  io_thread_ = std::thread([this] {
-    io_.run();
-    io_exited_.set_value();
-  });
-  return Status::Ok();
+  Status started = StartThread(&io_thread_, "rank " + std::to_string(options_.rank),
+                               "the transport's network I/O", [this] {
+                                 io_.run();
+                                 io_exited_.set_value();
+                               });
+  if (!started.ok()) {
+    // No io thread ran: Shutdown (from the destructor) has nothing to wait for.
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    joined_ = true;
+  }
+  return started;
 }
 
 // A socket's congestion control must be chosen before its handshake: set afterwards, a
