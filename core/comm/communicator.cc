@@ -560,7 +560,7 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   m->tag = tag;
   m->bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
   m->posted = m->last_progress = transport_->clock().Now();
-  m->bytes_mark = transport_->BytesReceivedFrom(peer);
+  m->bytes_mark = send ? transport_->BytesSentTo(peer) : transport_->BytesReceivedFrom(peer);
   MessageHeader header;
   header.desc.collective = kPointToPointDesc;
   header.desc.dtype = static_cast<uint8_t>(dtype);
@@ -632,8 +632,10 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
     std::unique_lock<std::mutex> lock(m.mu);
     while (!m.done) {
       const TimePoint now = clock.Now();
-      // Bytes still streaming in from the peer are progress, as in a collective.
-      const uint64_t got = transport_->BytesReceivedFrom(m.peer);
+      // Bytes still streaming in from the peer (or out to it, for a send) are progress, as
+      // in a collective.
+      const uint64_t got =
+          m.send ? transport_->BytesSentTo(m.peer) : transport_->BytesReceivedFrom(m.peer);
       if (got != m.bytes_mark) {
         m.bytes_mark = got;
         m.last_progress = now;

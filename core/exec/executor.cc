@@ -173,7 +173,7 @@ OpRun::OpRun(const algo::RankSchedule& schedule, const algo::CollectiveSpec& spe
   }
   cursor.clear();
   op_bytes_from_.assign(p, 0);
-  progress_mark_.assign(p, 0);
+  progress_mark_.assign(2 * static_cast<size_t>(p), 0);  // received from q, then sent to q
   counters_.peers.assign(p, PeerCounters{});
   counters_.bytes_reduced = 0;
   counters_.bytes_copied = 0;
@@ -205,7 +205,11 @@ Status OpRun::Prepare() {
 }
 
 void OpRun::Start() {
-  for (int q = 0; q < transport_->size(); ++q) progress_mark_[q] = transport_->BytesReceivedFrom(q);
+  const int p = transport_->size();
+  for (int q = 0; q < p; ++q) {
+    progress_mark_[q] = transport_->BytesReceivedFrom(q);
+    progress_mark_[p + q] = transport_->BytesSentTo(q);
+  }
   // ready_ is a stack; pushed last to first, so steps ready together are issued in program
   // order: a rank sends its pieces first to last and posts its receives in the order the
   // peer sends them, so they land directly instead of waiting as early messages.
@@ -426,8 +430,12 @@ void OpRun::Fail(Status reason) {
 }
 
 void OpRun::SampleProgress() {
-  for (int q = 0; q < transport_->size(); ++q) {
-    const uint64_t b = transport_->BytesReceivedFrom(q);
+  // Bytes written to a peer count as well as bytes read: a rank that only sends a large
+  // message over a slow link completes nothing until the last byte, yet it is moving, and
+  // the socket stops taking bytes once a silent peer's buffers are full.
+  const int p = transport_->size();
+  for (int q = 0; q < 2 * p; ++q) {
+    const uint64_t b = q < p ? transport_->BytesReceivedFrom(q) : transport_->BytesSentTo(q - p);
     if (b != progress_mark_[q]) {
       progress_mark_[q] = b;
       last_progress_ = transport_->clock().Now();
@@ -544,9 +552,12 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
   } end_guard{monitor, run, ctx.seq};
   // When the progress timeout runs out: not counting what this process spent stopped (a
   // Ctrl-Z of the whole job), which the freeze watchdog tells the monitor.
+  // Nor, while the stall probe finds the ranks this one waits on still moving in this
+  // operation (the chain of waits runs through a slow hop elsewhere), the time since they last
+  // moved.
   auto progress_due = [&](TimePoint now) {
     const TimePoint last = run.last_progress();
-    return monitor != nullptr ? monitor->ProgressDue(last, options.progress_timeout, now)
+    return monitor != nullptr ? monitor->ProgressDue(last, options.progress_timeout, now, ctx.seq)
                               : last + options.progress_timeout;
   };
   run.Start();
@@ -564,11 +575,13 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
       }
       break;
     }
-    // Wait in slices of at most a second so bytes still streaming in (progress without a
-    // completed message) are noticed.
+    // Wait in slices of at most a second (a quarter of T when T is short) so bytes still
+    // streaming (progress without a completed message) are noticed, and the progress this
+    // rank reports to the others' stall probes is never much older than it is.
     TimePoint wake = progress_due(clock.Now());
     if (!options.total_deadline.infinite()) wake = std::min(wake, options.total_deadline.when());
-    wake = std::min(wake, clock.Now() + std::min<Duration>(options.progress_timeout, Seconds(1)));
+    wake =
+        std::min(wake, clock.Now() + std::min<Duration>(options.progress_timeout / 4, Seconds(1)));
     run.WaitForCompletion(wake);
     run.Poll();
     if (run.finished() || !run.status().ok()) continue;
@@ -587,7 +600,15 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
       os << ctx.Name() << " on rank " << self << ": no progress for "
          << FormatDuration(now - run.last_progress()) << " (progress timeout "
          << FormatDuration(options.progress_timeout) << ", " << FormatDuration(now - start)
-         << " into the operation)";
+         << " into the operation";
+      if (monitor != nullptr) {
+        if (const auto moved = monitor->MovedElsewhere(ctx.seq);
+            moved && moved->when > run.last_progress()) {
+          os << "; rank " << moved->rank << ", on which this rank's wait depends, last moved "
+             << FormatDuration(SteadyClock::Get()->Now() - moved->when) << " ago";
+        }
+      }
+      os << ")";
       if (oldest >= 0) {
         const int peer = run.PeerOfStep(oldest);
         os << ": waiting for " << transport->DescribePeer(peer) << " at "

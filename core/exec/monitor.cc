@@ -75,11 +75,19 @@ Duration OpMonitor::FrozenSince(TimePoint since, TimePoint now) const {
   return longest;
 }
 
-TimePoint OpMonitor::ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now) const {
-  const TimePoint due =
-      timeout >= TimePoint::max() - last_progress ? TimePoint::max() : last_progress + timeout;
+TimePoint OpMonitor::ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now,
+                                 uint64_t seq) const {
+  auto due_after = [&](TimePoint last) {
+    return timeout >= TimePoint::max() - last ? TimePoint::max() : last + timeout;
+  };
+  TimePoint due = due_after(last_progress);
   if (now < due || clock_ != SteadyClock::Get()) return due;
   std::lock_guard<std::mutex> lock(mu_);
+  if (seq != 0 && moving_seq_ == seq && moving_.when > last_progress) {
+    last_progress = moving_.when;
+    due = due_after(last_progress);
+    if (now < due) return due;
+  }
   if (last_tick_ == TimePoint{}) return due;  // no watchdog: no way to tell
   // The stretches overlap [last_progress, now] only in part when the wait began, or its last
   // progress came, inside one.
@@ -95,6 +103,20 @@ TimePoint OpMonitor::ProgressDue(TimePoint last_progress, Duration timeout, Time
   // Resumed, and the watchdog has not run since: this thread came first.
   if (now - last_tick_ >= kFrozenAtLeast) frozen += overlap(last_tick_, now);
   return due + frozen;
+}
+
+void OpMonitor::NoteMovingElsewhere(uint64_t seq, TimePoint when, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!snap_.in_op || snap_.seq != seq || seq == 0) return;  // over already: too late
+  if (moving_seq_ == seq && moving_.when >= when) return;
+  moving_seq_ = seq;
+  moving_ = MovingElsewhere{when, rank};
+}
+
+std::optional<OpMonitor::MovingElsewhere> OpMonitor::MovedElsewhere(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seq == 0 || moving_seq_ != seq) return std::nullopt;
+  return moving_;
 }
 
 TimePoint OpMonitor::last_success_start() const {

@@ -145,7 +145,24 @@ class OpMonitor {
   // the others of a rank stopped alone ran all along, and still give up on it at the timeout.
   // Cheap until last_progress + timeout has passed: no lock is taken before. Times on the
   // steady clock; on another clock (a simulated one) nothing is pushed back.
-  TimePoint ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now) const;
+  // Given `seq` (the operation the wait belongs to), progress another rank made in it that
+  // NoteMovingElsewhere reported counts as this wait's own: last_progress is then the later
+  // of the two.
+  TimePoint ProgressDue(TimePoint last_progress, Duration timeout, TimePoint now,
+                        uint64_t seq = 0) const;
+
+  // Any thread (the stall probe). Operation `seq`, if it is the one running here, moved at
+  // `when` (steady clock) on rank `rank`, which this rank waits on directly or through ranks
+  // that wait on it in turn: the operation is not stuck, it is moving towards this rank over
+  // a slow hop, and this rank's progress deadline counts from then (ProgressDue). Only the
+  // latest time is kept; another operation's is forgotten when it ends.
+  void NoteMovingElsewhere(uint64_t seq, TimePoint when, int rank);
+  struct MovingElsewhere {
+    TimePoint when{};
+    int rank = -1;
+  };
+  // The latest NoteMovingElsewhere for `seq`, if any: for the error when the deadline passes.
+  std::optional<MovingElsewhere> MovedElsewhere(uint64_t seq) const;
 
  private:
   // StoppedByAbort, with mu_ held.
@@ -168,6 +185,8 @@ class OpMonitor {
     Duration length{};
   };
   std::array<Freeze, 4> freezes_{};  // the latest ones, a ring
+  uint64_t moving_seq_ = 0;          // the operation moving_ is about, 0 for none
+  MovingElsewhere moving_;
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   std::optional<std::pair<uint64_t, Status>> late_divergence_;

@@ -1,6 +1,8 @@
 #include "core/job/stall_probe.h"
 
 #include <algorithm>
+#include <chrono>
+#include <vector>
 
 #include "core/base/thread.h"
 #include "core/job/inquiry.h"
@@ -19,6 +21,8 @@ constexpr std::chrono::milliseconds kPollInterval{20};
 Duration StallProbe::FirstProbeAfter(Duration t) {
   return std::clamp<Duration>(t / 20, Millis(50), Millis(500));
 }
+
+Duration StallProbe::ChainEvery(Duration t) { return std::max<Duration>(t / 4, Millis(50)); }
 
 Duration StallProbe::Stretched(Duration d, int rank, int size) {
   if (size <= 0 || rank <= 0) return d;
@@ -54,6 +58,8 @@ void StallProbe::Stop() {
 
 void StallProbe::Loop() {
   const Duration first = FirstProbeAfter(timeout_);
+  const Duration chain_every = ChainEvery(timeout_);
+  TimePoint chain_followed{};  // when the last walk of the chain of waits began
   uint64_t seq = 0;
   uint64_t heard_count = 0;
   int probes = 0;
@@ -113,10 +119,65 @@ void StallProbe::Loop() {
         }
       }
     }
+    // Quiet for a quarter of T, and again every quarter while it stays so: the chain of waits
+    // may show the operation moving elsewhere. A round above that is due goes first; a walk
+    // shares its thread, and asks one rank at a time, so it holds the next round back by a
+    // few milliseconds, or by one query timeout when a rank on the chain is silent (the walk
+    // ends there).
+    if (now.in_op && now.since_progress >= chain_every && !in_round_.load() &&
+        clock->Now() - chain_followed >= chain_every && acted_on_.load() != seq + 1) {
+      const OpSnapshot snap = comm_->monitor()->Snapshot();
+      if (snap.in_op && snap.seq == seq && snap.waiting_on >= 0) {
+        chain_followed = clock->Now();
+        if (round_.joinable()) round_.join();
+        in_round_ = true;
+        round_ = std::thread([this, snap] {
+          FollowChain(snap);
+          in_round_ = false;
+        });
+      }
+    }
     lock.lock();
   }
   lock.unlock();
   if (round_.joinable()) round_.join();
+}
+
+void StallProbe::FollowChain(const OpSnapshot& snap) {
+  const int p = comm_->size();
+  const int self = comm_->rank();
+  const Duration query_timeout = QueryTimeoutFor(timeout_);
+  proto::ControlRequest query;
+  query.mutable_status();  // a plain status query: not a round of this rank's (heard_probes)
+  std::vector<bool> asked(p, false);
+  if (self >= 0 && self < p) asked[self] = true;
+  int next = snap.waiting_on;
+  for (int hop = 0; hop < kMaxChainHops; ++hop) {
+    if (next < 0 || next >= p || asked[next]) return;
+    asked[next] = true;
+    if (next >= static_cast<int>(dir_->control_addresses.size()) ||
+        dir_->control_addresses[next].empty()) {
+      return;
+    }
+    const TimePoint sent = SteadyClock::Get()->Now();
+    const QueryResult r =
+        QueryControl(dir_->control_addresses[next], next, query, query_timeout, dir_->credentials);
+    // Silent, gone or cut off: no word that anything moves, so no time lent.
+    if (r.reach != Reach::kAnswered || !r.response.has_state()) return;
+    const proto::RankState& st = r.response.state();
+    // Not in an operation (it never called this one, or is between calls), or past this one
+    // (what it had for this rank is sent): its clock says nothing about this wait.
+    if (!st.in_op() || st.seq() > snap.seq) return;
+    const double since_s = st.seconds_since_progress();
+    if (!(since_s >= 0) || since_s > 1e9) return;
+    const auto since = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(since_s));
+    // Measured from when the question left, not when the answer came: a slow answer does not
+    // make the progress look later than it was.
+    comm_->monitor()->NoteMovingElsewhere(snap.seq, sent - since, next);
+    // A rank that moved within the last quarter of T is as good as any further along.
+    if (since < ChainEvery(timeout_)) return;
+    next = st.waiting_on();
+  }
 }
 
 bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {

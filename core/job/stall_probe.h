@@ -14,6 +14,17 @@
 // about the operation it is quiet in counts that round as its own: one rank asks, the others
 // hear it. Beyond kMaxProbedWorld ranks there are no rounds, and such a mismatch is caught
 // by the progress timeout instead.
+//
+// The same thread also follows the chain of waits (in any world size). The progress deadline
+// is a rank's own: a rank waits on a peer that is itself waiting on a large message crossing
+// a slow link, and would hear nothing for longer than T while the job moves. So while an
+// operation stays quiet here (every quarter of T), the probe asks the rank this one waits on,
+// then the rank that one waits on, and so on (no rank twice, at most kMaxChainHops), for its
+// state; the latest progress a rank on the chain made in this operation or an earlier one
+// counts as this rank's (OpMonitor::NoteMovingElsewhere). The walk stops at a rank that does
+// not answer (stopped, dead, cut off), is not in an operation, or has moved past this one:
+// such a rank lends no time, so a silent peer is still caught T after the last byte anyone
+// on the chain moved.
 #pragma once
 
 #include <atomic>
@@ -44,12 +55,19 @@ class StallProbe {
   // The delay `d` as rank `rank` of `size` waits it: from d (rank 0) to nearly 2d.
   static Duration Stretched(Duration d, int rank, int size);
   static constexpr int kMaxProbedWorld = 64;
+  static constexpr int kMaxChainHops = 16;
+  // How often the chain of waits is followed while an operation is quiet, under timeout `t`:
+  // three chances before the deadline, so one slow query (a control connection queued behind
+  // the data on the slow link) does not let it pass.
+  static Duration ChainEvery(Duration t);
 
  private:
   void Loop();
   // One round of questions about operation `seq`; returns true if it found a divergence
   // and stopped the operation with it.
   bool Probe(const OpSnapshot& snap, Duration elapsed);
+  // Follows the chain of waits from the rank `snap` waits on (see the top of this file).
+  void FollowChain(const OpSnapshot& snap);
 
   Communicator* comm_;
   std::shared_ptr<const JobDirectory> dir_;

@@ -103,6 +103,12 @@ class Transport {
   // Payload bytes received from `peer` so far, counting frames still in progress. The
   // executor uses it to tell a slow peer (this grows) from a silent one.
   virtual uint64_t BytesReceivedFrom(int peer) const = 0;
+  // Bytes written towards `peer` so far (frames in part included), for the same purpose on
+  // the sending side; 0 where a transport does not count them.
+  virtual uint64_t BytesSentTo(int peer) const {
+    (void)peer;
+    return 0;
+  }
 
   // "rank 3 (127.0.0.1:40123)" or "rank 3" where there is no address.
   virtual std::string DescribePeer(int peer) const;

@@ -348,6 +348,50 @@ TEST(MonitorTest, AProgressDeadlineDoesNotCountTheTimeTheProcessDidNotRun) {
             t0 + Seconds(11) + Millis(500));
 }
 
+// Progress another rank on the chain of waits made in the running call (as the stall probe
+// reports it) holds this rank's progress deadline off: the call fails T after the last such
+// report, not T after its own last byte, and its error says where the call last moved. A
+// report about another call, or one made when no call runs, holds nothing off.
+TEST(MonitorTest, ProgressElsewhereInTheCallHoldsTheDeadlineOff) {
+  auto transports = LoopbackHub::CreateWorld(2);
+  Communicator c(std::move(transports[0]));  // rank 1 never calls
+  OpMonitor& m = *c.monitor();
+  const Clock& clock = *SteadyClock::Get();
+  m.NoteMovingElsewhere(m.Snapshot().last_started_seq + 1, clock.Now() + Seconds(60), 1);
+  CallOptions opts;
+  opts.timeout = Millis(600);
+  std::vector<int32_t> v(8, 1);
+  Status s;
+  const TimePoint t0 = clock.Now();
+  std::thread call(
+      [&] { s = c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum, opts); });
+  uint64_t seq = 0;
+  while (seq == 0) {
+    const OpSnapshot snap = m.Snapshot();
+    if (snap.in_op) seq = snap.seq;
+    std::this_thread::sleep_for(Millis(1));
+  }
+  TimePoint last_note{};
+  while (clock.Now() - t0 < Millis(1500)) {
+    last_note = clock.Now();
+    m.NoteMovingElsewhere(seq, last_note, 1);
+    m.NoteMovingElsewhere(seq + 1, last_note + Seconds(60), 1);  // another call's: ignored
+    std::this_thread::sleep_for(Millis(150));
+  }
+  EXPECT_TRUE(m.Snapshot().in_op) << "the call failed while it moved elsewhere: " << s;
+  call.join();
+  const TimePoint ended = clock.Now();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  EXPECT_GE(ended - last_note, Millis(550)) << s;
+  EXPECT_LT(ended - last_note, Millis(1500)) << s;
+  EXPECT_NE(s.message().find("rank 1, on which this rank's wait depends, last moved"),
+            std::string::npos)
+      << s;
+  // Without the monitor's word the deadline is the call's own.
+  EXPECT_EQ(m.ProgressDue(t0, Millis(600), t0 + Seconds(1)), t0 + Millis(600));
+  EXPECT_EQ(m.ProgressDue(t0, Millis(600), t0 + Seconds(1), seq + 1), t0 + Millis(600));
+}
+
 // A stretch that ended before the last successful call began is not counted from it: the
 // others took part in that whole call after the stretch.
 TEST(MonitorTest, AStretchBeforeTheLastSuccessIsNotCountedFromIt) {

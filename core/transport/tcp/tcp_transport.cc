@@ -195,6 +195,7 @@ class TcpTransport::Impl {
   void CancelOperation(uint64_t seq, const Status& reason);
   std::optional<StaleMessage> TakeStale(uint64_t seq);
   uint64_t BytesReceivedFrom(int peer) const;
+  uint64_t BytesSentTo(int peer) const;
   std::string DescribePeer(int peer) const;
   void Shutdown();
   const auth::RefusalCounters& refusals() const { return refusals_; }
@@ -513,6 +514,7 @@ class TcpTransport::Impl {
   const Clock* const clock_;
   std::string address_;  // fixed by Start(), before the io thread exists
   std::unique_ptr<std::atomic<uint64_t>[]> bytes_received_;
+  std::unique_ptr<std::atomic<uint64_t>[]> bytes_sent_;  // headers included
 
   mutable std::mutex peers_mu_;
   bool peers_set_ = false;                   // guarded by peers_mu_
@@ -598,6 +600,7 @@ TcpTransport::Impl::Impl(const TcpTransportOptions& options)
       credentials_(MakeCredentials(options)),
       clock_(SteadyClock::Get()),
       bytes_received_(new std::atomic<uint64_t>[options.world_size]()),
+      bytes_sent_(new std::atomic<uint64_t>[options.world_size]()),
       work_guard_(asio::make_work_guard(io_)),
       acceptor_(io_),
       accept_retry_timer_(io_),
@@ -756,6 +759,11 @@ std::string TcpTransport::Impl::DescribePeer(int peer) const {
 uint64_t TcpTransport::Impl::BytesReceivedFrom(int peer) const {
   if (peer < 0 || peer >= options_.world_size) return 0;
   return bytes_received_[peer].load(std::memory_order_relaxed);
+}
+
+uint64_t TcpTransport::Impl::BytesSentTo(int peer) const {
+  if (peer < 0 || peer >= options_.world_size) return 0;
+  return bytes_sent_[peer].load(std::memory_order_relaxed);
 }
 
 Status TcpTransport::Impl::ShutdownStatus() const {
@@ -2333,6 +2341,7 @@ void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
       return FailOut(
           o, UnavailableError("write to " + DescribePeer(o->peer) + " failed: " + ec.message()));
     }
+    if (n > 0) bytes_sent_[o->peer].fetch_add(n, std::memory_order_relaxed);
     size_t left = n;
     while (left > 0) {
       SendOp& op = o->queue.front();
@@ -2481,6 +2490,7 @@ void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
   impl_->CancelOperation(seq, reason);
 }
 uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
+uint64_t TcpTransport::BytesSentTo(int peer) const { return impl_->BytesSentTo(peer); }
 std::optional<StaleMessage> TcpTransport::TakeStale(uint64_t seq) { return impl_->TakeStale(seq); }
 std::optional<Exhaustion> TcpTransport::LastExhaustion() const { return impl_->LastExhaustion(); }
 bool TcpTransport::AcquireDriver(size_t max_message_bytes) {

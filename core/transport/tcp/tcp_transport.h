@@ -174,6 +174,7 @@ class TcpTransport final : public Transport, public DrivenTransport {
   void CancelOperation(uint64_t seq, const Status& reason) override;
 
   uint64_t BytesReceivedFrom(int peer) const override;
+  uint64_t BytesSentTo(int peer) const override;
   std::optional<StaleMessage> TakeStale(uint64_t seq) override;
   std::optional<Exhaustion> LastExhaustion() const override;
 
