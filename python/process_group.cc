@@ -313,10 +313,30 @@ std::string GyreProcessGroup::mode() const {
   return runner_->comm().mode() + (from_environment_ ? " (gyre environment)" : " (torch store)");
 }
 
+// Whether this thread's current collective method has queued its call (Enqueue). A method
+// that throws before it has was stopped by its own checks of the arguments (an element type
+// gyre does not take, a tensor list of the wrong length): RefuseUnlessEnqueued refuses the
+// call in its place in the sequence, so this rank's next call meets the other ranks' next
+// call instead of their refused one (which, of the same shape, ran on with their data), and
+// the others' same call fails naming this rank and why.
+thread_local bool t_enqueued = false;
+
+void GyreProcessGroup::RefuseUnlessEnqueued(const char* collective, const std::exception& e) {
+  if (t_enqueued || !runner_) return;
+  try {
+    runner_->Submit([name = std::string(collective), why = std::string(e.what())](Comm& c) {
+      return c.RefuseCall(name, InvalidArgumentError(why));
+    });
+  } catch (...) {
+    // Best effort: the method's own exception is what the caller gets either way.
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::Enqueue(c10d::OpType type, const char* what,
                                                          std::vector<at::Tensor> outputs,
                                                          std::function<Status(Comm&)> call) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, what, std::move(outputs));
+  t_enqueued = true;
   auto pending = runner_->Submit(
       [call = std::move(call)](Comm& c) { return Guarded([&] { return call(c); }); });
   pending->OnDone([work](const Status& s) { work->Finish(s); });
@@ -324,7 +344,8 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::Enqueue(c10d::OpType type, cons
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
-                                                           const c10d::BroadcastOptions& opts) {
+                                                           const c10d::BroadcastOptions& opts) try {
+  t_enqueued = false;
   at::Tensor t = Single(tensors, "broadcast");
   CheckWritable(t, "broadcast");
   const DataType dt = GyreType(t);
@@ -336,10 +357,14 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::broadcast(std::vector<at::Tenso
     if (s.ok()) CopyBack(t, b);
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("broadcast", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
-                                                           const c10d::AllreduceOptions& opts) {
+                                                           const c10d::AllreduceOptions& opts) try {
+  t_enqueued = false;
   at::Tensor t = Single(tensors, "allreduce");
   CheckWritable(t, "allreduce");
   const DataType dt = GyreType(t);
@@ -352,10 +377,14 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce(std::vector<at::Tenso
     if (s.ok()) CopyBack(t, b);
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("allreduce", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) try {
+  t_enqueued = false;
   TORCH_CHECK(!tensors.empty(), "gyre allreduce_coalesced: no tensors");
   CheckWritable(tensors, "allreduce_coalesced");
   for (const auto& t : tensors) {
@@ -374,10 +403,14 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allreduce_coalesced(
         if (s.ok()) Unflatten(flat, list);
         return s;
       });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("allreduce", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>& tensors,
-                                                        const c10d::ReduceOptions& opts) {
+                                                        const c10d::ReduceOptions& opts) try {
+  t_enqueued = false;
   at::Tensor t = Single(tensors, "reduce");
   CheckWritable(t, "reduce");
   const DataType dt = GyreType(t);
@@ -394,11 +427,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>&
     if (s.ok() && is_root) t.copy_(out.view(t.sizes()));
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("reduce", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
+    const c10d::AllgatherOptions& opts) try {
+  t_enqueued = false;
   at::Tensor in = Single(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1, "gyre does not support allgather on several tensor lists");
   const DataType dt = GyreType(in);
@@ -414,10 +451,14 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::allgather(
     if (s.ok()) Unflatten(flat, outs);
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("allgather", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) try {
+  t_enqueued = false;
   const DataType dt = GyreType(input);
   TORCH_CHECK(
       output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
@@ -432,11 +473,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_allgather_base(
                    if (s.ok()) CopyBack(out, ob);
                    return s;
                  });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("allgather", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::GatherOptions& opts) {
+    const c10d::GatherOptions& opts) try {
+  t_enqueued = false;
   at::Tensor in = Single(inputs, "gather");
   const DataType dt = GyreType(in);
   const int root = static_cast<int>(opts.rootRank);
@@ -459,11 +504,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::gather(
         if (s.ok() && is_root) Unflatten(flat, outs);
         return s;
       });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("gather", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-    const c10d::ScatterOptions& opts) {
+    const c10d::ScatterOptions& opts) try {
+  t_enqueued = false;
   at::Tensor out = Single(outputs, "scatter");
   CheckWritable(out, "scatter");
   const DataType dt = GyreType(out);
@@ -485,11 +534,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::scatter(
         if (s.ok()) CopyBack(out, ob);
         return s;
       });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("scatter", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-    const c10d::ReduceScatterOptions& opts) {
+    const c10d::ReduceScatterOptions& opts) try {
+  t_enqueued = false;
   at::Tensor out = Single(outputs, "reduce_scatter");
   CheckWritable(out, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "gyre does not support reduce_scatter on several lists");
@@ -507,10 +560,14 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce_scatter(
         if (s.ok()) CopyBack(out, ob);
         return s;
       });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("reduce_scatter", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_reduce_scatter_base(
-    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) try {
+  t_enqueued = false;
   const DataType dt = GyreType(output);
   TORCH_CHECK(
       input.numel() == output.numel() * getSize() && output.scalar_type() == input.scalar_type(),
@@ -528,13 +585,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::_reduce_scatter_base(
                    if (s.ok()) CopyBack(out, ob);
                    return s;
                  });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("reduce_scatter", e);
+  throw;
 }
 
-c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall_base(at::Tensor& output,
-                                                               at::Tensor& input,
-                                                               std::vector<int64_t>& output_splits,
-                                                               std::vector<int64_t>& input_splits,
-                                                               const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) try {
+  t_enqueued = false;
   const DataType dt = GyreType(input);
   const int p = getSize();
   TORCH_CHECK(input.numel() == output.numel() && input.scalar_type() == output.scalar_type(),
@@ -560,11 +619,15 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall_base(at::Tensor& outpu
     if (s.ok()) CopyBack(out, ob);
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("alltoall", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
-                                                          const c10d::AllToAllOptions& opts) {
+                                                          const c10d::AllToAllOptions& opts) try {
+  t_enqueued = false;
   TORCH_CHECK(!inputs.empty(), "gyre alltoall: no tensors");
   const DataType dt = GyreType(inputs[0]);
   CheckList(inputs, getSize(), inputs[0], "alltoall");
@@ -579,11 +642,18 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::alltoall(std::vector<at::Tensor
     if (s.ok()) Unflatten(result, outs);
     return s;
   });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("alltoall", e);
+  throw;
 }
 
-c10::intrusive_ptr<c10d::Work> GyreProcessGroup::barrier(const c10d::BarrierOptions& opts) {
+c10::intrusive_ptr<c10d::Work> GyreProcessGroup::barrier(const c10d::BarrierOptions& opts) try {
+  t_enqueued = false;
   const gyre::Options o = OptionsFor(algo::Collective::kBarrier, opts.timeout);
   return Enqueue(c10d::OpType::BARRIER, "barrier", {}, [o](Comm& c) { return c.Barrier(o); });
+} catch (const std::exception& e) {
+  RefuseUnlessEnqueued("barrier", e);
+  throw;
 }
 
 c10::intrusive_ptr<c10d::Work> GyreProcessGroup::StartMessage(bool send, const at::Tensor& tensor,

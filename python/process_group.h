@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,6 +83,9 @@ class GyreProcessGroup final : public TorchBackendBase {
  private:
   // Queues `call` (which runs on gyre's worker thread and may use ATen); the Work's result
   // is `outputs`.
+  // A collective method that threw before it queued its call: the call is refused in its
+  // place in the sequence (Comm::RefuseCall) with the exception's text.
+  void RefuseUnlessEnqueued(const char* collective, const std::exception& e);
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* what,
                                          std::vector<at::Tensor> outputs,
                                          std::function<Status(Comm&)> call);

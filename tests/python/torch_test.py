@@ -25,5 +25,12 @@ class TorchBackendTest(worker_tests(WORKER, finish_timeout=90, start_timeout=60)
             self.assertIn("unknown algorithm 'nosuch'", err)
             self.assertIn("GYRE_ALGORITHM", err)
 
+    def test_a_call_the_backend_refuses_on_one_rank_keeps_the_sequence(self):
+        results = Job(WORKER, 2, ["refused"]).finish(90)
+        check_all_ok(results)
+        for code, out, err in results:
+            self.assertIn("refused ok", out)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

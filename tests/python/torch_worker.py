@@ -332,7 +332,31 @@ def group_algorithm():
     print("group_algorithm ok", flush=True)
 
 
+def refused():
+    """Rank 0's all_reduce of an int16 tensor (a type gyre does not take) is refused by the
+    backend before it is queued, while rank 1 makes the call: the refusal keeps its place in the
+    sequence, so rank 1's call fails naming rank 0, and every later call of both ranks meets
+    its partner and is exact (before, rank 1's call paired with rank 0's next one and returned
+    its data)."""
+    try:
+        if rank == 0:
+            dist.all_reduce(torch.ones(8, dtype=torch.int16))
+            raise AssertionError("an int16 all_reduce was accepted")
+        dist.all_reduce(torch.ones(8, dtype=torch.int32))
+        raise AssertionError("rank %d: the all_reduce rank 0 refused returned" % rank)
+    except gyre.GyreError as e:
+        assert rank != 0 and "rank 0" in str(e) and "refused" in str(e), str(e)
+    except RuntimeError as e:
+        assert rank == 0 and "gyre does not support" in str(e), str(e)
+    for step in range(2, 5):
+        x = torch.full((8,), 10 * step * (rank + 1), dtype=torch.int32)
+        dist.all_reduce(x)
+        same("all_reduce after the refusal", x,
+             torch.full((8,), 10 * step * size * (size + 1) // 2, dtype=torch.int32))
+    print("refused ok", flush=True)
+
+
 {"collectives": collectives, "mismatch": mismatch, "stall": stall,
- "interrupt": interrupt, "group_algorithm": group_algorithm}[scenario]()
+ "interrupt": interrupt, "group_algorithm": group_algorithm, "refused": refused}[scenario]()
 sys.stdout.flush()
 os._exit(0)
