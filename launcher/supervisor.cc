@@ -246,12 +246,19 @@ class Supervisor::SignalRelay {
   }
 
   ~SignalRelay() {
-    for (const auto& [sig, old] : previous_) sigaction(sig, &old, nullptr);
+    RestoreHandlers();
     prctl(PR_SET_CHILD_SUBREAPER, had_subreaper_, 0, 0, 0);
     g_signal_pipe_write = -1;
     close(fds_[0]);
     close(fds_[1]);
     g_relay_in_use = false;
+  }
+
+  // Gives the signals back to the handlers the launcher had before; idempotent. What arrived
+  // before is still in the pipe for a last Drain.
+  void RestoreHandlers() {
+    for (const auto& [sig, old] : previous_) sigaction(sig, &old, nullptr);
+    previous_.clear();
   }
 
   int read_fd() const { return fds_[0]; }
@@ -1119,8 +1126,11 @@ int Supervisor::Wait() {
     // Under the lock RequestStop writes the pipe with: no write after the pipe is closed.
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_accepted_ = false;
-    // A signal since the last poll is still told (ReceivedSignal); from here on the handlers
-    // the launcher had before Start() take them.
+    // From here on the handlers the launcher had before Start() take the signals; one that came
+    // since the last poll is still told (ReceivedSignal). In that order: drained first, a
+    // signal between the drain and the handlers' change went into a pipe about to close, and
+    // was lost (a SIGTERM to a gyrerun restarting a failing job did not stop it).
+    relay_->RestoreHandlers();
     for (int sig : relay_->Drain()) {
       if (IsStopSignal(sig) && received_signal_ == 0) received_signal_ = sig;
     }
