@@ -238,6 +238,25 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   return joined;
 }
 
+namespace {
+
+// The ranks whose `value(record)` differs from rank 0's, ascending; a rank saying `unsaid`
+// (a record of an older build) differs from none, nor does any when rank 0 says it.
+template <typename Value, typename T>
+std::vector<int> RanksDifferingFromTheFirst(const std::vector<store::PeerRecord>& peers,
+                                            const Value& value, const T& unsaid) {
+  std::vector<int> differ;
+  const T first = value(peers.front());
+  if (first == unsaid) return differ;
+  for (const store::PeerRecord& r : peers) {
+    const T mine = value(r);
+    if (mine != unsaid && mine != first) differ.push_back(r.rank);
+  }
+  return differ;
+}
+
+}  // namespace
+
 Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers) {
   if (peers.size() < 2) return Status::Ok();
   const int p = static_cast<int>(peers.size());
@@ -247,15 +266,10 @@ Status CheckAutomaticChoices(const std::vector<store::PeerRecord>& peers) {
   auto digest = [across](const store::PeerRecord& r) {
     return across ? r.choice_across_hosts : r.choice_one_host;
   };
-  const store::PeerRecord& first = peers.front();
-  std::vector<int> differ;
-  for (const store::PeerRecord& r : peers) {
-    // 0: a rank that did not say (a record of a build before the digest).
-    if (digest(r) != 0 && digest(first) != 0 && digest(r) != digest(first)) {
-      differ.push_back(r.rank);
-    }
-  }
+  // 0: a rank that did not say (a record of a build before the digest).
+  const std::vector<int> differ = RanksDifferingFromTheFirst(peers, digest, uint64_t{0});
   if (differ.empty()) return Status::Ok();
+  const store::PeerRecord& first = peers.front();
   const store::PeerRecord& other = peers[differ.front()];
   const bool hosts = other.host != first.host;
   std::string text = "rank " + std::to_string(other.rank) + "'s cost model (" +
@@ -281,16 +295,11 @@ std::string CallDefaults(const CommOptions& options) {
 
 Status CheckCallDefaults(const std::vector<store::PeerRecord>& peers) {
   if (peers.size() < 2) return Status::Ok();
-  const store::PeerRecord& first = peers.front();
-  std::vector<int> differ;
-  for (const store::PeerRecord& r : peers) {
-    // Empty: a rank that did not say (a record of a build before the field).
-    if (!r.call_defaults.empty() && !first.call_defaults.empty() &&
-        r.call_defaults != first.call_defaults) {
-      differ.push_back(r.rank);
-    }
-  }
+  // Empty: a rank that did not say (a record of a build before the field).
+  const std::vector<int> differ = RanksDifferingFromTheFirst(
+      peers, [](const store::PeerRecord& r) { return r.call_defaults; }, std::string());
   if (differ.empty()) return Status::Ok();
+  const store::PeerRecord& first = peers.front();
   const store::PeerRecord& other = peers[differ.front()];
   std::string text = "rank " + std::to_string(other.rank) + "'s call defaults (" +
                      other.call_defaults + ") differ from rank " + std::to_string(first.rank) +

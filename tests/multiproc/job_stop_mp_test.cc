@@ -74,22 +74,12 @@ bool WaitFor(double seconds, Pred pred) {
 // default action for SIGTSTP (a parent may ignore it).
 pid_t StartInOwnGroup(const std::vector<std::string>& args, const std::string& log,
                       const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  std::vector<std::string> all = args;
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::signal(SIGTSTP, SIG_DFL);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  return StartLogged(args.front(), std::vector<std::string>(args.begin() + 1, args.end()), log,
+                     [&env] {
+                       ::setpgid(0, 0);
+                       ::signal(SIGTSTP, SIG_DFL);
+                       for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+                     });
 }
 
 size_t Count(const std::string& text, const std::string& what) {

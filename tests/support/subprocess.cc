@@ -60,7 +60,7 @@ std::string ReadAll(const std::string& path) {
 }
 
 pid_t StartLogged(const std::string& binary, const std::vector<std::string>& args,
-                  const std::string& log) {
+                  const std::string& log, const std::function<void()>& in_child) {
   std::vector<std::string> all = {binary};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -69,6 +69,7 @@ pid_t StartLogged(const std::string& binary, const std::vector<std::string>& arg
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (in_child) in_child();
     const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (out < 0 || ::dup2(out, STDERR_FILENO) < 0 || ::dup2(out, STDOUT_FILENO) < 0) ::_exit(125);
     ::execv(argv[0], argv.data());

@@ -50,9 +50,10 @@ std::string ReadAll(const std::string& path);
 int FreeLoopbackPort();
 
 // Starts `binary` with `args` in the background, its stdout and stderr both going to `log`;
-// the child's pid.
+// the child's pid. `in_child`, if set, runs in the child before it executes `binary` (a
+// process group of its own, a signal's action, an environment variable).
 pid_t StartLogged(const std::string& binary, const std::vector<std::string>& args,
-                  const std::string& log);
+                  const std::string& log, const std::function<void()>& in_child = {});
 // Waits for a child StartLogged started: its exit code, 128 + the signal when a signal ended
 // it (as RunCommand), -1 when it was still running after `timeout` (it is then killed and
 // reaped).
