@@ -165,8 +165,8 @@ Status CommBase::Close(const Options& o) {
   std::vector<uint8_t> sent(static_cast<size_t>(p), 1), heard(static_cast<size_t>(p), 0);
   Options exchange = o;
   exchange.algorithm = "pairwise";
-  const CollectiveSpec spec =
-      algo::MakeSpec(Collective::kAlltoall, 1, DataType::kUint8, ReduceOp::kSum, 0);
+  const CollectiveSpec spec = algo::MakeSpec(Collective::kAlltoall, 1, DataType::kUint8,
+                                             ReduceOp::kSum, algo::kClosingExchangeRoot);
   Status met = queue_.RunInline([&] { return Call(spec, sent.data(), heard.data(), exchange); });
   queue_
       .RunInline([this, &met] {

@@ -59,6 +59,11 @@ StatusOr<Algorithm> ParseAlgorithm(const std::string& name);
 std::vector<Algorithm> AlgorithmsFor(Collective c);
 bool IsReducing(Collective c);  // allreduce, reduce, reduce_scatter
 
+// Comm::Close is an alltoall of one byte per rank whose root field carries this mark (an
+// alltoall has no root), so the ranks' calls differ when one rank closes while another makes
+// a one-byte alltoall of its own, and errors name the close rather than an alltoall.
+inline constexpr int kClosingExchangeRoot = -2;
+
 struct CollectiveSpec {
   Collective collective = Collective::kAllreduce;
   Algorithm algorithm = Algorithm::kAuto;

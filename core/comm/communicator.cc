@@ -61,6 +61,10 @@ std::string FormatOpDesc(const OpDesc& d) {
            (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?") +
            ", from rank " + std::to_string(d.root) + ")";
   }
+  if (d.collective == static_cast<uint8_t>(Collective::kAlltoall) &&
+      d.root == algo::kClosingExchangeRoot) {
+    return "Comm::Close (its closing exchange of one byte per rank)";
+  }
   std::string s = std::string(algo::CollectiveName(static_cast<Collective>(d.collective))) +
                   "(count=" + std::to_string(d.count) + ", " +
                   (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?");

@@ -78,7 +78,8 @@ std::string OpName(const OpDesc& d, uint64_t seq) {
   name.reserve(64);
   const bool known = d.collective < algo::kNumCollectives;
   const auto c = static_cast<algo::Collective>(d.collective);
-  name += known ? algo::CollectiveName(c) : "operation";
+  const bool closing = c == algo::Collective::kAlltoall && d.root == algo::kClosingExchangeRoot;
+  name += closing ? "close" : known ? algo::CollectiveName(c) : "operation";
   name += " seq=";
   name += std::to_string(seq);
   name += " (";

@@ -46,6 +46,9 @@ DEFINE_bool(keep_going, false,
 DEFINE_bool(close, false,
             "end with Comm::Close (printing \"rank R: closed\", or \"rank R: close failed: ...\" "
             "and exit 1)");
+DEFINE_int32(alltoall_for_close_rank, -1,
+             "with --close, this rank makes a one-byte pairwise alltoall of its own where the "
+             "others close (printing \"rank R: alltoall ok\" or \"rank R: alltoall failed: ...\")");
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
@@ -457,7 +460,20 @@ int main(int argc, char** argv) {
       if (!exact) return 1;
     }
   }
-  if (FLAGS_close) {
+  if (FLAGS_close && r == FLAGS_alltoall_for_close_rank) {
+    // The same shape as Close's own exchange: it must not pair with the others' Close.
+    std::vector<uint8_t> sent(static_cast<size_t>(comm.size()), 1);
+    std::vector<uint8_t> heard(sent.size(), 0);
+    gyre::Options pairwise;
+    pairwise.algorithm = "pairwise";
+    const Status s = comm.Alltoall(sent.data(), heard.data(), 1, DataType::kUint8, pairwise);
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: alltoall failed: %s\n", r, s.ToString().c_str());
+      return 1;
+    }
+    std::printf("rank %d: alltoall ok\n", r);
+    std::fflush(stdout);
+  } else if (FLAGS_close) {
     const Status closed = comm.Close();
     if (!closed.ok()) {
       std::fprintf(stderr, "rank %d: close failed: %s\n", r, closed.ToString().c_str());

@@ -315,7 +315,7 @@ TEST_P(DivergedRootTest, ALastBroadcastWithAnotherRootIsReportedByClose) {
   EXPECT_NE(r.result.exit_code, 0) << Dump(r);
   const std::regex close_failed(
       R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on rank \d: )"
-      R"(alltoall seq=21 .* the ranks' calls diverged at seq=20: rank \d .* sent a message of )"
+      R"(close seq=21 .* the ranks' calls diverged at seq=20: rank \d .* sent a message of )"
       R"(broadcast\(count=65536, float32, root=(\d).*where this rank called )"
       R"(broadcast\(count=65536, float32, root=(\d))");
   std::set<int> told;
@@ -336,7 +336,7 @@ TEST_P(DivergedRootTest, OnFourRanksBothRootsReportTheDivergenceAtClose) {
   ForEachMatch(
       r,
       std::regex(R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: )"
-                 R"(Comm::Close on rank \d: alltoall seq=21 .*diverged at seq=20)"),
+                 R"(Comm::Close on rank \d: close seq=21 .*diverged at seq=20)"),
       [&](const std::smatch& m, const std::string&) { close_failed.insert(std::stoi(m[1])); });
   std::set<int> in_call;
   for (const auto& f : r.failures) {
@@ -347,6 +347,38 @@ TEST_P(DivergedRootTest, OnFourRanksBothRootsReportTheDivergenceAtClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Verdict, DivergedRootTest, ::testing::Values("daemon", "embedded"));
+
+// Comm::Close is a one-byte pairwise alltoall underneath. A rank that makes exactly that
+// alltoall while the others close does not pair with them (before, its alltoall and their
+// Close both returned success): every rank fails, naming the other's call.
+class CloseAgainstAlltoallTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CloseAgainstAlltoallTest, AOneByteAlltoallDoesNotPairWithTheOthersClose) {
+  const int p = 3;
+  const double T = 30;
+  const LoopRun r =
+      RunLoop(p, T, {"--alltoall_for_close_rank=1", "--close"}, nullptr, GetParam(), /*loop=*/-3);
+  EXPECT_NE(r.result.exit_code, 0) << Dump(r);
+  const std::string all = r.result.out + r.result.err;
+  EXPECT_EQ(all.find("rank 1: alltoall ok"), std::string::npos) << Dump(r);
+  EXPECT_TRUE(std::regex_search(
+      all,
+      std::regex(R"(rank 1: alltoall failed: .*rank 1 \(this rank\) diverged: called )"
+                 R"(alltoall\(count=1, uint8, algo=pairwise\) at seq=4 while ranks 0,2 called )"
+                 R"(Comm::Close)")))
+      << Dump(r);
+  std::set<int> close_failed;
+  ForEachMatch(
+      r,
+      std::regex(R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on )"
+                 R"(rank \d: close seq=4 .*rank 1 diverged)"),
+      [&](const std::smatch& m, const std::string&) { close_failed.insert(std::stoi(m[1])); });
+  EXPECT_EQ(close_failed, (std::set<int>{0, 2})) << Dump(r);
+  EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, CloseAgainstAlltoallTest,
+                         ::testing::Values("daemon", "embedded"));
 
 // A call one rank refuses for its arguments (a null input) takes its place in the sequence
 // in both modes: the others' same call fails well inside the progress timeout naming that
