@@ -636,6 +636,34 @@ TEST(GyrerunTest, ANewCommAfterCloseThroughTheDaemonIsToldAtOnce) {
   }
 }
 
+// Comm::RefuseCall misused: an unknown collective name is InvalidArgument naming it and takes
+// no place in the sequence (the next call pairs right, checked exactly); after Close it is
+// refused as any call is.
+TEST(GyrerunTest, RefuseCallWithAnUnknownNameOrAfterCloseIsRefusedByName) {
+  for (const std::string mode : {"embedded", "daemon"}) {
+    CommandResult r =
+        RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--", Client(), "--check=false",
+                    "--loop_iters", "0", "--refuse_call_misuse", "--close"},
+                   {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string name = "rank " + std::to_string(rank);
+      EXPECT_NE(r.out.find(name + ": refuse unknown: InvalidArgument: "), std::string::npos)
+          << mode << "\n"
+          << r.out;
+      EXPECT_TRUE(std::regex_search(r.out, std::regex(name + ": refuse unknown: .*frobnicate")))
+          << mode << "\n"
+          << r.out;
+      EXPECT_NE(r.out.find(name + ": allreduce after it: exact"), std::string::npos) << mode << "\n"
+                                                                                     << r.out;
+      EXPECT_NE(r.out.find(name + ": refuse after close: InvalidArgument: this Comm was closed"),
+                std::string::npos)
+          << mode << "\n"
+          << r.out;
+    }
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

@@ -49,6 +49,9 @@ DEFINE_bool(close, false,
 DEFINE_int32(alltoall_for_close_rank, -1,
              "with --close, this rank makes a one-byte pairwise alltoall of its own where the "
              "others close (printing \"rank R: alltoall ok\" or \"rank R: alltoall failed: ...\")");
+DEFINE_bool(refuse_call_misuse, false,
+            "call Comm::RefuseCall with an unknown collective name (printing what it returned), "
+            "then a checked int32 allreduce; with --close, RefuseCall again after the close");
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
@@ -229,6 +232,19 @@ int main(int argc, char** argv) {
     int32_t v[2] = {r, 1};
     const Status s = comm.Allreduce(v, v, 2, DataType::kInt32, ReduceOp::kSum, seven);
     std::printf("rank %d: deterministic 7: %s\n", r, s.ok() ? "ok" : s.ToString().c_str());
+    std::fflush(stdout);
+  }
+  if (FLAGS_refuse_call_misuse) {
+    const Status unknown = comm.RefuseCall("frobnicate", InvalidArgumentError("a test's reason"));
+    std::printf("rank %d: refuse unknown: %s\n", r, unknown.ToString().c_str());
+    // The unknown name took no place in the sequence: this call pairs with the others' first.
+    int32_t v[2] = {r + 1, -(r + 1)};
+    const Status s = comm.Allreduce(v, v, 2, DataType::kInt32, ReduceOp::kSum);
+    const int32_t want = p * (p + 1) / 2;
+    std::printf("rank %d: allreduce after it: %s\n", r,
+                !s.ok()                         ? s.ToString().c_str()
+                : v[0] == want && v[1] == -want ? "exact"
+                                                : "WRONG");
     std::fflush(stdout);
   }
   if (FLAGS_outlive) {
@@ -480,6 +496,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("rank %d: closed\n", r);
+    if (FLAGS_refuse_call_misuse) {
+      const Status after = comm.RefuseCall("allreduce", InvalidArgumentError("a test's reason"));
+      std::printf("rank %d: refuse after close: %s\n", r, after.ToString().c_str());
+    }
     std::fflush(stdout);
   }
   if (FLAGS_recreate_after_close) {
