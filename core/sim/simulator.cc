@@ -194,18 +194,24 @@ double BytesOf(const RankLoad& l) {
 // chooses by the size of the call, and the call simulated is the timed one, count x byte
 // scale elements; the real count only stands in for it to check the data (a 64 MiB
 // allreduce checked on 2048 elements must run what gyre runs at 64 MiB).
+// A timed call over 1 GiB runs in segments as gyre's do when none was asked for
+// (algo::LargeCallSegmentElems): a real element stands for `byte_scale` timed ones.
 CollectiveSpec Resolved(CollectiveSpec spec, int64_t byte_scale) {
   if (!algo::IsReducing(spec.collective)) spec.deterministic = false;
+  CollectiveSpec timed = spec;
+  // Held within the sizes gyre accepts, where every size choice is already made, so that
+  // the selection's own byte arithmetic cannot overflow.
+  const int64_t most = algo::kMaxCallBytes / static_cast<int64_t>(DataTypeSize(spec.dtype)) /
+                       std::max(spec.world_size, 1);
+  const int64_t scale = std::max<int64_t>(byte_scale, 1);
+  timed.count = spec.count > most / scale ? most : spec.count * scale;
+  timed.segment_elems = algo::LargeCallSegmentElems(timed);
+  if (spec.segment_elems == 0 && timed.segment_elems > 0) {
+    spec.segment_elems = std::max<int64_t>(1, timed.segment_elems / scale);
+  }
   if (spec.deterministic) {
     spec.algorithm = algo::Algorithm::kCanonical;
   } else if (spec.algorithm == algo::Algorithm::kAuto) {
-    CollectiveSpec timed = spec;
-    // Held within the sizes gyre accepts, where every size choice is already made, so
-    // that the selection's own byte arithmetic cannot overflow.
-    const int64_t most = algo::kMaxCallBytes / static_cast<int64_t>(DataTypeSize(spec.dtype)) /
-                         std::max(spec.world_size, 1);
-    const int64_t scale = std::max<int64_t>(byte_scale, 1);
-    timed.count = spec.count > most / scale ? most : spec.count * scale;
     spec.algorithm = algo::SelectAlgorithm(timed);
   }
   return spec;

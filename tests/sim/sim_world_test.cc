@@ -193,6 +193,33 @@ TEST(SimWorld, AutoIsChosenForTheTimedSize) {
   EXPECT_EQ(r->spec.algorithm, Algorithm::kCanonical);
 }
 
+// A timed call over 1 GiB with no segment asked for runs in 64 MiB segments, as gyre's
+// calls do (algo::LargeCallSegmentElems): a 2 GiB ring allreduce at p = 4 sends each
+// 512 MiB chunk as 8 messages; at 512 MiB (under the line) as one. A segment asked for
+// stays as it was.
+TEST(SimWorld, ATimedCallOverOneGiBRunsInTheDefaultSegments) {
+  const CollectiveSpec ring = Ring(4, 4096);
+  SimOptions o;
+  o.byte_scale = (int64_t{2} << 30) / (4096 * 4);  // 2 GiB of float32
+  StatusOr<SimResult> big = Simulate(ring, o);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->bytes, int64_t{2} << 30);
+  EXPECT_EQ(big->spec.segment_elems * o.byte_scale * 4, algo::kLargeCallSegmentBytes);
+  EXPECT_EQ(big->messages, 4 * 2 * 3 * 8);
+  o.byte_scale /= 4;  // 512 MiB
+  StatusOr<SimResult> small = Simulate(ring, o);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->spec.segment_elems, 0);
+  EXPECT_EQ(small->messages, 4 * 2 * 3);
+  CollectiveSpec asked = ring;
+  asked.segment_elems = 512;  // two segments per chunk
+  o.byte_scale *= 4;
+  StatusOr<SimResult> kept = Simulate(asked, o);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->spec.segment_elems, 512);
+  EXPECT_EQ(kept->messages, 4 * 2 * 3 * 2);
+}
+
 TEST(SimWorld, ReportsLinksAndBusiest) {
   SimOptions o = OneGigabit();
   o.topology = "torus2d:4x4";
