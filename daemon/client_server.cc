@@ -585,6 +585,7 @@ void ClientServer::HandleConnection(int fd) {
       resp.set_job_id(job_id_);
       LOG(INFO) << prefix_ << "client pid " << req.hello().client_pid() << " connected";
       client_pid = req.hello().client_pid();
+      if (on_program_) on_program_(client_pid);
       {
         // A daemon that serves one program after another tells of the last one's departure.
         std::lock_guard<std::mutex> lock(departure_mu_);
@@ -772,6 +773,7 @@ void ClientServer::HandleConnection(int fd) {
     }
     if (refused_hello) break;
   }
+  if (said_hello && on_program_) on_program_(0);
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     live_fds_.erase(std::remove(live_fds_.begin(), live_fds_.end(), fd), live_fds_.end());

@@ -40,6 +40,10 @@ class ClientServer {
   // Call before Serve.
   void SetSecret(auth::Secret secret, Duration handshake_timeout = Seconds(5));
 
+  // Told the pid of each program that says hello, and 0 once its connection ends (the
+  // control endpoint reports it and whether it is stopped). Call before Serve.
+  void OnProgram(std::function<void(int64_t pid)> f) { on_program_ = std::move(f); }
+
   Status Listen(const std::string& socket_path);
   // Serves until Stop(), or, if `until_first_client_leaves`, until a client that said
   // hello disconnects. Returns the number of requests that failed.
@@ -91,6 +95,7 @@ class ClientServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> client_left_{false};
   std::atomic<bool> program_closed_{false};
+  std::function<void(int64_t)> on_program_;
   // A client that said hello is connected: the rank's program. Another hello meanwhile is
   // refused.
   std::atomic<bool> serving_{false};

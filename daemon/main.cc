@@ -406,6 +406,9 @@ int main(int argc, char** argv) {
   if (FLAGS_run == "serve") {
     daemon::ClientServer server(&comm, id->job_id, prefix);
     server.SetSecret(jo.secret);
+    server.OnProgram([control = joined->control.get()](int64_t pid) {
+      if (control != nullptr) control->SetProgramPid(pid);
+    });
     Status ls = server.Listen(socket_path);
     if (!ls.ok()) return Fail(prefix, ls);
     g_server = &server;

@@ -341,7 +341,9 @@ int Run(int argc, char** argv) {
                   << ", \"bytes_received\": " << s.bytes_received()
                   << ", \"bytes_expected\": " << s.bytes_expected()
                   << ", \"seconds_since_progress\": " << s.seconds_since_progress()
-                  << ", \"last_error\": \"" << JsonEscape(s.last_error()) << "\"";
+                  << ", \"last_error\": \"" << JsonEscape(s.last_error()) << "\""
+                  << ", \"program_pid\": " << s.program_pid() << ", \"program_state\": \""
+                  << JsonEscape(s.program_state()) << "\"";
         std::cout << ", \"waiting\": [";
         for (int i = 0; i < s.waiting_size(); ++i) {
           const proto::WaitingMessage& w = s.waiting(i);
@@ -380,6 +382,10 @@ int Run(int argc, char** argv) {
     std::string op =
         s.in_op() ? s.op_name() : "last completed seq=" + std::to_string(s.last_completed_seq());
     if (in_rendezvous) op = "in the rendezvous, waiting for " + store::FormatRankList(not_joined);
+    // Behind a daemon, a stopped program leaves the rank idle whatever its daemon shows.
+    if (!s.program_state().empty()) {
+      op += "; its program (pid " + std::to_string(s.program_pid()) + ") is " + s.program_state();
+    }
     if (!s.in_op() && s.waiting_size() > 0) {
       // Between collectives, blocked in a message: that message, its peer and how long.
       const proto::WaitingMessage& w = s.waiting(0);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -17,6 +18,32 @@
 #include "glog/logging.h"
 
 namespace gyre::job {
+
+std::string StopStateOf(const std::string& stat) {
+  // "pid (command) S ...": the command may hold spaces and parentheses, the state follows
+  // the last ')'.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return "";
+  switch (stat[paren + 2]) {
+    case 'T':
+      return "stopped by a signal";
+    case 't':
+      return "stopped by a tracer";
+    default:
+      return "";
+  }
+}
+
+namespace {
+
+std::string StopStateOfProcess(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  return StopStateOf(line);
+}
+
+}  // namespace
 
 proto::RankState StateOf(const OpSnapshot& s, const RankInfo& info) {
   proto::RankState st;
@@ -238,6 +265,10 @@ void ControlServer::Handle(int fd) {
       snap.exhausted_error = dropped->why;
     }
     *resp.mutable_state() = StateOf(snap, info_);
+    if (const int64_t program = program_pid_.load(); program > 0) {
+      resp.mutable_state()->set_program_pid(program);
+      resp.mutable_state()->set_program_state(StopStateOfProcess(program));
+    }
     size_t waiting = 0;
     for (const MessageWait& w : comm_->WaitingMessages(4, &waiting)) {
       proto::WaitingMessage* out = resp.mutable_state()->add_waiting();

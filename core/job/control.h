@@ -29,6 +29,11 @@ struct RankInfo {
 
 proto::RankState StateOf(const OpSnapshot& snap, const RankInfo& info);
 
+// How a process whose /proc/<pid>/stat line is `stat` is stopped: "stopped by a signal" (state
+// T: SIGSTOP, SIGTSTP, Ctrl-Z), "stopped by a tracer" (t: a debugger), else "" (running,
+// sleeping, or unreadable).
+std::string StopStateOf(const std::string& stat);
+
 class ControlServer {
  public:
   // Every connection must prove `credentials` (the job's secret) before it is read.
@@ -38,6 +43,10 @@ class ControlServer {
   Status Start(const std::string& host);
   std::string address() const { return address_; }
   void Stop();
+
+  // A daemon's program (0: none connected now): answers carry its pid and whether it is
+  // stopped. Safe from any thread.
+  void SetProgramPid(int64_t pid) { program_pid_.store(pid); }
 
   // At most this many connections are served at once. At the cap the one that has waited
   // longest in the handshake is cut off for the newcomer: a real query proves itself within
@@ -74,6 +83,7 @@ class ControlServer {
   auth::ReplayGuard replay_guard_;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> over_cap_{0};
+  std::atomic<int64_t> program_pid_{0};
   mutable std::mutex heard_mu_;
   HeardProbes heard_;
   std::mutex handshaking_mu_;

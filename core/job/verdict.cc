@@ -407,6 +407,14 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
         }
       } else {
         os << ", idle";
+        // Through a daemon: the daemon answers for a program that cannot.
+        if (!st.program_state().empty()) {
+          os << ": its program (pid " << st.program_pid() << ") is " << st.program_state()
+             << " and makes no call until it is continued";
+          if (st.program_state() == "stopped by a signal") {
+            os << " (kill -CONT " << st.program_pid() << ")";
+          }
+        }
         // It stopped because its own previous call failed (a peer of its died, say): that
         // failure is the cause this rank would otherwise not see, so it travels along.
         if (IdleAfterOwnFailure(st, S) && !st.last_error().empty()) {

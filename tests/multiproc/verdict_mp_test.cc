@@ -216,6 +216,28 @@ TEST(SkippedCallTest, TheRankThatNeverCallsIsNamedNotEntered) {
   EXPECT_EQ(named, p - 1) << Dump(r);
 }
 
+// Through the daemon a stopped program leaves its gyred idle and answering: the others name
+// the rank not entered, and say its program (by its own pid, not the daemon's) is stopped.
+TEST(StoppedRankTest, AStoppedProgramBehindItsDaemonIsNamedStopped) {
+  const int p = 3;
+  const double T = 3;
+  LoopRun r = RunLoop(p, T, {"--stop_rank=1", "--die_after=20"}, nullptr, "daemon");
+  EXPECT_NE(r.result.exit_code, 0) << Dump(r);
+  const std::regex stopped(
+      R"(rank 1 not entered \(pid (\d+) .*, idle: its program \(pid (\d+)\) is stopped by a )"
+      R"(signal and makes no call until it is continued \(kill -CONT (\d+)\))");
+  int named = 0;
+  for (const auto& f : r.failures) {
+    if (f.rank == 1) continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(f.text, m, stopped)) << "rank " << f.rank << ": " << f.text;
+    EXPECT_NE(m[1], m[2]) << f.text;  // the daemon's pid, then its program's
+    EXPECT_EQ(m[2], m[3]) << f.text;
+    ++named;
+  }
+  EXPECT_EQ(named, p - 1) << Dump(r);
+}
+
 // The "failed after X" of a verdict, in seconds (-1 if absent).
 double FailedAfterSeconds(const std::string& text) {
   std::smatch m;

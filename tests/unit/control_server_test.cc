@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <vector>
 
 #include "core/auth/secret.h"
@@ -165,6 +167,59 @@ TEST(ControlServerTest, ADropForWantOfMemoryIsInTheRanksState) {
   EXPECT_EQ(r.response.state().exhausted_error(),
             "ResourceExhausted: rank 0 cannot allocate a buffer");
   EXPECT_EQ(r.response.state().last_started_seq(), 0u);
+  rank0.server.Stop();
+}
+
+TEST(ControlServerTest, StopStateReadsTheStateAfterTheLastParenthesis) {
+  EXPECT_EQ(StopStateOf("123 (python3) T 1 2 3"), "stopped by a signal");
+  EXPECT_EQ(StopStateOf("123 (a) b) t 1"), "stopped by a tracer");
+  EXPECT_EQ(StopStateOf("123 (T) S 1 2"), "");  // a command named T, sleeping
+  EXPECT_EQ(StopStateOf("123 (x) R 1"), "");
+  EXPECT_EQ(StopStateOf("123 (x)"), "");
+  EXPECT_EQ(StopStateOf(""), "");
+}
+
+// A daemon's control endpoint reports its program's pid and, while it is stopped, that it is.
+TEST(ControlServerTest, AStoppedProgramIsInTheRanksState) {
+  Rank0 rank0("control-program");
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  proto::ControlRequest q;
+  q.mutable_status();
+  auth::Credentials asker = rank0.credentials;
+  asker.rank = auth::kNoRank;
+  auto ask = [&] {
+    const QueryResult r = QueryControl(rank0.server.address(), 0, q, Seconds(5), asker);
+    EXPECT_EQ(r.reach, Reach::kAnswered) << r.error;
+    return r.response.state();
+  };
+  EXPECT_EQ(ask().program_pid(), 0);  // no program yet
+  rank0.server.SetProgramPid(child);
+  EXPECT_EQ(ask().program_pid(), child);
+  EXPECT_EQ(ask().program_state(), "");
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  // The stop is delivered asynchronously: wait (bounded) for the state to read T.
+  std::string state;
+  for (int i = 0; i < 200 && state.empty(); ++i) {
+    state = ask().program_state();
+    if (state.empty()) ::usleep(10000);
+  }
+  EXPECT_EQ(state, "stopped by a signal");
+  ::kill(child, SIGCONT);
+  for (int i = 0; i < 200 && !state.empty(); ++i) {
+    state = ask().program_state();
+    if (!state.empty()) ::usleep(10000);
+  }
+  EXPECT_EQ(state, "");
+  rank0.server.SetProgramPid(0);
+  EXPECT_EQ(ask().program_pid(), 0);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
   rank0.server.Stop();
 }
 
