@@ -585,7 +585,15 @@ void ClientServer::HandleConnection(int fd) {
       resp.set_job_id(job_id_);
       LOG(INFO) << prefix_ << "client pid " << req.hello().client_pid() << " connected";
       client_pid = req.hello().client_pid();
-      if (on_program_) on_program_(client_pid);
+      if (on_program_) {
+        // The kernel's word for the pid, in this daemon's pid namespace (where /proc is read),
+        // over the program's own.
+        ucred peer{};
+        socklen_t len = sizeof(peer);
+        const bool known =
+            ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.pid > 0;
+        on_program_(known ? peer.pid : client_pid);
+      }
       {
         // A daemon that serves one program after another tells of the last one's departure.
         std::lock_guard<std::mutex> lock(departure_mu_);
