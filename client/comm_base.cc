@@ -276,16 +276,20 @@ StatusOr<void*> CommBase::AllocBuffer(size_t bytes) {
 }
 
 Status CommBase::FreeBuffer(void* block) {
-  {
-    std::lock_guard<std::mutex> lock(blocks_mu_);
-    if (blocks_.erase(block) == 0) {
-      return InvalidArgumentError(
-          "FreeBuffer: the pointer is not a block from AllocBuffer of "
-          "this Comm (or was freed already)");
+  // As through the daemon: after the asynchronous calls submitted before it, so a block one
+  // of them still reads or writes is never freed (and handed out again) under it.
+  return queue_.RunInline([&]() -> Status {
+    {
+      std::lock_guard<std::mutex> lock(blocks_mu_);
+      if (blocks_.erase(block) == 0) {
+        return InvalidArgumentError(
+            "FreeBuffer: the pointer is not a block from AllocBuffer of "
+            "this Comm (or was freed already)");
+      }
     }
-  }
-  std::free(block);
-  return Status::Ok();
+    std::free(block);
+    return Status::Ok();
+  });
 }
 
 CommBase::~CommBase() {

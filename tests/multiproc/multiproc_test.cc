@@ -664,6 +664,23 @@ TEST(GyrerunTest, RefuseCallWithAnUnknownNameOrAfterCloseIsRefusedByName) {
   }
 }
 
+// A block freed while an asynchronous call submitted before still uses it is freed only once
+// that call has finished, in both modes: embedded, FreeBuffer returned at once and the call
+// then wrote its result into the next block AllocBuffer handed out (at the same address).
+TEST(GyrerunTest, FreeBufferWaitsForTheAsynchronousCallsBeforeIt) {
+  for (const std::string mode : {"embedded", "daemon"}) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--", Client(),
+                                  "--check=false", "--free_while_async"},
+                                 {}, 60);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("rank 0: free while async: free ok, call done when FreeBuffer "
+                         "returned: yes, call ok, new block changed in 0 elements"),
+              std::string::npos)
+        << mode << "\n"
+        << r.out << r.err;
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

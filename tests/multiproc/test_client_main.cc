@@ -52,6 +52,10 @@ DEFINE_int32(alltoall_for_close_rank, -1,
 DEFINE_bool(refuse_call_misuse, false,
             "call Comm::RefuseCall with an unknown collective name (printing what it returned), "
             "then a checked int32 allreduce; with --close, RefuseCall again after the close");
+DEFINE_bool(free_while_async, false,
+            "rank 1 sleeps 0.5 s, so rank 0's asynchronous allreduce on an AllocBuffer block is "
+            "still queued when rank 0 frees the block and fills a new one; prints whether the "
+            "call was exact and the new block untouched");
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
@@ -246,6 +250,37 @@ int main(int argc, char** argv) {
                 : v[0] == want && v[1] == -want ? "exact"
                                                 : "WRONG");
     std::fflush(stdout);
+  }
+  if (FLAGS_free_while_async) {
+    constexpr int64_t n = 1 << 20;  // 4 MiB: a block the allocator may hand out again
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    float x[16];
+    std::fill(x, x + 16, 1.0f);
+    // Something ahead in the queue, so the call below waits there too.
+    std::shared_ptr<Work> ahead = comm.AllreduceAsync(x, x, 16, DataType::kFloat32, ReduceOp::kSum);
+    StatusOr<void*> first = comm.AllocBuffer(n * sizeof(int32_t));
+    if (!first.ok()) return 1;
+    auto* a = static_cast<int32_t*>(*first);
+    std::fill(a, a + n, r + 1);
+    std::shared_ptr<Work> call = comm.AllreduceAsync(a, a, n, DataType::kInt32, ReduceOp::kSum);
+    const Status freed_status = comm.FreeBuffer(a);
+    const bool done_at_free = call->Done();
+    StatusOr<void*> second = comm.AllocBuffer(n * sizeof(int32_t));
+    if (!second.ok()) return 1;
+    auto* b = static_cast<int32_t*>(*second);
+    std::fill(b, b + n, 1000);
+    const Status waited = call->Wait();
+    const Status ahead_waited = ahead->Wait();
+    (void)ahead_waited;  // the call above reports what matters
+    int64_t changed = 0;
+    for (int64_t i = 0; i < n; ++i) changed += b[i] != 1000;
+    std::printf(
+        "rank %d: free while async: free %s, call done when FreeBuffer returned: %s, "
+        "call %s, new block changed in %lld elements\n",
+        r, freed_status.ok() ? "ok" : freed_status.ToString().c_str(), done_at_free ? "yes" : "no",
+        waited.ok() ? "ok" : waited.ToString().c_str(), static_cast<long long>(changed));
+    std::fflush(stdout);
+    comm.FreeBuffer(b).IgnoreError();
   }
   if (FLAGS_outlive) {
     int32_t got = 0;
