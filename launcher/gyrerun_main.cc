@@ -854,6 +854,15 @@ int main(int argc, char** argv) {
   if (!FLAGS_job_id.empty()) {
     if (Status bad = job::CheckJobId(FLAGS_job_id); !bad.ok()) return Usage(bad.message());
   }
+  // Every rank would refuse them (job::ResolveIdentity); said once, before any starts.
+  if (!FLAGS_host_name.empty()) {
+    if (Status bad = job::CheckHostName("--host_name", FLAGS_host_name); !bad.ok()) {
+      return Usage(bad.message());
+    }
+  }
+  if (const char* h = std::getenv("GYRE_HOST"); h != nullptr && *h != '\0') {
+    if (Status bad = job::CheckHostName("GYRE_HOST", h); !bad.ok()) return Usage(bad.message());
+  }
   const bool torchrun = FLAGS_nnodes > 1 || FLAGS_nproc_per_node > 0;
   const bool fan_out = !FLAGS_hosts.empty() || !FLAGS_hostfile.empty();
   if (!FLAGS_hosts.empty() && !FLAGS_hostfile.empty()) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/auth/handshake.h"
@@ -130,8 +131,64 @@ EnvLookup MapEnvironment(std::map<std::string, std::string> env) {
   };
 }
 
+Status CheckText(const std::string& what, const std::string& value) {
+  const auto* s = reinterpret_cast<const unsigned char*>(value.data());
+  const size_t n = value.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    auto bad = [&](const char* why) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", c);
+      return InvalidArgumentError(what + " " + store::QuoteKey(value) + " " + why + " (byte " +
+                                  hex + " at offset " + std::to_string(i) +
+                                  "): it must be UTF-8 text without control characters");
+    };
+    if (c < 0x20 || c == 0x7f) return bad("holds a control character");
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // The length of the sequence and the smallest code point it may encode (no overlong
+    // forms), then its continuation bytes; surrogates and past U+10FFFF are refused.
+    int len = 0;
+    uint32_t cp = 0, least = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1f, least = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0f, least = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07, least = 0x10000;
+    } else {
+      return bad("is not UTF-8");
+    }
+    if (i + len > n) return bad("is not UTF-8");
+    for (int k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xc0) != 0x80) return bad("is not UTF-8");
+      cp = (cp << 6) | (s[i + k] & 0x3f);
+    }
+    if (cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return bad("is not UTF-8");
+    if (cp >= 0x80 && cp < 0xa0) return bad("holds a control character");
+    i += len;
+  }
+  return Status::Ok();
+}
+
+Status CheckHostName(const std::string& what, const std::string& host) {
+  if (host.empty()) return InvalidArgumentError(what + " is empty: a host needs a name");
+  if (host.size() > 255) {
+    return InvalidArgumentError(what + " is " + std::to_string(host.size()) +
+                                " bytes, more than the 255 a host name may have");
+  }
+  GYRE_RETURN_IF_ERROR(CheckText(what, host));
+  if (host.find(' ') != std::string::npos) {
+    return InvalidArgumentError(what + " " + store::QuoteKey(host) + " contains a space");
+  }
+  return Status::Ok();
+}
+
 Status CheckJobId(const std::string& job_id) {
   if (job_id.empty()) return InvalidArgumentError("the job id is empty");
+  GYRE_RETURN_IF_ERROR(CheckText("job id", job_id));
   if (job_id.find('/') != std::string::npos) {
     return InvalidArgumentError("job id " + store::QuoteKey(job_id) +
                                 " contains '/', which the store's keys cannot hold");
@@ -243,10 +300,13 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   }
   if (o.host && !o.host->empty()) {
     id.host = *o.host;
+    GYRE_RETURN_IF_ERROR(CheckHostName("the host name", id.host));
   } else if (auto h = env("GYRE_HOST")) {
     id.host = *h;
+    GYRE_RETURN_IF_ERROR(CheckHostName("GYRE_HOST", id.host));
   } else if (auto n = env("SLURMD_NODENAME")) {
     id.host = *n;
+    GYRE_RETURN_IF_ERROR(CheckHostName("SLURMD_NODENAME", id.host));
   } else {
     char name[256] = {0};
     gethostname(name, sizeof(name) - 1);

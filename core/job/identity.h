@@ -69,9 +69,16 @@ StatusOr<int64_t> ParseEnvInteger(const std::string& name, const std::string& va
 StatusOr<bool> ParseEnvSwitch(const std::string& name, const std::string& value);
 
 // A job id as every part of gyre takes it: not empty, without '/' (the store's keys are
-// built from it) and at most auth::kMaxJobIdBytes bytes (every handshake carries it).
-// InvalidArgument naming it otherwise.
+// built from it), at most auth::kMaxJobIdBytes bytes (every handshake carries it), and text
+// (CheckText). InvalidArgument naming it otherwise.
 Status CheckJobId(const std::string& job_id);
+// Text the ranks' messages can carry: well-formed UTF-8 without control characters (a rank's
+// state and records hold it in protobuf strings, which refuse other bytes, and a refused one
+// took every control answer, and so every verdict, with it). InvalidArgument naming `what`.
+Status CheckText(const std::string& what, const std::string& value);
+// A host name for the job (GYRE_HOST, --host_name, --hosts): text, not empty, at most 255
+// bytes, without spaces.
+Status CheckHostName(const std::string& what, const std::string& host);
 
 // InvalidArgument naming the variable when a value does not parse, when rank/world size
 // cannot be found anywhere, or when 0 <= rank < world_size does not hold.

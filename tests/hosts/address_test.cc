@@ -348,6 +348,49 @@ TEST(IdentityTest, BadSwitchesAndCountsInGyreVariablesAreRefusedByName) {
   EXPECT_TRUE(with("GYRE_LOCAL_WORLD_SIZE", "4").ok());
 }
 
+// A host name or job id that is not UTF-8 text went into every rank's state, whose protobuf
+// strings refuse such bytes: every control answer was lost, and with it every verdict ("no
+// rank could be named"). Both are refused by name before the rank joins.
+TEST(IdentityTest, HostNamesAndJobIdsMustBeText) {
+  auto with = [](const std::string& name, const std::string& value) {
+    return ResolveIdentity({}, MapEnvironment({{"GYRE_RANK", "0"},
+                                               {"GYRE_WORLD_SIZE", "1"},
+                                               {"GYRE_STORE", "file:///tmp/s"},
+                                               {name, value}}));
+  };
+  const std::pair<std::string, std::string> bad[] = {
+      {"host\xff", "is not UTF-8 (byte 0xff at offset 4)"},
+      {"x\xc0\xafy", "is not UTF-8 (byte 0xc0 at offset 1)"},     // overlong '/'
+      {"x\xed\xa0\x80", "is not UTF-8 (byte 0xed at offset 1)"},  // a surrogate
+      {"x\xe2\x82", "is not UTF-8 (byte 0xe2 at offset 1)"},      // cut short
+      {"tab\there", "holds a control character (byte 0x09 at offset 3)"},
+      {"c1\xc2\x85", "holds a control character (byte 0xc2 at offset 2)"},  // U+0085
+  };
+  for (const auto& [value, why] : bad) {
+    for (const char* var : {"GYRE_HOST", "GYRE_JOB_ID"}) {
+      auto id = with(var, value);
+      ASSERT_FALSE(id.ok()) << var << " " << value;
+      EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(id.status().message().find(why), std::string::npos) << id.status();
+    }
+  }
+  auto spaced = with("GYRE_HOST", "node 1");
+  ASSERT_FALSE(spaced.ok());
+  EXPECT_NE(spaced.status().message().find("GYRE_HOST 'node 1' contains a space"),
+            std::string::npos)
+      << spaced.status();
+  EXPECT_FALSE(with("GYRE_HOST", std::string(256, 'h')).ok());
+  for (const std::string good :
+       {"node-7.cluster", "h\xc3\xa9te", "\xe8\x8a\x82\xe7\x82\xb9", "emoji\xf0\x9f\x9a\x80"}) {
+    auto host = with("GYRE_HOST", good);
+    ASSERT_TRUE(host.ok()) << host.status();
+    EXPECT_EQ(host->host, good);
+    auto job = with("GYRE_JOB_ID", good);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->job_id, good);
+  }
+}
+
 TEST(ListInterfacesTest, FindsLoopback) {
   auto all = ListInterfaces();
   ASSERT_TRUE(all.ok()) << all.status();
