@@ -616,20 +616,26 @@ std::vector<MessageWait> Communicator::WaitingMessages(size_t max, size_t* total
 
 Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Deadline return_by) {
   const Clock& clock = transport_->clock();
+  TimePoint began;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (!m.wait_began) m.wait_began = clock.Now();
+    began = *m.wait_began;
+  }
   // Listed while this thread waits, for the control path (WaitingMessages).
   struct Listed {
     Communicator* comm;
     const PendingMessage* m;
-    Listed(Communicator* c, const PendingMessage* pm, TimePoint now) : comm(c), m(pm) {
+    Listed(Communicator* c, const PendingMessage* pm, TimePoint since) : comm(c), m(pm) {
       std::lock_guard<std::mutex> lock(comm->waits_mu_);
-      comm->waiting_.emplace_back(m, now);
+      comm->waiting_.emplace_back(m, since);
     }
     ~Listed() {
       std::lock_guard<std::mutex> lock(comm->waits_mu_);
       comm->waiting_.erase(std::find_if(comm->waiting_.begin(), comm->waiting_.end(),
                                         [this](const auto& w) { return w.first == m; }));
     }
-  } listed(this, &m, clock.Now());
+  } listed(this, &m, began);
   const Duration timeout = opts.timeout > Duration::zero() ? opts.timeout : options_.timeout;
   Status st;
   {

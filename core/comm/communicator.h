@@ -99,6 +99,9 @@ struct PendingMessage {
   uint64_t bytes_mark = 0;
   TimePoint last_progress;
   bool accounted = false;  // counted in the communicator's totals
+  // When the first WaitMessage on it began (under mu): a caller waiting in slices (a binding
+  // that checks for signals between them) has waited since then, not since its last slice.
+  std::optional<TimePoint> wait_began;
 };
 
 // A point-to-point message a thread is blocked on in WaitMessage, for the control path: a
@@ -107,7 +110,7 @@ struct MessageWait {
   std::string name;  // PendingMessage::name
   int peer = -1;
   bool send = false;
-  Duration waited{};  // since this wait on it began
+  Duration waited{};  // since the first wait on it began
 };
 
 struct OpResult {

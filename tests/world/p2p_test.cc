@@ -4,8 +4,10 @@
 // missing message and a closed peer.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "core/transport/faulty.h"
 #include "core/transport/loopback.h"
@@ -97,6 +99,39 @@ TEST_P(P2PTest, ShortWaitLeavesTheMessagePosted) {
   ASSERT_TRUE(world[0]->Send(&v, 1, DataType::kInt32, 1, 0).ok());
   ASSERT_TRUE(world[1]->WaitMessage(**recv).ok());
   EXPECT_EQ(got, 7);
+}
+
+// A caller that waits in short slices (as a binding checking for signals does) has waited
+// since its first slice: the control path reported each slice's few microseconds, so a rank
+// blocked in a receive for seconds showed "0.00 s" in gyrectl.
+TEST_P(P2PTest, AWaitInSlicesCountsFromTheFirstSlice) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  int32_t v = 7, got = 0;
+  auto recv = world[1]->PostRecv(&got, 1, DataType::kInt32, 0, 0);
+  ASSERT_TRUE(recv.ok()) << recv.status();
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    while (!stop.load()) {
+      const Status s =
+          world[1]->WaitMessage(**recv, {}, Deadline::After(*SteadyClock::Get(), Millis(20)));
+      if (s.ok()) return;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // Sampled until a slice is in progress (between two slices nothing is listed).
+  std::vector<MessageWait> waits;
+  for (int i = 0; i < 100 && waits.empty(); ++i) {
+    waits = world[1]->WaitingMessages();
+    if (waits.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const Status sent = world[0]->Send(&v, 1, DataType::kInt32, 1, 0);
+  if (!sent.ok()) stop = true;
+  waiter.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  EXPECT_EQ(got, 7);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_GE(waits[0].waited, Millis(350)) << FormatDuration(waits[0].waited);
 }
 
 // Messages of one (sender, receiver, tag) arrive in the order sent; other tags may be
