@@ -263,6 +263,10 @@ OpSnapshot OpMonitor::Snapshot() const {
     if (r.op_name.empty()) r.op_name = OpName(r.desc, r.seq);
     s.recent.push_back(std::move(r));
   }
+  s.failed_recent.clear();
+  for (uint64_t seq : failed_recent_) {
+    if (seq != 0) s.failed_recent.push_back(seq);
+  }
   return s;
 }
 

@@ -66,6 +66,9 @@ struct OpSnapshot {
   std::string exhausted_error;            // why, for exhausted_seq
   std::vector<CallRecord> recent;         // the last kRecentCalls calls, oldest first
   std::vector<PeerDeparture> departures;  // at most one per peer, as told
+  // Calls that failed on this rank lately (at most 16, any order): their failure, a
+  // divergence say, has been reported here already.
+  std::vector<uint64_t> failed_recent;
 };
 
 inline constexpr size_t kRecentCalls = 16;

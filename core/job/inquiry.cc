@@ -20,6 +20,7 @@ LocalFailure LocalFailureOf(const OpSnapshot& snap, int rank, Duration progress_
   me.bytes_received = snap.bytes_received;
   me.bytes_expected = snap.bytes_expected;
   me.recent = snap.recent;
+  me.failed_here = snap.failed_recent;
   me.departures = snap.departures;
   return me;
 }

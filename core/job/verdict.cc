@@ -179,6 +179,13 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   }
   std::string divergence;
   for (auto& [seq, list] : calls) {
+    // A program that caught a divergence's error and went on: the ranks are in step again
+    // after it, and a later divergence is this one's cause, not that one (which named the
+    // first one's rank for every later mismatch).
+    if (seq < S &&
+        std::find(me.failed_here.begin(), me.failed_here.end(), seq) != me.failed_here.end()) {
+      continue;
+    }
     std::vector<std::pair<OpDesc, std::vector<int>>> groups;
     for (const auto& [rank, desc] : list) {
       auto it = std::find_if(groups.begin(), groups.end(),

@@ -64,6 +64,9 @@ struct LocalFailure {
   int64_t bytes_received = 0;
   int64_t bytes_expected = 0;
   std::vector<CallRecord> recent;  // this rank's recent calls (core/exec/monitor.h)
+  // Earlier calls that failed on this rank (OpSnapshot::failed_recent): a divergence there
+  // was reported here already and is no cause of a later failure.
+  std::vector<uint64_t> failed_here;
   // Peers whose daemon said their program went away (OpSnapshot::departures): such a rank
   // is dead unless it completed this call, and the verdict names its program.
   std::vector<PeerDeparture> departures;

@@ -56,6 +56,9 @@ DEFINE_bool(free_while_async, false,
             "rank 1 sleeps 0.5 s, so rank 0's asynchronous allreduce on an AllocBuffer block is "
             "still queued when rank 0 frees the block and fills a new one; prints whether the "
             "call was exact and the new block untouched");
+DEFINE_bool(two_divergences, false,
+            "three calls, each error printed and the program going on: rank 0 calls with another "
+            "dtype, then all alike, then rank 2 with another count (\"rank R: call N: ...\")");
 DEFINE_int32(recv_rank, -1,
              "at --fault_at this rank receives from the next rank (tag 7, a 60 s timeout) instead "
              "of making the loop's call: the others wait in the collective, it in the receive");
@@ -249,6 +252,21 @@ int main(int argc, char** argv) {
                 !s.ok()                         ? s.ToString().c_str()
                 : v[0] == want && v[1] == -want ? "exact"
                                                 : "WRONG");
+    std::fflush(stdout);
+  }
+  if (FLAGS_two_divergences) {
+    std::vector<int32_t> v(8, 1);
+    const DataType first = r == 0 ? DataType::kFloat32 : DataType::kInt32;
+    const int64_t third = r == 2 ? 9 : 8;
+    v.resize(9, 1);
+    const Status calls[3] = {
+        comm.Allreduce(v.data(), v.data(), 8, first, ReduceOp::kSum),
+        comm.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum),
+        comm.Allreduce(v.data(), v.data(), third, DataType::kInt32, ReduceOp::kSum)};
+    for (int k = 0; k < 3; ++k) {
+      std::printf("rank %d: call %d: %s\n", r, k + 1,
+                  calls[k].ok() ? "ok" : calls[k].ToString().c_str());
+    }
     std::fflush(stdout);
   }
   if (FLAGS_free_while_async) {

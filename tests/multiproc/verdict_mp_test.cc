@@ -238,6 +238,37 @@ TEST(StoppedRankTest, AStoppedProgramBehindItsDaemonIsNamedStopped) {
   EXPECT_EQ(named, p - 1) << Dump(r);
 }
 
+// A program that catches a divergence's error and goes on is in step again; a later, other
+// divergence is named as itself. Before, every later mismatch was blamed on the first one's
+// rank and calls ("rank 0 diverged ... at seq=1" for rank 2's count at seq=3).
+class TwoDivergencesTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TwoDivergencesTest, TheSecondIsNamedAsItself) {
+  const int p = 3;
+  CommandResult r =
+      RunCommand({BinDir() + "/gyrerun", "-n", std::to_string(p), "--mode", GetParam(), "--timeout",
+                  "30", "--", BinDir() + "/gyre-test-client", "--check=false", "--two_divergences"},
+                 {}, 90);
+  for (int rank = 0; rank < p; ++rank) {
+    const std::string me = "rank " + std::to_string(rank) + ": call ";
+    EXPECT_TRUE(
+        std::regex_search(r.out, std::regex(me + "1: InvalidArgument: .*rank 0 "
+                                                 R"((\(this rank\) )?diverged.* at seq=1)")))
+        << r.out;
+    EXPECT_NE(r.out.find(me + "2: ok"), std::string::npos) << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(me + "3: (.*)"))) << r.out;
+    const std::string third = m[1];
+    EXPECT_TRUE(
+        std::regex_search(third, std::regex(R"(rank 2 (\(this rank\) )?diverged.*: )"
+                                            R"(called allreduce\(count=9, int32.* at seq=3)")))
+        << "rank " << rank << ": " << third;
+    EXPECT_EQ(third.find("at seq=1"), std::string::npos) << "rank " << rank << ": " << third;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, TwoDivergencesTest, ::testing::Values("daemon", "embedded"));
+
 // The "failed after X" of a verdict, in seconds (-1 if absent).
 double FailedAfterSeconds(const std::string& text) {
   std::smatch m;
