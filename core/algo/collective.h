@@ -63,6 +63,9 @@ bool IsReducing(Collective c);  // allreduce, reduce, reduce_scatter
 // alltoall has no root), so the ranks' calls differ when one rank closes while another makes
 // a one-byte alltoall of its own, and errors name the close rather than an alltoall.
 inline constexpr int kClosingExchangeRoot = -2;
+// The online tuner's agreement (an allreduce of int64 sums, core/comm/tuner.h) carries this
+// mark the same way, so it never pairs with a program's allreduce of the same shape.
+inline constexpr int kTuningAgreementRoot = -3;
 
 struct CollectiveSpec {
   Collective collective = Collective::kAllreduce;

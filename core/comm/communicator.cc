@@ -65,6 +65,11 @@ std::string FormatOpDesc(const OpDesc& d) {
       d.root == algo::kClosingExchangeRoot) {
     return "Comm::Close (its closing exchange of one byte per rank)";
   }
+  if (d.collective == static_cast<uint8_t>(Collective::kAllreduce) &&
+      d.root == algo::kTuningAgreementRoot) {
+    return "the online tuner's agreement (an allreduce of " + std::to_string(d.count) +
+           " int64 sums)";
+  }
   std::string s = std::string(algo::CollectiveName(static_cast<Collective>(d.collective))) +
                   "(count=" + std::to_string(d.count) + ", " +
                   (IsValidDataType(d.dtype) ? DataTypeName(static_cast<DataType>(d.dtype)) : "?");
@@ -295,6 +300,7 @@ StatusOr<CollectiveSpec> Communicator::Tune(CollectiveSpec spec, const CallOptio
                        DataType::kInt64, ReduceOp::kSum, 0);
     sum.world_size = size();
     sum = selector_->Choose(sum);
+    sum.root = algo::kTuningAgreementRoot;
     const uint64_t seq = next_seq_++;
     const TimePoint start = transport_->clock().Now();
     OpCounters counters;
@@ -393,6 +399,7 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   }
   if (!schedule.ok()) {
     last_ = OpResult{seq, spec, {}, {}, schedule.status()};
+    tuner_.AbandonTrials("seq=" + std::to_string(seq) + " failed before its trials ended");
     return schedule.status();
   }
   // The counters live in last_ and are overwritten in place: no allocation per call.
@@ -413,6 +420,7 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
     }
   }
   if (!st.ok()) {
+    tuner_.AbandonTrials("seq=" + std::to_string(seq) + " failed before its trials ended");
     const Status own = st;  // before a verdict words it
     if (failure_handler_) {
       st = failure_handler_(last_);
@@ -491,6 +499,7 @@ std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
 
 Status Communicator::RefuseLocked(uint64_t seq, const CollectiveSpec& spec, const Status& why) {
   last_ = OpResult{seq, spec, {}, {}, why};
+  tuner_.AbandonTrials("seq=" + std::to_string(seq) + " was refused before its trials ended");
   const OpDesc desc = MakeOpDesc(spec);
   monitor_.Refused(seq, desc, OpName(desc, seq), why);
   recorder_.Record("op_end", seq, why.ToString());

@@ -146,6 +146,14 @@ void OnlineTuner::AgreementFailed(const algo::CollectiveSpec& spec) {
   it->second.why = "the agreement failed";
 }
 
+void OnlineTuner::AbandonTrials(const std::string& why) {
+  for (auto& [key, b] : buckets_) {
+    if (b.chosen >= 0) continue;
+    b.chosen = 0;
+    b.why = why;
+  }
+}
+
 std::string OnlineTuner::Describe(const algo::CollectiveSpec& spec) const {
   auto it = buckets_.find(KeyOf(spec));
   if (it == buckets_.end()) return "";

@@ -89,6 +89,13 @@ class OnlineTuner {
   void Agreed(const algo::CollectiveSpec& spec, const std::vector<int64_t>& sums);
   // The agreement itself failed: the model's choice, and no second agreement.
   void AgreementFailed(const algo::CollectiveSpec& spec);
+  // A call failed or was refused on this rank: every bucket still in its trials keeps the
+  // model's choice, without an agreement. Buckets move with calls, and a call refused on one
+  // rank moves that rank's buckets unlike the others' (one refused before its count was known
+  // moves none), which put the ranks a trial apart: every later trial call failed as a
+  // divergence, and the agreement of one rank met a program's allreduce of another. Every
+  // rank sees the failure of a call that failed anywhere, so all give their trials up.
+  void AbandonTrials(const std::string& why);
 
   // What tuning decided for the bucket of `spec`, one line: "tuned: binomial 812.0 us, chain
   // 1.04 ms (sums over 4 ranks of each rank's median trial)", "tuning: 3 of 12 trial calls

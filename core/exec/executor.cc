@@ -79,7 +79,11 @@ std::string OpName(const OpDesc& d, uint64_t seq) {
   const bool known = d.collective < algo::kNumCollectives;
   const auto c = static_cast<algo::Collective>(d.collective);
   const bool closing = c == algo::Collective::kAlltoall && d.root == algo::kClosingExchangeRoot;
-  name += closing ? "close" : known ? algo::CollectiveName(c) : "operation";
+  const bool agreeing = c == algo::Collective::kAllreduce && d.root == algo::kTuningAgreementRoot;
+  name += closing    ? "close"
+          : agreeing ? "tuning agreement"
+          : known    ? algo::CollectiveName(c)
+                     : "operation";
   name += " seq=";
   name += std::to_string(seq);
   name += " (";

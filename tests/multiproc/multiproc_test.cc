@@ -681,6 +681,26 @@ TEST(GyrerunTest, FreeBufferWaitsForTheAsynchronousCallsBeforeIt) {
   }
 }
 
+// With --tune, a call one rank refuses fails that call on every rank and nothing more: the
+// ranks give their trials up at that failure together. Before, the refusing rank's buckets
+// stood a trial behind the others': every later trial call failed as a divergence, and one
+// rank's tuning agreement (an int64 allreduce) summed with the others' 6-element int64
+// allreduce, which returned success with timing figures in it.
+TEST(GyrerunTest, ARefusedCallWhileTuningFailsThatCallOnly) {
+  for (const std::string mode : {"embedded", "daemon"}) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "3", "--mode", mode, "--tune", "--timeout", "20",
+                                  "--", Client(), "--check=false", "--refuse_while_tuning"},
+                                 {}, 120);
+    EXPECT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": tuning rounds: 1 failed, 0 wrong"),
+                std::string::npos)
+          << mode << "\n"
+          << r.out;
+    }
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.

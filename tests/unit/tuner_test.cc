@@ -265,5 +265,33 @@ TEST(OnlineTunerTest, DescribesAnUnseenBucketAsEmpty) {
   EXPECT_EQ(t.Describe(Spec(1, Algorithm::kChain)), "");
 }
 
+// A failure gives up every bucket still in its trials (the model's choice, no agreement),
+// and leaves a bucket already decided, and a bucket first seen later, as they would be.
+TEST(OnlineTunerTest, AbandonedTrialsKeepTheModelsChoiceAndLeaveDecidedBucketsAlone) {
+  OnlineTuner t;
+  const algo::CollectiveSpec decided = Spec(1 << 20, Algorithm::kChain);
+  const std::vector<int64_t> mine = RunTrials(t, decided, kTwo, {900, 500});
+  t.Agreed(decided, Times(mine, 4));
+  EXPECT_EQ(t.Next(decided, [] { return kTwo; }).algorithm, Algorithm::kBinomial);
+
+  const algo::CollectiveSpec trying = Spec(16 << 20, Algorithm::kChain);
+  OnlineTuner::Plan first = t.Next(trying, [] { return kTwo; });
+  ASSERT_GE(first.trial, 0);
+  t.Record(trying, first.trial, std::chrono::nanoseconds(1000), true);
+  t.AbandonTrials("seq=9 failed before its trials ended");
+  for (int call = 0; call < OnlineTuner::kTrialCalls + 2; ++call) {
+    OnlineTuner::Plan plan = t.Next(trying, [] { return kTwo; });
+    EXPECT_EQ(plan.trial, -1);
+    EXPECT_TRUE(plan.agree.empty());
+    EXPECT_EQ(plan.algorithm, Algorithm::kChain);
+  }
+  EXPECT_EQ(t.Describe(trying),
+            "untuned: chain (the model's choice): seq=9 failed before its trials ended");
+  EXPECT_EQ(t.Next(decided, [] { return kTwo; }).algorithm, Algorithm::kBinomial);
+
+  const algo::CollectiveSpec later = Spec(4 << 20, Algorithm::kChain);
+  EXPECT_GE(t.Next(later, [] { return kTwo; }).trial, 0);
+}
+
 }  // namespace
 }  // namespace gyre
