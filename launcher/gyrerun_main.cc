@@ -32,11 +32,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/auth/secret.h"
@@ -50,6 +53,7 @@
 #include "core/job/control.h"
 #include "core/job/identity.h"
 #include "core/job/inquiry.h"
+#include "core/store/rendezvous.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/flight_records.h"
 #include "launcher/signal_name.h"
@@ -172,6 +176,40 @@ class RunRecords {
   const int n_;
   const std::vector<std::string> hosts_;
   std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>> by_rank_;
+};
+
+// The ranks that claimed their rendezvous slot in the TCP store gyrerun serves, at any time
+// since the attempt began: their records leave the store again once every rank has joined,
+// so the store's own state at the end says nothing; the server tells of each write
+// (TcpStoreServer::Options::on_write). A gyred exits 0 only after it joined, so one reached
+// through --rsh whose slot was never claimed did not run: its "exit 0" is the remote shell's.
+class SlotClaims {
+ public:
+  SlotClaims(const std::string& job_id, int n) : claimed_(static_cast<size_t>(n), false) {
+    for (int r = 0; r < n; ++r) slots_.emplace(gyre::store::RendezvousSlotKey(job_id, r), r);
+  }
+  // On the store server's io thread.
+  void OnWrite(const std::string& key) {
+    const auto it = slots_.find(key);
+    if (it == slots_.end()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    claimed_[static_cast<size_t>(it->second)] = true;
+  }
+  bool Claimed(int rank) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rank >= 0 && static_cast<size_t>(rank) < claimed_.size() &&
+           claimed_[static_cast<size_t>(rank)];
+  }
+  // For a new attempt, which meets afresh.
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    claimed_.assign(claimed_.size(), false);
+  }
+
+ private:
+  std::unordered_map<std::string, int> slots_;  // written once, before the server starts
+  mutable std::mutex mu_;
+  std::vector<bool> claimed_;
 };
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
@@ -388,6 +426,9 @@ std::string WhyNotRestart(int code, int stop_signal,
              ", a command that could not be run, as it could not be again";
     }
     if (r.never_served) return name(r) + " exited before it ever served, as it would again";
+    if (!r.exit_zero_refused.empty()) {
+      return name(r) + " exited 0 " + r.exit_zero_refused + ", as it would again";
+    }
     return "";
   }
   if (code == gyre::launcher::kExitJobDeadline) return "";  // the hang watchdog stopped it
@@ -1172,6 +1213,12 @@ int main(int argc, char** argv) {
   store_options.job_id = job_id;
   store_options.max_connections = store_connections;
   store_options.max_connections_hint = store_connections_hint;
+  // Which ranks reached the rendezvous, for the exits of gyreds reached through --rsh (a job
+  // placed with --hosts: at most kMaxRanks slots to know).
+  const auto claims = remote ? std::make_shared<SlotClaims>(job_id, n) : nullptr;
+  if (claims) {
+    store_options.on_write = [claims](const std::string& key) { claims->OnWrite(key); };
+  }
   // A store folder cannot be shared with other hosts: a job reaching them serves TCP.
   const bool serve_tcp = FLAGS_store == "tcp" || (FLAGS_store == "file" && remote);
   if (FLAGS_store == "file" && !remote) {
@@ -1347,6 +1394,7 @@ int main(int argc, char** argv) {
       store_server = std::move(*server);
       store_url = "tcp://" + store_server->address();
     }
+    if (claims) claims->Clear();
     return Status::Ok();
   };
   if (!FLAGS_output_dir.empty()) {
@@ -1440,6 +1488,20 @@ int main(int argc, char** argv) {
       }
       if (!placement.remote) continue;
       spec.remote = true;
+      // A gyred exits 0 only once it has joined the job. Where gyrerun serves the store it
+      // sees each rank's claim of its slot; without one, the "exit 0" is the remote shell's
+      // (`--rsh true`, or a wrapper that drops the command) and no rank ever ran there.
+      // A program is not asked: it may rightly end without using gyre (`-- hostname`).
+      if (claims && store_server && (program.empty() || spec.service)) {
+        spec.check_exit_zero = [claims, rank = spec.rank]() -> std::string {
+          if (claims->Claimed(rank)) return "";
+          return "before joining the job: gyrerun's store saw no claim of rank " +
+                 std::to_string(rank) +
+                 "'s rendezvous slot, so its gyred never ran or never reached the rendezvous: "
+                 "is --rsh running the command? (--rsh '" +
+                 FLAGS_rsh + "')";
+        };
+      }
       std::vector<std::string> command = {"env"};
       for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
       command.insert(command.end(), spec.argv.begin(), spec.argv.end());

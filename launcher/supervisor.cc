@@ -663,6 +663,11 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
       ProgramOfRankRunning(child->spec.rank)) {
     r.never_served = true;
   }
+  // An exit 0 that proves nothing by itself (a remote shell's) is asked about, unless the
+  // launcher ended it: stopped, its exit is not its own doing.
+  if (child->spec.check_exit_zero && r.exited && r.exit_code == 0 && !r.killed_by_launcher) {
+    r.exit_zero_refused = child->spec.check_exit_zero();
+  }
   if (shutting_down_ || !r.failed_on_its_own()) return;
   if (root_cause_ == nullptr) {
     r.root_cause = true;
@@ -1153,7 +1158,7 @@ int Supervisor::ComputeExitStatus() const {
   if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
     if (r.signaled) return 128 + r.signal;
-    return r.exit_code != 0 ? r.exit_code : 1;  // 0: a service that never served
+    return r.exit_code != 0 ? r.exit_code : 1;  // 0: never served, or refused
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
@@ -1189,6 +1194,10 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
   }
   if (!r.launch_error.empty()) return how + ": " + r.launch_error;
   if (r.never_served) return how + " before it ever served its rank's program";
+  // The table gets the why's short form, before its first ':'; the headline has all of it.
+  if (!r.exit_zero_refused.empty()) {
+    return how + " " + r.exit_zero_refused.substr(0, r.exit_zero_refused.find(':'));
+  }
   if (r.finished() && !r.signaled && r.exit_code == 0) return "ok";
   return how;
 }
@@ -1299,10 +1308,15 @@ std::string Supervisor::BuildSummary() const {
       os << "exited with code 0 before it ever served its rank's program, which was still "
             "running (nothing appeared at "
          << root_cause_->spec.ready_path << ")";
+    } else if (!r.exit_zero_refused.empty()) {
+      // The why last: it may end in a question to the user.
+      os << "exited with code 0 after " << FormatDuration(r.run_time) << ", "
+         << r.exit_zero_refused;
     } else {
       os << "exited with code " << r.exit_code;
     }
-    os << " after " << FormatDuration(r.run_time) << "\n";
+    if (r.exit_zero_refused.empty()) os << " after " << FormatDuration(r.run_time);
+    os << "\n";
   } else {
     os << "gyrerun: job failed\n";
   }

@@ -154,6 +154,14 @@ struct ProcessSpec {
   // ever there, never served that program: the job fails at once (the program would wait
   // for it until its own timeout). Empty: not checked.
   std::string ready_path;
+  // For a process whose exit 0 is to be trusted only once it has done something the
+  // launcher can see (a gyred reached through a remote shell exits 0 only after it joined
+  // the job; a remote shell that never ran it, `--rsh true`, exits 0 at once): asked when it
+  // exits 0 on its own, answers "" when it has, else why the exit is not a success ("before
+  // joining the job: ..."; what comes before the first ':' is its short form, for the
+  // summary's table). Then the exit fails the job (ProcessResult::exit_zero_refused).
+  // Called on the thread that runs Wait(). Empty: not asked.
+  std::function<std::string()> check_exit_zero;
   // When set, every line the process writes to stdout is also written to
   // <log_prefix>.stdout, and every stderr line to <log_prefix>.stderr, without the "[name] "
   // prefix (files created, or emptied, at Start). A line that cannot be written there counts
@@ -239,6 +247,9 @@ struct ProcessResult {
   // A service that exited 0 before it ever served, while its rank's program still ran
   // (ProcessSpec::ready_path): the program has nothing to call.
   bool never_served = false;
+  // An exit 0 that ProcessSpec::check_exit_zero refused, and why ("before joining the job
+  // ..."); empty otherwise.
+  std::string exit_zero_refused;
   // ProcessSpec::service, as given.
   bool service = false;
   // The first process to fail on its own; at most one per job.
@@ -251,9 +262,11 @@ struct ProcessResult {
   Duration run_time{0};
 
   bool finished() const { return exited || signaled; }
-  // Ended by itself with a non-zero status or a signal, or a service that never served.
+  // Ended by itself with a non-zero status or a signal, a service that never served, or an
+  // exit 0 that was refused.
   bool failed_on_its_own() const {
-    return finished() && !killed_by_launcher && (signaled || exit_code != 0 || never_served);
+    return finished() && !killed_by_launcher &&
+           (signaled || exit_code != 0 || never_served || !exit_zero_refused.empty());
   }
 };
 

@@ -740,6 +740,63 @@ TEST_F(SupervisorTest, AServiceThatExitsBeforeItEverServedFailsTheJob) {
   EXPECT_EQ(supervisor_->FailureSummary(), "");
 }
 
+// An exit 0 that proves nothing by itself (a remote shell's, whose command may never have
+// run) is asked about: refused, it fails the job, the headline gives the whole why and the
+// table its short form; accepted, or the launcher's own doing, it is an exit 0 as any other.
+TEST_F(SupervisorTest, AnExitZeroItsCheckRefusesFailsTheJob) {
+  SupervisorOptions options = Options();
+  int asked = 0;
+  ProcessSpec shell = Rank(0, {});
+  shell.name = "h rank 0 gyred";
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string("before joining the job: no claim seen: is it run? (--rsh 'true')");
+  };
+  EXPECT_EQ(Run({shell, Rank(1, {"--sleep_ms=20000"})}, options), 1) << err_.str();
+  EXPECT_LT(ElapsedSeconds(), 10.0);
+  EXPECT_EQ(asked, 1);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_TRUE(results[0].failed_on_its_own());
+  EXPECT_TRUE(results[1].killed_by_launcher);
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("gyrerun: job failed: h rank 0 gyred (pid " +
+                                 std::to_string(results[0].pid) + ") exited with code 0 after "));
+  EXPECT_THAT(summary, HasSubstr(", before joining the job: no claim seen: is it run? "
+                                 "(--rsh 'true')\n"));
+  EXPECT_THAT(SummaryRow(summary, "h rank 0 gyred"),
+              HasSubstr("exit 0 before joining the job  <- root cause"));
+
+  // Accepted: the job passes.
+  asked = 0;
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string();
+  };
+  EXPECT_EQ(Run({shell, Rank(1, {})}, options), 0) << err_.str();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(supervisor_->FailureSummary(), "");
+
+  // Not asked of a non-zero exit, nor of a process the launcher stopped.
+  asked = 0;
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string("refused");
+  };
+  ProcessSpec failing = Rank(0, {"--exit_code=3"});
+  failing.check_exit_zero = shell.check_exit_zero;
+  EXPECT_EQ(Run({failing}, options), 3);
+  // (It exits 0 on the launcher's SIGTERM: that exit is the launcher's doing.)
+  ProcessSpec stopped = Rank(0, {});
+  stopped.argv = {"/bin/sh", "-c", "trap 'exit 0' TERM; sleep 20 & wait"};
+  stopped.check_exit_zero = shell.check_exit_zero;
+  EXPECT_EQ(Run({stopped, Rank(1, {"--sleep_ms=300", "--exit_code=4"})}, options), 4);
+  EXPECT_TRUE(supervisor_->results()[0].killed_by_launcher);
+  EXPECT_TRUE(supervisor_->results()[0].exited);
+  EXPECT_EQ(supervisor_->results()[0].exit_code, 0);
+  EXPECT_EQ(asked, 0);
+}
+
 TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {
   SupervisorOptions options = Options();
   options.service_linger = Millis(100);
