@@ -56,6 +56,7 @@
 #include "core/store/rendezvous.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/flight_records.h"
+#include "launcher/shell_words.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
 
@@ -105,7 +106,9 @@ DEFINE_string(hosts, "",
 DEFINE_string(hostfile, "", "hosts one per line: 'host', 'host:4' or 'host slots=4' (# comments)");
 DEFINE_string(rsh, "ssh",
               "how to run a command on another host: these words, then the host, then the "
-              "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts)");
+              "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts); split "
+              "into words as a shell would, honouring '...', \"...\" and backslashes, without "
+              "expanding anything ($VAR, ~ and * stay as written)");
 DEFINE_int32(nnodes, 1, "torchrun style: number of hosts, one gyrerun started on each");
 DEFINE_int32(node_rank, 0, "torchrun style: this host's index; node 0 serves the store");
 DEFINE_int32(nproc_per_node, 0, "torchrun style: ranks on this host");
@@ -567,13 +570,6 @@ std::string ShellQuote(const std::string& word) {
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-std::vector<std::string> SplitWords(const std::string& text) {
-  std::vector<std::string> words;
-  std::stringstream in(text);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
 }
 
 // After a failure across hosts: a host none of whose processes survived on its own is named
@@ -1055,6 +1051,11 @@ int main(int argc, char** argv) {
     return Usage("--timing_runs must be at least 5 (a median of fewer says little), not " +
                  std::to_string(FLAGS_timing_runs));
   }
+  // Checked even for a job on this host alone, which does not use it: a value that cannot
+  // mean anything is not ignored without a word.
+  StatusOr<std::vector<std::string>> split_rsh = launcher::SplitShellWords(FLAGS_rsh);
+  if (!split_rsh.ok()) return Usage("--rsh '" + FLAGS_rsh + "': " + split_rsh.status().message());
+  const std::vector<std::string> rsh_words = std::move(*split_rsh);
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));
@@ -1473,7 +1474,7 @@ int main(int argc, char** argv) {
 
     // Names carry the host once there is more than one, and remote processes run behind --rsh.
     // The environment travels inside the command, since ssh does not pass it on.
-    const std::vector<std::string> rsh = SplitWords(FLAGS_rsh);
+    const std::vector<std::string>& rsh = rsh_words;
     const std::string rsh_name = rsh.empty() ? "" : rsh[0].substr(rsh[0].rfind('/') + 1);
     const bool quote = rsh_name == "ssh" || rsh_name == "rsh";
     if (remote && rsh.empty()) return Usage("--rsh is empty but some --hosts are not this host");

@@ -95,6 +95,32 @@ TEST(GyrerunRemoteTest, ARemoteShellThatRunsTheCommandPasses) {
   EXPECT_THAT(r.out, HasSubstr("selftest: all checks passed"));
 }
 
+// --rsh is split as a shell splits words: a quoted word with blanks reaches the remote shell
+// whole (the stand-in runs the command only when its first word is exactly "two words"); an
+// unterminated quote is a usage error that names it.
+TEST(GyrerunRemoteTest, RshIsSplitHonouringQuotes) {
+  const std::string dir = MakeTempDir("gyre-rsh-quoted");
+  const std::string rsh = dir + "/remote-shell";  // not "ssh" or "rsh": words go unquoted
+  std::ofstream f(rsh);
+  f << "#!/bin/sh\n"
+    << "[ \"$1\" = 'two words' ] || { echo \"first word: $1\" >&2; exit 9; }\n"
+    << "shift 2\nexec \"$@\"\n";
+  f.close();
+  ::chmod(rsh.c_str(), 0755);
+  CommandResult r = RunCommand(Args(Args({Gyrerun(), "--hosts", "fakehost:1", "--rsh",
+                                          rsh + " 'two words'", "--mode", "embedded"},
+                                         kLoopback),
+                                    {"--", "sh", "-c", "echo ran on $GYRE_HOST"}),
+                               {}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[fakehost rank 0] ran on fakehost\n"));
+  r = RunCommand({Gyrerun(), "--hosts", "fakehost:1", "--rsh", "sh -c \"exit 0", "--", "true"}, {},
+                 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("gyrerun: --rsh 'sh -c \"exit 0': unterminated double quote: the "
+                               "\" at byte 6 has no closing \"\n"));
+}
+
 // A program may rightly end without using gyre: its exit 0 is not questioned, here or behind
 // --rsh (where a shell that ran nothing looks the same: only a gyred's exit is known to come
 // after joining).
