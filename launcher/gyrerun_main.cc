@@ -56,6 +56,7 @@
 #include "core/store/rendezvous.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/flight_records.h"
+#include "launcher/oom_kills.h"
 #include "launcher/shell_words.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
@@ -1345,6 +1346,7 @@ int main(int argc, char** argv) {
   options.grace_period = Seconds(FLAGS_grace_period);
   options.settle_time = Seconds(FLAGS_settle_time);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
+  options.oom_kill_counter = launcher::OwnOomKillCounterPath();
   // Beyond job::kAllAskAtOnce ranks the survivors of a progress timeout ask in turn: while
   // they keep reporting, keep collecting exits until the last in line has waited, asked
   // and told the others (a query timeout each), or its verdict is cut off.

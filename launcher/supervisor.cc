@@ -23,6 +23,7 @@
 
 #include "core/base/file_io.h"
 #include "glog/logging.h"
+#include "launcher/oom_kills.h"
 #include "launcher/signal_name.h"
 
 extern char** environ;
@@ -336,6 +337,7 @@ Supervisor::~Supervisor() {
 Status Supervisor::Start(std::vector<ProcessSpec> specs) {
   CHECK(!started_) << "Supervisor::Start called twice";
   if (specs.empty()) return InvalidArgumentError("no processes to start");
+  oom_kills_at_start_ = ReadOomKillCount(options_.oom_kill_counter);
   for (ProcessSpec& spec : specs) {
     if (spec.argv.empty() || spec.argv[0].empty()) {
       return InvalidArgumentError("rank " + std::to_string(spec.rank) + " has no program");
@@ -1316,6 +1318,12 @@ std::string Supervisor::BuildSummary() const {
       os << "exited with code " << r.exit_code;
     }
     if (r.exit_zero_refused.empty()) os << " after " << FormatDuration(r.run_time);
+    // SIGKILL is what the kernel's OOM killer sends: its count says whether it did.
+    if (r.signaled && r.signal == SIGKILL) {
+      const std::string oom = OomKillNote(options_.oom_kill_counter, oom_kills_at_start_,
+                                          ReadOomKillCount(options_.oom_kill_counter));
+      if (!oom.empty()) os << " " << oom;
+    }
     os << "\n";
   } else {
     os << "gyrerun: job failed\n";

@@ -93,6 +93,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <unordered_map>
@@ -226,6 +227,12 @@ struct SupervisorOptions {
   // (Blame::contradicted), the summary says so, naming both sides, and marks only the first
   // process to exit, as such: the first to report is no more the cause than the others.
   std::function<Blame()> blame;
+  // The file that counts the out-of-memory kills of the launcher's memory cgroup
+  // (launcher/oom_kills.h: OwnOomKillCounterPath()); empty: none. Read at Start and when the
+  // summary names a process killed by SIGKILL as the root cause: a count that rose in between
+  // adds "(likely the kernel's out-of-memory killer: ...)" to the summary's first line. Where
+  // it cannot be read, nothing is said.
+  std::string oom_kill_counter;
 };
 
 // What became of one process. Filled in as the job runs; final once Wait() returned.
@@ -421,6 +428,8 @@ class Supervisor {
     int first_errno = 0;
   };
   Lost lost_out_, lost_err_, lost_log_;
+  // SupervisorOptions::oom_kill_counter's count at Start.
+  std::optional<int64_t> oom_kills_at_start_;
 };
 
 }  // namespace gyre::launcher

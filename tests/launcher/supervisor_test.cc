@@ -271,6 +271,34 @@ TEST_F(SupervisorTest, RankKilledBySigkillGives137) {
   ExpectNoProcessLeft();
 }
 
+// A rank dead of SIGKILL while the cgroup's OOM-kill count rose: the first line says the
+// kernel's OOM killer likely did it. A count that did not rise, or none to read, adds nothing.
+TEST_F(SupervisorTest, ASigkillWhileTheOomKillCountRoseIsPutDownToTheOomKiller) {
+  const std::string counter = File("memory.events");
+  // The rank raises the count as the kernel would, then dies by SIGKILL.
+  ProcessSpec oom = Rank(1, {});
+  oom.argv = {"/bin/sh", "-c", "printf 'oom 1\\noom_kill 3\\n' > '" + counter + "'; kill -KILL $$"};
+  SupervisorOptions options = Options();
+  options.oom_kill_counter = counter;
+  std::ofstream(counter) << "oom 0\noom_kill 2\n";
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  const std::string pid = std::to_string(supervisor_->results()[1].pid);
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("gyrerun: job failed: rank 1 (pid " + pid +
+                        ") was killed by signal SIGKILL (9) after "));
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr(" (likely the kernel's out-of-memory killer: oom_kill in " + counter +
+                        " rose from 2 to 3)\n"));
+
+  // Not risen (the file already says 3): nothing.
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  EXPECT_THAT(supervisor_->FailureSummary(), Not(HasSubstr("out-of-memory")));
+  // Nothing to read: nothing said.
+  options.oom_kill_counter = File("no-such-file");
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  EXPECT_THAT(supervisor_->FailureSummary(), Not(HasSubstr("out-of-memory")));
+}
+
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterGracePeriod) {
   SupervisorOptions options = Options();
   options.grace_period = Millis(500);
