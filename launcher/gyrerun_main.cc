@@ -126,8 +126,8 @@ DEFINE_string(store_host, "",
 DEFINE_string(output_dir, "",
               "also write each process's output to files here, without the [rank R] prefix: "
               "rankR.stdout and rankR.stderr (rankR-gyred.* for a program's daemon), in "
-              "attemptK/ folders with --max_restarts; an earlier run's such files there are "
-              "removed first");
+              "attemptK/ folders with --max_restarts (K is GYRE_RESTART_COUNT, from 0); an "
+              "earlier run's such files there are removed first");
 DEFINE_int32(max_restarts, 0,
              "torchrun style: when a rank fails, stop the job and start every rank again, up "
              "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
@@ -1611,14 +1611,18 @@ int main(int argc, char** argv) {
     const std::string why_not =
         code == 0 ? "" : WhyNotRestart(code, stop_signal, supervisor.results(), options);
     const int64_t attempts = int64_t{FLAGS_max_restarts} + 1;
-    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/.
+    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/ (from 0, as
+    // torchrun's restart count and its attempt_K log folders): the line gives both numbers,
+    // so that "attempt 1" and "attempt0/" name the same attempt.
+    const std::string which = "attempt " + std::to_string(attempt + 1) + " of " +
+                              std::to_string(attempts) +
+                              " (GYRE_RESTART_COUNT=" + std::to_string(attempt) + ")";
     const std::string kept_in =
         FLAGS_output_dir.empty() || FLAGS_max_restarts == 0
             ? ""
             : "; its output is in " + FLAGS_output_dir + "/attempt" + std::to_string(attempt);
     if (code != 0 && attempt < FLAGS_max_restarts && why_not.empty()) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << kept_in
+      std::cerr << "gyrerun: " << which << " failed (exit status " << code << kept_in
                 << "); restarting every rank (restart " << attempt + 1 << " of "
                 << FLAGS_max_restarts << ")\n";
       Status renewed = renew_for_restart();
@@ -1632,8 +1636,7 @@ int main(int argc, char** argv) {
       return g_stop_signal != 0 ? 128 + g_stop_signal : code;
     }
     if (code != 0 && FLAGS_max_restarts > 0) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << kept_in << ")"
+      std::cerr << "gyrerun: " << which << " failed (exit status " << code << kept_in << ")"
                 << (attempt < FLAGS_max_restarts ? "; not restarting: " + why_not
                                                  : "; no restart left (--max_restarts " +
                                                        std::to_string(FLAGS_max_restarts) + ")")
