@@ -32,11 +32,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/auth/secret.h"
@@ -50,8 +53,11 @@
 #include "core/job/control.h"
 #include "core/job/identity.h"
 #include "core/job/inquiry.h"
+#include "core/store/rendezvous.h"
 #include "core/store/tcp_store_server.h"
 #include "launcher/flight_records.h"
+#include "launcher/oom_kills.h"
+#include "launcher/shell_words.h"
 #include "launcher/signal_name.h"
 #include "launcher/supervisor.h"
 
@@ -101,7 +107,9 @@ DEFINE_string(hosts, "",
 DEFINE_string(hostfile, "", "hosts one per line: 'host', 'host:4' or 'host slots=4' (# comments)");
 DEFINE_string(rsh, "ssh",
               "how to run a command on another host: these words, then the host, then the "
-              "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts)");
+              "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts); split "
+              "into words as a shell would, honouring '...', \"...\" and backslashes, without "
+              "expanding anything ($VAR, ~ and * stay as written)");
 DEFINE_int32(nnodes, 1, "torchrun style: number of hosts, one gyrerun started on each");
 DEFINE_int32(node_rank, 0, "torchrun style: this host's index; node 0 serves the store");
 DEFINE_int32(nproc_per_node, 0, "torchrun style: ranks on this host");
@@ -118,8 +126,8 @@ DEFINE_string(store_host, "",
 DEFINE_string(output_dir, "",
               "also write each process's output to files here, without the [rank R] prefix: "
               "rankR.stdout and rankR.stderr (rankR-gyred.* for a program's daemon), in "
-              "attemptK/ folders with --max_restarts; an earlier run's such files there are "
-              "removed first");
+              "attemptK/ folders with --max_restarts (K is GYRE_RESTART_COUNT, from 0); an "
+              "earlier run's such files there are removed first");
 DEFINE_int32(max_restarts, 0,
              "torchrun style: when a rank fails, stop the job and start every rank again, up "
              "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
@@ -172,6 +180,40 @@ class RunRecords {
   const int n_;
   const std::vector<std::string> hosts_;
   std::vector<std::optional<std::vector<gyre::launcher::FlightEvent>>> by_rank_;
+};
+
+// The ranks that claimed their rendezvous slot in the TCP store gyrerun serves, at any time
+// since the attempt began: their records leave the store again once every rank has joined,
+// so the store's own state at the end says nothing; the server tells of each write
+// (TcpStoreServer::Options::on_write). A gyred exits 0 only after it joined, so one reached
+// through --rsh whose slot was never claimed did not run: its "exit 0" is the remote shell's.
+class SlotClaims {
+ public:
+  SlotClaims(const std::string& job_id, int n) : claimed_(static_cast<size_t>(n), false) {
+    for (int r = 0; r < n; ++r) slots_.emplace(gyre::store::RendezvousSlotKey(job_id, r), r);
+  }
+  // On the store server's io thread.
+  void OnWrite(const std::string& key) {
+    const auto it = slots_.find(key);
+    if (it == slots_.end()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    claimed_[static_cast<size_t>(it->second)] = true;
+  }
+  bool Claimed(int rank) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rank >= 0 && static_cast<size_t>(rank) < claimed_.size() &&
+           claimed_[static_cast<size_t>(rank)];
+  }
+  // For a new attempt, which meets afresh.
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    claimed_.assign(claimed_.size(), false);
+  }
+
+ private:
+  std::unordered_map<std::string, int> slots_;  // written once, before the server starts
+  mutable std::mutex mu_;
+  std::vector<bool> claimed_;
 };
 
 // After a failure: what each rank's flight recorder says it reached, side by side.
@@ -388,6 +430,9 @@ std::string WhyNotRestart(int code, int stop_signal,
              ", a command that could not be run, as it could not be again";
     }
     if (r.never_served) return name(r) + " exited before it ever served, as it would again";
+    if (!r.exit_zero_refused.empty()) {
+      return name(r) + " exited 0 " + r.exit_zero_refused + ", as it would again";
+    }
     return "";
   }
   if (code == gyre::launcher::kExitJobDeadline) return "";  // the hang watchdog stopped it
@@ -526,13 +571,6 @@ std::string ShellQuote(const std::string& word) {
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-std::vector<std::string> SplitWords(const std::string& text) {
-  std::vector<std::string> words;
-  std::stringstream in(text);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
 }
 
 // After a failure across hosts: a host none of whose processes survived on its own is named
@@ -1014,6 +1052,11 @@ int main(int argc, char** argv) {
     return Usage("--timing_runs must be at least 5 (a median of fewer says little), not " +
                  std::to_string(FLAGS_timing_runs));
   }
+  // Checked even for a job on this host alone, which does not use it: a value that cannot
+  // mean anything is not ignored without a word.
+  StatusOr<std::vector<std::string>> split_rsh = launcher::SplitShellWords(FLAGS_rsh);
+  if (!split_rsh.ok()) return Usage("--rsh '" + FLAGS_rsh + "': " + split_rsh.status().message());
+  const std::vector<std::string> rsh_words = std::move(*split_rsh);
   if (FLAGS_segment_bytes < 0) {
     return Usage("--segment_bytes must be 0 (no segments) or more, not " +
                  std::to_string(FLAGS_segment_bytes));
@@ -1172,6 +1215,12 @@ int main(int argc, char** argv) {
   store_options.job_id = job_id;
   store_options.max_connections = store_connections;
   store_options.max_connections_hint = store_connections_hint;
+  // Which ranks reached the rendezvous, for the exits of gyreds reached through --rsh (a job
+  // placed with --hosts: at most kMaxRanks slots to know).
+  const auto claims = remote ? std::make_shared<SlotClaims>(job_id, n) : nullptr;
+  if (claims) {
+    store_options.on_write = [claims](const std::string& key) { claims->OnWrite(key); };
+  }
   // A store folder cannot be shared with other hosts: a job reaching them serves TCP.
   const bool serve_tcp = FLAGS_store == "tcp" || (FLAGS_store == "file" && remote);
   if (FLAGS_store == "file" && !remote) {
@@ -1297,6 +1346,7 @@ int main(int argc, char** argv) {
   options.grace_period = Seconds(FLAGS_grace_period);
   options.settle_time = Seconds(FLAGS_settle_time);
   options.tail_lines = static_cast<size_t>(std::max(0, FLAGS_tail_lines));
+  options.oom_kill_counter = launcher::OwnOomKillCounterPath();
   // Beyond job::kAllAskAtOnce ranks the survivors of a progress timeout ask in turn: while
   // they keep reporting, keep collecting exits until the last in line has waited, asked
   // and told the others (a query timeout each), or its verdict is cut off.
@@ -1347,6 +1397,7 @@ int main(int argc, char** argv) {
       store_server = std::move(*server);
       store_url = "tcp://" + store_server->address();
     }
+    if (claims) claims->Clear();
     return Status::Ok();
   };
   if (!FLAGS_output_dir.empty()) {
@@ -1425,7 +1476,7 @@ int main(int argc, char** argv) {
 
     // Names carry the host once there is more than one, and remote processes run behind --rsh.
     // The environment travels inside the command, since ssh does not pass it on.
-    const std::vector<std::string> rsh = SplitWords(FLAGS_rsh);
+    const std::vector<std::string>& rsh = rsh_words;
     const std::string rsh_name = rsh.empty() ? "" : rsh[0].substr(rsh[0].rfind('/') + 1);
     const bool quote = rsh_name == "ssh" || rsh_name == "rsh";
     if (remote && rsh.empty()) return Usage("--rsh is empty but some --hosts are not this host");
@@ -1440,6 +1491,20 @@ int main(int argc, char** argv) {
       }
       if (!placement.remote) continue;
       spec.remote = true;
+      // A gyred exits 0 only once it has joined the job. Where gyrerun serves the store it
+      // sees each rank's claim of its slot; without one, the "exit 0" is the remote shell's
+      // (`--rsh true`, or a wrapper that drops the command) and no rank ever ran there.
+      // A program is not asked: it may rightly end without using gyre (`-- hostname`).
+      if (claims && store_server && (program.empty() || spec.service)) {
+        spec.check_exit_zero = [claims, rank = spec.rank]() -> std::string {
+          if (claims->Claimed(rank)) return "";
+          return "before joining the job: gyrerun's store saw no claim of rank " +
+                 std::to_string(rank) +
+                 "'s rendezvous slot, so its gyred never ran or never reached the rendezvous: "
+                 "is --rsh running the command? (--rsh '" +
+                 FLAGS_rsh + "')";
+        };
+      }
       std::vector<std::string> command = {"env"};
       for (const auto& [k, v] : spec.env) command.push_back(k + "=" + v);
       command.insert(command.end(), spec.argv.begin(), spec.argv.end());
@@ -1546,14 +1611,18 @@ int main(int argc, char** argv) {
     const std::string why_not =
         code == 0 ? "" : WhyNotRestart(code, stop_signal, supervisor.results(), options);
     const int64_t attempts = int64_t{FLAGS_max_restarts} + 1;
-    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/.
+    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/ (from 0, as
+    // torchrun's restart count and its attempt_K log folders): the line gives both numbers,
+    // so that "attempt 1" and "attempt0/" name the same attempt.
+    const std::string which = "attempt " + std::to_string(attempt + 1) + " of " +
+                              std::to_string(attempts) +
+                              " (GYRE_RESTART_COUNT=" + std::to_string(attempt) + ")";
     const std::string kept_in =
         FLAGS_output_dir.empty() || FLAGS_max_restarts == 0
             ? ""
             : "; its output is in " + FLAGS_output_dir + "/attempt" + std::to_string(attempt);
     if (code != 0 && attempt < FLAGS_max_restarts && why_not.empty()) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << kept_in
+      std::cerr << "gyrerun: " << which << " failed (exit status " << code << kept_in
                 << "); restarting every rank (restart " << attempt + 1 << " of "
                 << FLAGS_max_restarts << ")\n";
       Status renewed = renew_for_restart();
@@ -1567,8 +1636,7 @@ int main(int argc, char** argv) {
       return g_stop_signal != 0 ? 128 + g_stop_signal : code;
     }
     if (code != 0 && FLAGS_max_restarts > 0) {
-      std::cerr << "gyrerun: attempt " << attempt + 1 << " of " << attempts
-                << " failed (exit status " << code << kept_in << ")"
+      std::cerr << "gyrerun: " << which << " failed (exit status " << code << kept_in << ")"
                 << (attempt < FLAGS_max_restarts ? "; not restarting: " + why_not
                                                  : "; no restart left (--max_restarts " +
                                                        std::to_string(FLAGS_max_restarts) + ")")

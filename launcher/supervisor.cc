@@ -23,6 +23,7 @@
 
 #include "core/base/file_io.h"
 #include "glog/logging.h"
+#include "launcher/oom_kills.h"
 #include "launcher/signal_name.h"
 
 extern char** environ;
@@ -336,6 +337,7 @@ Supervisor::~Supervisor() {
 Status Supervisor::Start(std::vector<ProcessSpec> specs) {
   CHECK(!started_) << "Supervisor::Start called twice";
   if (specs.empty()) return InvalidArgumentError("no processes to start");
+  oom_kills_at_start_ = ReadOomKillCount(options_.oom_kill_counter);
   for (ProcessSpec& spec : specs) {
     if (spec.argv.empty() || spec.argv[0].empty()) {
       return InvalidArgumentError("rank " + std::to_string(spec.rank) + " has no program");
@@ -662,6 +664,11 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
       ::stat(child->spec.ready_path.c_str(), &ready) != 0 &&
       ProgramOfRankRunning(child->spec.rank)) {
     r.never_served = true;
+  }
+  // An exit 0 that proves nothing by itself (a remote shell's) is asked about, unless the
+  // launcher ended it: stopped, its exit is not its own doing.
+  if (child->spec.check_exit_zero && r.exited && r.exit_code == 0 && !r.killed_by_launcher) {
+    r.exit_zero_refused = child->spec.check_exit_zero();
   }
   if (shutting_down_ || !r.failed_on_its_own()) return;
   if (root_cause_ == nullptr) {
@@ -1153,7 +1160,7 @@ int Supervisor::ComputeExitStatus() const {
   if (root_cause_ != nullptr) {
     const ProcessResult& r = root_cause_->result;
     if (r.signaled) return 128 + r.signal;
-    return r.exit_code != 0 ? r.exit_code : 1;  // 0: a service that never served
+    return r.exit_code != 0 ? r.exit_code : 1;  // 0: never served, or refused
   }
   for (const auto& child : children_) {
     const ProcessResult& r = child->result;
@@ -1189,6 +1196,10 @@ std::string DescribeEnd(const ProcessResult& r, Duration term_to_kill) {
   }
   if (!r.launch_error.empty()) return how + ": " + r.launch_error;
   if (r.never_served) return how + " before it ever served its rank's program";
+  // The table gets the why's short form, before its first ':'; the headline has all of it.
+  if (!r.exit_zero_refused.empty()) {
+    return how + " " + r.exit_zero_refused.substr(0, r.exit_zero_refused.find(':'));
+  }
   if (r.finished() && !r.signaled && r.exit_code == 0) return "ok";
   return how;
 }
@@ -1299,10 +1310,21 @@ std::string Supervisor::BuildSummary() const {
       os << "exited with code 0 before it ever served its rank's program, which was still "
             "running (nothing appeared at "
          << root_cause_->spec.ready_path << ")";
+    } else if (!r.exit_zero_refused.empty()) {
+      // The why last: it may end in a question to the user.
+      os << "exited with code 0 after " << FormatDuration(r.run_time) << ", "
+         << r.exit_zero_refused;
     } else {
       os << "exited with code " << r.exit_code;
     }
-    os << " after " << FormatDuration(r.run_time) << "\n";
+    if (r.exit_zero_refused.empty()) os << " after " << FormatDuration(r.run_time);
+    // SIGKILL is what the kernel's OOM killer sends: its count says whether it did.
+    if (r.signaled && r.signal == SIGKILL) {
+      const std::string oom = OomKillNote(options_.oom_kill_counter, oom_kills_at_start_,
+                                          ReadOomKillCount(options_.oom_kill_counter));
+      if (!oom.empty()) os << " " << oom;
+    }
+    os << "\n";
   } else {
     os << "gyrerun: job failed\n";
   }

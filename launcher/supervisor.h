@@ -93,6 +93,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <unordered_map>
@@ -154,6 +155,14 @@ struct ProcessSpec {
   // ever there, never served that program: the job fails at once (the program would wait
   // for it until its own timeout). Empty: not checked.
   std::string ready_path;
+  // For a process whose exit 0 is to be trusted only once it has done something the
+  // launcher can see (a gyred reached through a remote shell exits 0 only after it joined
+  // the job; a remote shell that never ran it, `--rsh true`, exits 0 at once): asked when it
+  // exits 0 on its own, answers "" when it has, else why the exit is not a success ("before
+  // joining the job: ..."; what comes before the first ':' is its short form, for the
+  // summary's table). Then the exit fails the job (ProcessResult::exit_zero_refused).
+  // Called on the thread that runs Wait(). Empty: not asked.
+  std::function<std::string()> check_exit_zero;
   // When set, every line the process writes to stdout is also written to
   // <log_prefix>.stdout, and every stderr line to <log_prefix>.stderr, without the "[name] "
   // prefix (files created, or emptied, at Start). A line that cannot be written there counts
@@ -218,6 +227,12 @@ struct SupervisorOptions {
   // (Blame::contradicted), the summary says so, naming both sides, and marks only the first
   // process to exit, as such: the first to report is no more the cause than the others.
   std::function<Blame()> blame;
+  // The file that counts the out-of-memory kills of the launcher's memory cgroup
+  // (launcher/oom_kills.h: OwnOomKillCounterPath()); empty: none. Read at Start and when the
+  // summary names a process killed by SIGKILL as the root cause: a count that rose in between
+  // adds "(likely the kernel's out-of-memory killer: ...)" to the summary's first line. Where
+  // it cannot be read, nothing is said.
+  std::string oom_kill_counter;
 };
 
 // What became of one process. Filled in as the job runs; final once Wait() returned.
@@ -239,6 +254,9 @@ struct ProcessResult {
   // A service that exited 0 before it ever served, while its rank's program still ran
   // (ProcessSpec::ready_path): the program has nothing to call.
   bool never_served = false;
+  // An exit 0 that ProcessSpec::check_exit_zero refused, and why ("before joining the job
+  // ..."); empty otherwise.
+  std::string exit_zero_refused;
   // ProcessSpec::service, as given.
   bool service = false;
   // The first process to fail on its own; at most one per job.
@@ -251,9 +269,11 @@ struct ProcessResult {
   Duration run_time{0};
 
   bool finished() const { return exited || signaled; }
-  // Ended by itself with a non-zero status or a signal, or a service that never served.
+  // Ended by itself with a non-zero status or a signal, a service that never served, or an
+  // exit 0 that was refused.
   bool failed_on_its_own() const {
-    return finished() && !killed_by_launcher && (signaled || exit_code != 0 || never_served);
+    return finished() && !killed_by_launcher &&
+           (signaled || exit_code != 0 || never_served || !exit_zero_refused.empty());
   }
 };
 
@@ -408,6 +428,8 @@ class Supervisor {
     int first_errno = 0;
   };
   Lost lost_out_, lost_err_, lost_log_;
+  // SupervisorOptions::oom_kill_counter's count at Start.
+  std::optional<int64_t> oom_kills_at_start_;
 };
 
 }  // namespace gyre::launcher

@@ -28,9 +28,13 @@ class PrefixStore final : public Store {
   std::string Describe() const override;
 
   const std::string& prefix() const { return prefix_; }
+  // The key `key` of a view with prefix `prefix` has in the base store.
+  static std::string KeyUnder(const std::string& prefix, const std::string& key) {
+    return prefix + "/" + key;
+  }
 
  private:
-  std::string Full(const std::string& key) const { return prefix_ + "/" + key; }
+  std::string Full(const std::string& key) const { return KeyUnder(prefix_, key); }
 
   Store* const base_;
   const std::string prefix_;

@@ -449,6 +449,10 @@ StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id
   return state;
 }
 
+std::string RendezvousSlotKey(const std::string& job_id, int rank) {
+  return PrefixStore::KeyUnder("gyre/rdzv/" + job_id, SlotKey(rank));
+}
+
 Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,
                        Deadline deadline) {
   CHECK(store != nullptr) << "LeaveRendezvous needs a store";

@@ -80,6 +80,10 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
                                              const std::function<Status()>& claimed = {},
                                              const std::function<bool()>& stop_requested = {});
 
+// The store key of rank `rank`'s slot in the rendezvous of job `job_id`: its record is there
+// from the rank's claim until it leaves (LeaveRendezvous).
+std::string RendezvousSlotKey(const std::string& job_id, int rank);
+
 // Removes what Rendezvous wrote for `me` (the record Rendezvous returned for it): its slot,
 // and the world size record if `me` wrote that, so that the job id can be used again in the
 // same store. A slot or record holding another claimant's record is left alone. Call it only

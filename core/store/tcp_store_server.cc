@@ -700,6 +700,7 @@ void TcpStoreServer::Impl::OnParkTimeout(const ConnectionPtr& c, uint64_t genera
 }
 
 void TcpStoreServer::Impl::OnKeyWritten(const std::string& key) {
+  if (options_.on_write) options_.on_write(key);
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
   std::vector<ConnectionPtr> woken = std::move(it->second);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,12 @@ class TcpStoreServer {
     // Connections still in the handshake. At the cap, the one that has waited longest there
     // is closed to make room for a newcomer.
     int max_unauthenticated = 64;
+    // Called on the io thread with the key of every Set, Add or CompareSet the store
+    // answered without an error (a CompareSet whose comparison failed too: the key then held
+    // a value), for an owner that must know what was ever written, such as which ranks
+    // claimed their rendezvous slot (records leave the store again). Must be quick and must
+    // not call the server. Empty: none.
+    std::function<void(const std::string& key)> on_write;
     Options();
   };
 

@@ -38,6 +38,9 @@ DEFINE_string(touch_file, "",
               "Once set up (ignoring, spawning) is done, create this file holding '<pid> "
               "<child pid or 0>'. '%p' in the name becomes the pid.");
 DEFINE_string(wait_for_file, "", "Wait until this file exists (exit 98 after 20 s).");
+DEFINE_int32(allocate_mb, 0,
+             "Before sleeping, allocate this many MiB and touch every page (to be killed by "
+             "the kernel's out-of-memory killer under a memory limit); exit 97 if refused.");
 DEFINE_bool(wait_for_user_signals, false,
             "Catch SIGUSR1 and SIGUSR2 from the start; after --touch_file wait until both came "
             "(exit 98 after 20 s), then print 'got SIGUSR1 and SIGUSR2'.");
@@ -152,6 +155,13 @@ int main(int argc, char** argv) {
     }
     std::printf("got SIGUSR1 and SIGUSR2\n");
     std::fflush(stdout);
+  }
+  for (int mb = 0; mb < FLAGS_allocate_mb; ++mb) {
+    constexpr size_t kMiB = size_t{1} << 20;
+    // Never freed: the point is to hold it. Written through volatile, so that it is made.
+    volatile char* block = static_cast<volatile char*>(std::malloc(kMiB));
+    if (block == nullptr) return 97;
+    for (size_t at = 0; at < kMiB; at += 4096) block[at] = 1;
   }
   if (FLAGS_sleep_ms > 0) SleepMs(FLAGS_sleep_ms);
   if (!FLAGS_signal.empty()) {

@@ -271,6 +271,34 @@ TEST_F(SupervisorTest, RankKilledBySigkillGives137) {
   ExpectNoProcessLeft();
 }
 
+// A rank dead of SIGKILL while the cgroup's OOM-kill count rose: the first line says the
+// kernel's OOM killer likely did it. A count that did not rise, or none to read, adds nothing.
+TEST_F(SupervisorTest, ASigkillWhileTheOomKillCountRoseIsPutDownToTheOomKiller) {
+  const std::string counter = File("memory.events");
+  // The rank raises the count as the kernel would, then dies by SIGKILL.
+  ProcessSpec oom = Rank(1, {});
+  oom.argv = {"/bin/sh", "-c", "printf 'oom 1\\noom_kill 3\\n' > '" + counter + "'; kill -KILL $$"};
+  SupervisorOptions options = Options();
+  options.oom_kill_counter = counter;
+  std::ofstream(counter) << "oom 0\noom_kill 2\n";
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  const std::string pid = std::to_string(supervisor_->results()[1].pid);
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr("gyrerun: job failed: rank 1 (pid " + pid +
+                        ") was killed by signal SIGKILL (9) after "));
+  EXPECT_THAT(supervisor_->FailureSummary(),
+              HasSubstr(" (likely the kernel's out-of-memory killer: oom_kill in " + counter +
+                        " rose from 2 to 3)\n"));
+
+  // Not risen (the file already says 3): nothing.
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  EXPECT_THAT(supervisor_->FailureSummary(), Not(HasSubstr("out-of-memory")));
+  // Nothing to read: nothing said.
+  options.oom_kill_counter = File("no-such-file");
+  EXPECT_EQ(Run({Rank(0, {"--sleep_ms=20000"}), oom}, options), 137) << err_.str();
+  EXPECT_THAT(supervisor_->FailureSummary(), Not(HasSubstr("out-of-memory")));
+}
+
 TEST_F(SupervisorTest, RankIgnoringSigtermIsKilledAfterGracePeriod) {
   SupervisorOptions options = Options();
   options.grace_period = Millis(500);
@@ -738,6 +766,63 @@ TEST_F(SupervisorTest, AServiceThatExitsBeforeItEverServedFailsTheJob) {
   EXPECT_EQ(Run({quits, program}, options), 0) << err_.str();
   EXPECT_FALSE(supervisor_->results()[0].never_served);
   EXPECT_EQ(supervisor_->FailureSummary(), "");
+}
+
+// An exit 0 that proves nothing by itself (a remote shell's, whose command may never have
+// run) is asked about: refused, it fails the job, the headline gives the whole why and the
+// table its short form; accepted, or the launcher's own doing, it is an exit 0 as any other.
+TEST_F(SupervisorTest, AnExitZeroItsCheckRefusesFailsTheJob) {
+  SupervisorOptions options = Options();
+  int asked = 0;
+  ProcessSpec shell = Rank(0, {});
+  shell.name = "h rank 0 gyred";
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string("before joining the job: no claim seen: is it run? (--rsh 'true')");
+  };
+  EXPECT_EQ(Run({shell, Rank(1, {"--sleep_ms=20000"})}, options), 1) << err_.str();
+  EXPECT_LT(ElapsedSeconds(), 10.0);
+  EXPECT_EQ(asked, 1);
+  std::vector<ProcessResult> results = supervisor_->results();
+  EXPECT_TRUE(results[0].root_cause);
+  EXPECT_TRUE(results[0].failed_on_its_own());
+  EXPECT_TRUE(results[1].killed_by_launcher);
+  const std::string summary = supervisor_->FailureSummary();
+  EXPECT_THAT(summary, HasSubstr("gyrerun: job failed: h rank 0 gyred (pid " +
+                                 std::to_string(results[0].pid) + ") exited with code 0 after "));
+  EXPECT_THAT(summary, HasSubstr(", before joining the job: no claim seen: is it run? "
+                                 "(--rsh 'true')\n"));
+  EXPECT_THAT(SummaryRow(summary, "h rank 0 gyred"),
+              HasSubstr("exit 0 before joining the job  <- root cause"));
+
+  // Accepted: the job passes.
+  asked = 0;
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string();
+  };
+  EXPECT_EQ(Run({shell, Rank(1, {})}, options), 0) << err_.str();
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(supervisor_->FailureSummary(), "");
+
+  // Not asked of a non-zero exit, nor of a process the launcher stopped.
+  asked = 0;
+  shell.check_exit_zero = [&asked] {
+    ++asked;
+    return std::string("refused");
+  };
+  ProcessSpec failing = Rank(0, {"--exit_code=3"});
+  failing.check_exit_zero = shell.check_exit_zero;
+  EXPECT_EQ(Run({failing}, options), 3);
+  // (It exits 0 on the launcher's SIGTERM: that exit is the launcher's doing.)
+  ProcessSpec stopped = Rank(0, {});
+  stopped.argv = {"/bin/sh", "-c", "trap 'exit 0' TERM; sleep 20 & wait"};
+  stopped.check_exit_zero = shell.check_exit_zero;
+  EXPECT_EQ(Run({stopped, Rank(1, {"--sleep_ms=300", "--exit_code=4"})}, options), 4);
+  EXPECT_TRUE(supervisor_->results()[0].killed_by_launcher);
+  EXPECT_TRUE(supervisor_->results()[0].exited);
+  EXPECT_EQ(supervisor_->results()[0].exit_code, 0);
+  EXPECT_EQ(asked, 0);
 }
 
 TEST_F(SupervisorTest, ServiceOfAFailedProgramIsStoppedAsPartOfTheFailure) {

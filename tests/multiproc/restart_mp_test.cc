@@ -58,7 +58,8 @@ TEST_P(RestartTest, AFailedAttemptRunsAgainOnAFreshStoreAndPasses) {
     EXPECT_EQ(Count(r.out, at + "rank " + std::to_string(rank) + ": closed"), 1) << r.out;
   }
   EXPECT_EQ(r.out.find("attempt 2 of max 2"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("gyrerun: attempt 1 of 3 failed (exit status 137); restarting every rank "
+  EXPECT_NE(r.err.find("gyrerun: attempt 1 of 3 (GYRE_RESTART_COUNT=0) failed (exit status 137); "
+                       "restarting every rank "
                        "(restart 1 of 2)"),
             std::string::npos)
       << r.err;
@@ -97,9 +98,11 @@ TEST(RestartLimitTest, TheLastFailureIsTheJobsOnceNoRestartIsLeft) {
   }
   EXPECT_EQ(r.out.find("try 3"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("restart 2 of 2"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("gyrerun: attempt 3 of 3 failed (exit status 3); no restart left "
-                       "(--max_restarts 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "gyrerun: attempt 3 of 3 (GYRE_RESTART_COUNT=2) failed (exit status 3); no restart left "
+          "(--max_restarts 2)"),
+      std::string::npos)
       << r.err;
 }
 
@@ -160,7 +163,8 @@ TEST(RestartLimitTest, AHangTheWatchdogStoppedIsRestarted) {
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("--hang_timeout"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("gyrerun: attempt 1 of 2 failed (exit status 124); restarting every rank "
+  EXPECT_NE(r.err.find("gyrerun: attempt 1 of 2 (GYRE_RESTART_COUNT=0) failed (exit status 124); "
+                       "restarting every rank "
                        "(restart 1 of 1)"),
             std::string::npos)
       << r.err;
@@ -304,12 +308,14 @@ TEST(OutputDirTest, AReusedFolderLosesTheEarlierRunsOutputAndKeepsEverythingElse
                   dir, "--", "/bin/sh", "-c", "echo first $GYRE_RESTART_COUNT; exit 1"},
                  {}, 60);
   EXPECT_EQ(first.exit_code, 1) << first.err;
-  EXPECT_NE(first.err.find("attempt 1 of 3 failed (exit status 1; its output is in " + dir +
-                           "/attempt0); restarting"),
+  EXPECT_NE(first.err.find(
+                "attempt 1 of 3 (GYRE_RESTART_COUNT=0) failed (exit status 1; its output is in " +
+                dir + "/attempt0); restarting"),
             std::string::npos)
       << first.err;
-  EXPECT_NE(first.err.find("attempt 3 of 3 failed (exit status 1; its output is in " + dir +
-                           "/attempt2); no restart left"),
+  EXPECT_NE(first.err.find(
+                "attempt 3 of 3 (GYRE_RESTART_COUNT=2) failed (exit status 1; its output is in " +
+                dir + "/attempt2); no restart left"),
             std::string::npos)
       << first.err;
   ASSERT_EQ(FileText(dir + "/attempt2/rank0.stdout"), "first 2\n");
