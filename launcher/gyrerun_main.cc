@@ -1611,9 +1611,9 @@ int main(int argc, char** argv) {
     const std::string why_not =
         code == 0 ? "" : WhyNotRestart(code, stop_signal, supervisor.results(), options);
     const int64_t attempts = int64_t{FLAGS_max_restarts} + 1;
-    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/ (from 0, as
-    // torchrun's restart count and its attempt_K log folders): the line gives both numbers,
-    // so that "attempt 1" and "attempt0/" name the same attempt.
+    // Attempt K+1 counted from one is GYRE_RESTART_COUNT K and folder attemptK/ (both from
+    // 0): the line gives both numbers, so that "attempt 1" and "attempt0/" name the same
+    // attempt.
     const std::string which = "attempt " + std::to_string(attempt + 1) + " of " +
                               std::to_string(attempts) +
                               " (GYRE_RESTART_COUNT=" + std::to_string(attempt) + ")";
