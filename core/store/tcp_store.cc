@@ -2,6 +2,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -24,7 +25,9 @@ struct Exchange {
   unsigned char header[internal::kFrameHeaderBytes] = {};
   uint32_t length = 0;
   bool too_long = false;
+  size_t header_got = 0;  // bytes of the header read, when it was cut off
   std::string in;
+  size_t in_got = 0;  // bytes of the body read, when it was cut off
   std::vector<tcp::endpoint> endpoints;
 };
 
@@ -56,7 +59,12 @@ class TcpStore::Impl {
   Status ConnectOnce(Deadline deadline, bool* refused = nullptr);
   Status Handshake(Deadline deadline, bool* refused);
   // Writes one frame holding `out`, then reads one of at most kMaxHandshakeMessageBytes.
-  Status HandshakeExchange(const std::string& out, std::string* in, Deadline deadline);
+  // `*foreign` is set when the peer answered bytes that cannot be a gyre store's (a frame
+  // over the handshake cap, or one cut off by the peer closing): a different service.
+  Status HandshakeExchange(const std::string& out, std::string* in, Deadline deadline,
+                           bool* foreign);
+  // "tcp://h:p answered "HTTP/1.1 400 Bad Request": not a gyre store server (<why>)"
+  Status NotAGyreStore(const std::string& answer, const std::string& why) const;
   // Runs io_ until `ex.done` or the deadline; false when the deadline came first.
   bool RunUntil(const Exchange& ex, Deadline deadline);
   void CloseSocket();
@@ -148,68 +156,144 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
   return Status::Ok();
 }
 
-Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in,
-                                         Deadline deadline) {
+Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in, Deadline deadline,
+                                         bool* foreign) {
   auto ex = std::make_shared<Exchange>();
   ex->out.assign(internal::kFrameHeaderBytes, '\0');
   internal::EncodeFrameLength(static_cast<uint32_t>(out.size()),
                               reinterpret_cast<unsigned char*>(&ex->out[0]));
   ex->out += out;
   const uint64_t generation = generation_;
-  asio::async_write(socket_, asio::buffer(ex->out),
-                    [this, ex, generation](const asio::error_code& ec, size_t) {
-                      if (ec || generation != generation_) {
-                        ex->ec = ec ? ec : asio::error::operation_aborted;
-                        ex->done = true;
-                        return;
-                      }
-                      asio::async_read(socket_, asio::buffer(ex->header),
-                                       [this, ex, generation](const asio::error_code& ec, size_t) {
-                                         if (ec || generation != generation_) {
-                                           ex->ec = ec ? ec : asio::error::operation_aborted;
-                                           ex->done = true;
-                                           return;
-                                         }
-                                         ex->length = internal::DecodeFrameLength(ex->header);
-                                         if (ex->length > auth::kMaxHandshakeMessageBytes) {
-                                           ex->too_long = true;
-                                           ex->done = true;
-                                           return;
-                                         }
-                                         ex->in.resize(ex->length);
-                                         asio::async_read(socket_, asio::buffer(ex->in),
-                                                          [ex](const asio::error_code& ec, size_t) {
-                                                            ex->ec = ec;
-                                                            ex->done = true;
-                                                          });
-                                       });
-                    });
+  asio::async_write(
+      socket_, asio::buffer(ex->out), [this, ex, generation](const asio::error_code& ec, size_t) {
+        if (ec || generation != generation_) {
+          ex->ec = ec ? ec : asio::error::operation_aborted;
+          ex->done = true;
+          return;
+        }
+        asio::async_read(socket_, asio::buffer(ex->header),
+                         [this, ex, generation](const asio::error_code& ec, size_t got) {
+                           if (ec || generation != generation_) {
+                             ex->ec = ec ? ec : asio::error::operation_aborted;
+                             ex->header_got = got;
+                             ex->done = true;
+                             return;
+                           }
+                           ex->length = internal::DecodeFrameLength(ex->header);
+                           if (ex->length > auth::kMaxHandshakeMessageBytes) {
+                             ex->too_long = true;
+                             ex->done = true;
+                             return;
+                           }
+                           ex->in.resize(ex->length);
+                           asio::async_read(socket_, asio::buffer(ex->in),
+                                            [ex](const asio::error_code& ec, size_t got) {
+                                              ex->ec = ec;
+                                              ex->in_got = got;
+                                              ex->done = true;
+                                            });
+                         });
+      });
   if (!RunUntil(*ex, deadline)) {
     CloseSocket();
     return DeadlineExceededError(url() + ": no answer in the handshake");
   }
-  if (ex->ec)
-    return UnavailableError(url() + ": connection lost in the handshake: " + ex->ec.message());
+  const std::string header(reinterpret_cast<const char*>(ex->header), sizeof(ex->header));
   if (ex->too_long) {
-    return UnavailableError(url() + ": not a gyre store server (a handshake answer of " +
-                            std::to_string(ex->length) + " bytes)");
+    // The rest of the answer (an HTTP status line, an SSH banner) names the service: what
+    // has come, or comes within a moment, is shown.
+    auto more = std::make_shared<Exchange>();
+    more->in.resize(60);
+    socket_.async_read_some(asio::buffer(more->in), [more](const asio::error_code& ec, size_t got) {
+      more->ec = ec;
+      more->in_got = got;
+      more->done = true;
+    });
+    const Deadline soon = Deadline::After(*SteadyClock::Get(), Millis(200));
+    RunUntil(*more, deadline.infinite() || soon.when() < deadline.when() ? soon : deadline);
+    CloseSocket();
+    *foreign = true;
+    return NotAGyreStore(header + more->in.substr(0, more->in_got),
+                         "its first 4 bytes, read as a gyre frame length, announce " +
+                             std::to_string(ex->length) + " bytes");
+  }
+  if (ex->ec) {
+    // Bytes and then the end of the connection: no gyre store cuts off its own answer (one
+    // that turns a connection away closes it before answering anything).
+    if (ex->header_got > 0 || (ex->length > 0 && ex->ec == asio::error::eof)) {
+      *foreign = true;
+      return NotAGyreStore(header.substr(0, ex->header_got ? ex->header_got : header.size()) +
+                               ex->in.substr(0, ex->in_got),
+                           "it closed the connection in the middle of its answer");
+    }
+    if (ex->ec == asio::error::eof) {
+      return UnavailableError(url() +
+                              ": the server closed the connection in the handshake without an "
+                              "answer (a gyre store at its connection cap, or one of another "
+                              "protocol version, does so; its log says which)");
+    }
+    return UnavailableError(url() + ": connection lost in the handshake: " + ex->ec.message());
   }
   *in = std::move(ex->in);
   return Status::Ok();
+}
+
+namespace {
+
+// The first line of `bytes`, at most 64 characters, unprintable bytes as \xNN.
+std::string PrintablePrefix(const std::string& bytes) {
+  constexpr size_t kMaxShown = 64;
+  std::string out;
+  size_t shown = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\r' || c == '\n') {
+      if (shown > 0) return out;  // the first line is enough
+      continue;
+    }
+    if (shown == kMaxShown) return out + "...";
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+    ++shown;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status TcpStore::Impl::NotAGyreStore(const std::string& answer, const std::string& why) const {
+  return UnavailableError(url() + " answered \"" + PrintablePrefix(answer) +
+                          "\": not a gyre store server (" + why +
+                          "); is the address that of gyrerun's store or of gyre-store?");
 }
 
 Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
   auth::Connector connector(auth::Channel::kStore, &credentials_, auth::kNoRank);
   GYRE_ASSIGN_OR_RETURN(std::string hello, connector.Hello());
   std::string challenge;
-  GYRE_RETURN_IF_ERROR(HandshakeExchange(hello, &challenge, deadline));
+  Status asked = HandshakeExchange(hello, &challenge, deadline, refused);
+  if (!asked.ok()) return asked;
   StatusOr<std::string> proof = connector.Proof(challenge);
   if (!proof.ok()) {
     *refused = true;
-    return UnavailableError(url() + ": not a gyre store server: " + proof.status().message());
+    unsigned char header[internal::kFrameHeaderBytes];
+    internal::EncodeFrameLength(static_cast<uint32_t>(challenge.size()), header);
+    return NotAGyreStore(
+        std::string(reinterpret_cast<const char*>(header), sizeof(header)) + challenge,
+        proof.status().message());
   }
   std::string ack;
-  Status answered = HandshakeExchange(*proof, &ack, deadline);
+  bool foreign = false;
+  Status answered = HandshakeExchange(*proof, &ack, deadline, &foreign);
+  if (foreign) {
+    *refused = true;
+    return answered;
+  }
   if (answered.code() == StatusCode::kUnavailable) {
     *refused = true;
     return UnavailableError(url() +

@@ -20,7 +20,8 @@ class TcpStore final : public Store {
   // capped exponential backoff while nothing listens yet (a server that starts later is
   // fine). DeadlineExceeded, with the last connect error, when no connection is made by
   // `deadline`; Unavailable at once when the server refuses the handshake (a different
-  // secret or job: trying again would be refused the same way).
+  // secret or job: trying again would be refused the same way), or when what answers is no
+  // gyre store (another service on that port: the error shows the start of its answer).
   static StatusOr<std::unique_ptr<TcpStore>> Connect(
       const std::string& host, int port, Deadline deadline,
       const auth::Credentials& credentials = auth::Credentials());

@@ -1,0 +1,127 @@
+// Reaching a TcpStore's server: a peer that answers but is not a gyre store fails at once,
+// naming what it answered; a store that cannot be reached is retried, with a line now and
+// then saying so, until the deadline. Real sockets on 127.0.0.1, ports from bind 0.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "core/store/store.h"
+#include "core/store/tcp_store.h"
+#include "tests/store/store_test_util.h"
+
+namespace gyre::store {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::In;
+
+// A server of another protocol on 127.0.0.1 (a kernel-picked port): every connection is
+// read from once, sent `answer` and closed, as often as a client comes.
+class ForeignServer {
+ public:
+  explicit ForeignServer(std::string answer) : answer_(std::move(answer)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(listener_, 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ForeignServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  int port() const { return port_; }
+  int served() const { return served_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      if (fd < 0) continue;
+      pollfd r{fd, POLLIN, 0};
+      if (::poll(&r, 1, 2000) > 0) {
+        char buf[512];
+        [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof(buf));
+      }
+      testing::SendRaw(fd, answer_);
+      ::close(fd);
+      ++served_;
+    }
+  }
+
+  const std::string answer_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> served_{0};
+  std::thread thread_;
+};
+
+// An HTTP server on the store's port answered 400, whose "HTTP" the client read as a frame
+// length of 1347703880 bytes: "not a gyre store server", and then it tried again, silently,
+// until the rendezvous deadline (60 s by default). It fails at once, showing the answer.
+TEST(TcpStoreReachTest, AnHttpServerIsNotAGyreStoreAtOnce) {
+  ForeignServer http("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", http.port(), In(Seconds(20)));
+  const Duration took = SteadyClock::Get()->Now() - start;
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable) << store.status();
+  const std::string& message = store.status().message();
+  EXPECT_THAT(message, HasSubstr("tcp://127.0.0.1:" + std::to_string(http.port())));
+  EXPECT_THAT(message, HasSubstr("answered \"HTTP/1.1 400 Bad Request\""));
+  EXPECT_THAT(message, HasSubstr("not a gyre store"));
+  EXPECT_LT(took, Seconds(2)) << FormatDuration(took);
+  EXPECT_EQ(http.served(), 1) << "asked again after an answer of another protocol";
+}
+
+// So does it through OpenStore, as a rank opens GYRE_STORE.
+TEST(TcpStoreReachTest, OpenStoreOfAnHttpServerFailsAtOnce) {
+  ForeignServer http("HTTP/1.0 400 Bad request\r\n\r\n");
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = OpenStore("tcp://127.0.0.1:" + std::to_string(http.port()), In(Seconds(20)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("answered \"HTTP/1.0 400 Bad request\""));
+  const Duration took = SteadyClock::Get()->Now() - start;
+  EXPECT_LT(took, Seconds(2)) << FormatDuration(took);
+}
+
+// A short answer cut off by the peer's close (no gyre store does that: one that turns a
+// connection away closes it before answering) is another protocol too.
+TEST(TcpStoreReachTest, AShortAnswerAndACloseIsNotAGyreStore) {
+  ForeignServer other(std::string("no\n"));
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", other.port(), In(Seconds(20)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("answered \"no\""));
+  EXPECT_THAT(store.status().message(), HasSubstr("not a gyre store"));
+  const Duration took = SteadyClock::Get()->Now() - start;
+  EXPECT_LT(took, Seconds(2)) << FormatDuration(took);
+}
+
+// Unprintable bytes of an answer are shown escaped, not written raw to a terminal.
+TEST(TcpStoreReachTest, AnUnprintableAnswerIsShownEscaped) {
+  ForeignServer other(std::string("\xff\xfe\x01\x02\x1b[2J", 8));
+  auto store = TcpStore::Connect("127.0.0.1", other.port(), In(Seconds(20)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("answered \"\\xff\\xfe\\x01\\x02\\x1b[2J\""));
+}
+
+}  // namespace
+}  // namespace gyre::store
