@@ -2,12 +2,14 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <vector>
 
 #include "core/store/store_internal.h"
 #include "core/store/store_wire.h"
+#include "glog/logging.h"
 
 namespace gyre::store {
 namespace {
@@ -47,7 +49,7 @@ class TcpStore::Impl {
     return "tcp://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
   }
 
-  Status ConnectWithRetry(Deadline deadline);
+  Status ConnectWithRetry(Deadline deadline, const TcpStoreConnectOptions& options);
   StatusOr<proto::StoreResponse> Call(proto::StoreRequest* request, Deadline deadline);
 
   // Set once the server has refused TRY_GET_MANY as an unknown op (a server from before it):
@@ -69,6 +71,21 @@ class TcpStore::Impl {
   bool RunUntil(const Exchange& ex, Deadline deadline);
   void CloseSocket();
   std::string Describe(const proto::StoreRequest& request) const;
+  // `message` without the "tcp://h:p: " this client's errors start with.
+  std::string WithoutUrl(const std::string& message) const;
+
+  // While ConnectWithRetry runs: when its next "still trying" line is due, and what it says.
+  struct Progress {
+    TimePoint start;
+    TimePoint next;
+    Duration every;
+    Deadline deadline = Deadline::Infinite();
+    std::string last_error;  // of the last attempt that failed
+    const char* stage = "";  // of the attempt under way
+  };
+  // Logs the line when it is due (RunUntil wakes for it, as do the pauses between attempts).
+  void ReportIfDue();
+  Progress* progress_ = nullptr;
 
   const std::string host_;
   const int port_;
@@ -88,11 +105,56 @@ class TcpStore::Impl {
 bool TcpStore::Impl::RunUntil(const Exchange& ex, Deadline deadline) {
   io_.restart();
   while (!ex.done) {
-    size_t ran = deadline.infinite() ? io_.run_one() : io_.run_one_until(deadline.when());
+    // A progress line due before the deadline wakes the loop to be logged.
+    const bool report =
+        progress_ != nullptr && (deadline.infinite() || progress_->next < deadline.when());
+    size_t ran = report                ? io_.run_one_until(progress_->next)
+                 : deadline.infinite() ? io_.run_one()
+                                       : io_.run_one_until(deadline.when());
     if (ex.done) break;
-    if (ran == 0) return false;  // the deadline passed (or, impossibly, no work was left)
+    if (ran == 0) {
+      if (report && SteadyClock::Get()->Now() >= progress_->next) {
+        ReportIfDue();
+        continue;
+      }
+      return false;  // the deadline passed (or, impossibly, no work was left)
+    }
   }
   return true;
+}
+
+namespace {
+
+// Whole seconds, rounded: "5 s".
+std::string WholeSeconds(Duration d) {
+  return std::to_string(std::llround(std::chrono::duration<double>(d).count())) + " s";
+}
+
+}  // namespace
+
+void TcpStore::Impl::ReportIfDue() {
+  const TimePoint now = SteadyClock::Get()->Now();
+  if (progress_ == nullptr || now < progress_->next) return;
+  const Progress& p = *progress_;
+  // Within moments of the end the error says it all.
+  if (!p.deadline.infinite() && p.deadline.Remaining(*SteadyClock::Get()) < Millis(500)) {
+    while (progress_->next <= now) progress_->next += p.every;
+    return;
+  }
+  const std::string why = p.last_error.empty() ? std::string(p.stage) + ", no answer yet"
+                                               : "last error: " + p.last_error;
+  const std::string left =
+      p.deadline.infinite()
+          ? std::string("no deadline")
+          : "giving up in " + WholeSeconds(p.deadline.Remaining(*SteadyClock::Get()));
+  LOG(WARNING) << "still trying to reach the store at " << url() << " (for "
+               << WholeSeconds(now - p.start) << "; " << why << "); " << left;
+  while (progress_->next <= now) progress_->next += p.every;
+}
+
+std::string TcpStore::Impl::WithoutUrl(const std::string& message) const {
+  const std::string prefix = url() + ": ";
+  return message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size()) : message;
 }
 
 void TcpStore::Impl::CloseSocket() {
@@ -112,6 +174,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
     if (!ec) {
       endpoints_.emplace_back(addr, static_cast<uint16_t>(port_));
     } else {
+      if (progress_ != nullptr) progress_->stage = "resolving the host name";
       auto ex = std::make_shared<Exchange>();
       resolver_.async_resolve(host_, std::to_string(port_),
                               [ex](const asio::error_code& rec, tcp::resolver::results_type r) {
@@ -130,6 +193,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
       endpoints_ = ex->endpoints;
     }
   }
+  if (progress_ != nullptr) progress_->stage = "connecting";
   auto ex = std::make_shared<Exchange>();
   asio::async_connect(socket_, endpoints_, [ex](const asio::error_code& ec, const tcp::endpoint&) {
     ex->ec = ec;
@@ -145,6 +209,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
   }
   asio::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
+  if (progress_ != nullptr) progress_->stage = "connected, waiting for the handshake's answer";
   bool turned_down = false;
   Status shook = Handshake(deadline, &turned_down);
   if (refused != nullptr) *refused = turned_down;
@@ -210,7 +275,7 @@ Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in
       more->done = true;
     });
     const Deadline soon = Deadline::After(*SteadyClock::Get(), Millis(200));
-    RunUntil(*more, deadline.infinite() || soon.when() < deadline.when() ? soon : deadline);
+    RunUntil(*more, deadline.Min(soon));
     CloseSocket();
     *foreign = true;
     return NotAGyreStore(header + more->in.substr(0, more->in_got),
@@ -312,10 +377,20 @@ Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
   return Status::Ok();
 }
 
-Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
+Status TcpStore::Impl::ConnectWithRetry(Deadline deadline, const TcpStoreConnectOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   CallTimer timer(deadline);
   internal::Backoff backoff(Millis(5), Millis(250));
+  Progress progress;
+  progress.start = SteadyClock::Get()->Now();
+  progress.next = progress.start + options.first_report;
+  progress.every = std::max<Duration>(options.report_every, Millis(10));
+  progress.deadline = deadline;
+  progress_ = &progress;
+  struct Clear {
+    Progress** p;
+    ~Clear() { *p = nullptr; }
+  } clear{&progress_};
   int attempts = 0;
   Status last;
   while (true) {
@@ -325,11 +400,13 @@ Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
     if (attempt.ok() || refused) return attempt;
     // An attempt cut short by the deadline says less than the refusal before it.
     if (last.ok() || attempt.code() != StatusCode::kDeadlineExceeded) last = attempt;
+    progress.last_error = WithoutUrl(last.message());
     if (!backoff.SleepWithin(deadline)) break;
+    ReportIfDue();
   }
   return DeadlineExceededError("TcpStore: could not connect to " + url() + " " + timer.AfterText() +
                                ", " + std::to_string(attempts) +
-                               " attempts; last error: " + last.message());
+                               " attempts; last error: " + WithoutUrl(last.message()));
 }
 
 std::string TcpStore::Impl::Describe(const proto::StoreRequest& request) const {
@@ -451,7 +528,8 @@ TcpStore::~TcpStore() = default;
 
 StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, int port,
                                                       Deadline deadline,
-                                                      const auth::Credentials& credentials) {
+                                                      const auth::Credentials& credentials,
+                                                      const TcpStoreConnectOptions& options) {
   if (host.empty()) return InvalidArgumentError("TcpStore: empty host");
   if (port <= 0 || port > 65535) {
     return InvalidArgumentError("TcpStore: port " + std::to_string(port) + " for host '" + host +
@@ -462,7 +540,7 @@ StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, i
                                 " bytes is longer than " + std::to_string(auth::kMaxJobIdBytes));
   }
   auto impl = std::make_unique<Impl>(host, port, credentials);
-  GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline));
+  GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline, options));
   return std::unique_ptr<TcpStore>(new TcpStore(std::move(impl)));
 }
 

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "core/store/store.h"
 #include "core/store/tcp_store.h"
+#include "glog/logging.h"
 #include "tests/store/store_test_util.h"
 
 namespace gyre::store {
@@ -22,6 +24,48 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::In;
+using ::testing::Not;
+
+// The WARNING lines logged while it exists.
+class WarningLines : public google::LogSink {
+ public:
+  WarningLines() { google::AddLogSink(this); }
+  ~WarningLines() override { google::RemoveLogSink(this); }
+  using google::LogSink::send;
+  void send(google::LogSeverity severity, const char*, const char*, int,
+            const google::LogMessageTime&, const char* message, size_t message_len) override {
+    if (severity != google::GLOG_WARNING) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(message, message_len);
+  }
+  // The lines that contain `part`.
+  std::vector<std::string> With(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const std::string& line : lines_) {
+      if (line.find(part) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
+// Reports soon and often, for a test to see several within a few seconds.
+TcpStoreConnectOptions Often() {
+  TcpStoreConnectOptions options;
+  options.first_report = Millis(500);
+  options.report_every = Seconds(1);
+  return options;
+}
 
 // A server of another protocol on 127.0.0.1 (a kernel-picked port): every connection is
 // read from once, sent `answer` and closed, as often as a client comes.
@@ -121,6 +165,79 @@ TEST(TcpStoreReachTest, AnUnprintableAnswerIsShownEscaped) {
   auto store = TcpStore::Connect("127.0.0.1", other.port(), In(Seconds(20)));
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr("answered \"\\xff\\xfe\\x01\\x02\\x1b[2J\""));
+}
+
+// A store not listening (yet) is retried until the deadline, as one that starts late must
+// be; that went on for the whole rendezvous deadline without a word. Now a line says so
+// after a while, then at intervals, and the error at the end names the address, the time
+// and the last error.
+TEST(TcpStoreReachTest, AStoreNotListeningIsReportedWhileItIsRetried) {
+  const int port = testing::FreePort();
+  ASSERT_GT(port, 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+  WarningLines log;
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(3500)), auth::Credentials(), Often());
+  const Duration took = SteadyClock::Get()->Now() - start;
+  ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
+  EXPECT_GE(took, Millis(3400)) << FormatDuration(took);
+  const std::string& message = store.status().message();
+  EXPECT_THAT(message, HasSubstr("could not connect to " + url + " after 3."));
+  EXPECT_THAT(message, HasSubstr("last error: connect failed: Connection refused"));
+  // At 0.5, 1.5 and 2.5 s; none at 3.5 s, as the error comes then.
+  const std::vector<std::string> lines = log.With("still trying to reach the store at " + url);
+  EXPECT_EQ(lines.size(), 3u) << Joined(lines);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines[0], HasSubstr("(for 1 s; last error: connect failed: Connection refused); "
+                                  "giving up in 3 s"));
+  if (lines.size() >= 2) {
+    EXPECT_THAT(lines[1], HasSubstr("(for 2 s; "));
+  }
+}
+
+// By default the first line comes after 5 s: a store that comes up within a few seconds, as
+// gyrerun's does, costs no line.
+TEST(TcpStoreReachTest, NoLineBeforeFiveSecondsByDefault) {
+  const int port = testing::FreePort();
+  WarningLines log;
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(1500)));
+  ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
+  EXPECT_THAT(log.With("still trying"), ::testing::IsEmpty());
+}
+
+// An attempt that hangs (a peer that accepted the connection but does not answer; a host
+// that drops the SYN) is reported while it lasts, not only between attempts.
+TEST(TcpStoreReachTest, AnAttemptThatHangsIsReportedWhileItLasts) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  WarningLines log;
+  auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(2000)), auth::Credentials(), Often());
+  ::close(listener);
+  ASSERT_EQ(store.status().code(), StatusCode::kDeadlineExceeded) << store.status();
+  const std::vector<std::string> lines = log.With("still trying to reach the store");
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("waiting for the handshake's answer, no answer yet"));
+}
+
+// A host name that does not resolve is retried too (a store host's name may be published
+// after the ranks start), and reported like the rest.
+TEST(TcpStoreReachTest, AHostThatDoesNotResolveIsReportedWhileItIsRetried) {
+  WarningLines log;
+  auto store =
+      TcpStore::Connect("no-such-host.invalid", 1, In(Millis(2000)), auth::Credentials(), Often());
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("tcp://no-such-host.invalid:1"));
+  const std::vector<std::string> lines =
+      log.With("still trying to reach the store at tcp://no-such-host.invalid:1");
+  ASSERT_GE(lines.size(), 1u);
+  EXPECT_THAT(lines[0], Not(HasSubstr("last error: tcp://")));
 }
 
 }  // namespace
