@@ -285,7 +285,8 @@ Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in
   if (ex->ec) {
     // Bytes and then the end of the connection: no gyre store cuts off its own answer (one
     // that turns a connection away closes it before answering anything).
-    if (ex->header_got > 0 || (ex->length > 0 && ex->ec == asio::error::eof)) {
+    const bool ended = ex->ec == asio::error::eof || ex->ec == asio::error::connection_reset;
+    if (ended && (ex->header_got > 0 || ex->length > 0)) {
       *foreign = true;
       return NotAGyreStore(header.substr(0, ex->header_got ? ex->header_got : header.size()) +
                                ex->in.substr(0, ex->in_got),

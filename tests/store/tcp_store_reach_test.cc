@@ -71,7 +71,9 @@ TcpStoreConnectOptions Often() {
 // read from once, sent `answer` and closed, as often as a client comes.
 class ForeignServer {
  public:
-  explicit ForeignServer(std::string answer) : answer_(std::move(answer)) {
+  // `reset`: the connection is closed with a reset (RST), not an orderly end (FIN).
+  explicit ForeignServer(std::string answer, bool reset = false)
+      : answer_(std::move(answer)), reset_(reset) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -104,12 +106,18 @@ class ForeignServer {
         [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof(buf));
       }
       testing::SendRaw(fd, answer_);
+      if (reset_) {
+        ::usleep(50 * 1000);  // the answer arrives first
+        linger hard{1, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+      }
       ::close(fd);
       ++served_;
     }
   }
 
   const std::string answer_;
+  const bool reset_;
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -155,6 +163,18 @@ TEST(TcpStoreReachTest, AShortAnswerAndACloseIsNotAGyreStore) {
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr("answered \"no\""));
   EXPECT_THAT(store.status().message(), HasSubstr("not a gyre store"));
+  const Duration took = SteadyClock::Get()->Now() - start;
+  EXPECT_LT(took, Seconds(2)) << FormatDuration(took);
+}
+
+// So is one cut off by a reset, as a service that closes without reading all it was sent
+// ends its connections.
+TEST(TcpStoreReachTest, AShortAnswerAndAResetIsNotAGyreStore) {
+  ForeignServer other(std::string("no\n"), /*reset=*/true);
+  const TimePoint start = SteadyClock::Get()->Now();
+  auto store = TcpStore::Connect("127.0.0.1", other.port(), In(Seconds(20)));
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr("answered \"no\""));
   const Duration took = SteadyClock::Get()->Now() - start;
   EXPECT_LT(took, Seconds(2)) << FormatDuration(took);
 }
