@@ -130,11 +130,11 @@ int Run(int argc, char** argv) {
     credentials.secret = std::move(*secret);
   }
   // A store that does not answer at once is said to be waited on, not waited on silently
-  // for the whole 10 s.
+  // for the whole 10 s. Only a store not reached in time is waited on: one that answered and
+  // refused (another job's, or no gyre store at all) would answer the same again.
   auto store = store::OpenStore(
       FLAGS_store, Deadline::After(*SteadyClock::Get(), Seconds(1)).Min(deadline), credentials);
-  if (!store.ok() && (store.status().code() == StatusCode::kUnavailable ||
-                      store.status().code() == StatusCode::kDeadlineExceeded)) {
+  if (!store.ok() && store.status().code() == StatusCode::kDeadlineExceeded) {
     std::fprintf(stderr,
                  "gyrectl: the store at %s does not answer yet (%s); trying for up to %s more\n",
                  FLAGS_store.c_str(), store.status().message().c_str(),

@@ -1,5 +1,7 @@
 #include "core/store/store.h"
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -115,6 +117,17 @@ Status ParseHostPort(const std::string& url, const std::string& rest, std::strin
     }
     *host = rest.substr(0, colon);
     port_text = rest.substr(colon + 1);
+  }
+  // Digits and dots are an IPv4 address or nothing: no host name is all digits in its last
+  // label, so a mistyped address (an octet over 255) would be retried until the deadline as
+  // a name not found yet. The forms the resolver takes ("127.1") stay accepted.
+  if (!host->empty() && host->find_first_not_of("0123456789.") == std::string::npos) {
+    in_addr ignored{};
+    if (::inet_aton(host->c_str(), &ignored) == 0) {
+      return InvalidArgumentError("store URL '" + url + "': '" + *host +
+                                  "' is not an IPv4 address (four numbers 0..255) and cannot "
+                                  "be a host name");
+    }
   }
   int value = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);

@@ -96,7 +96,8 @@ StatusOr<std::vector<std::string>> ReadPublished(Store* store, const std::vector
 
 // Opens "file:///abs/dir" (a FileStore, creating the folder; file permissions protect it)
 // or "tcp://host:port" (a TcpStore client proving `credentials`, retrying the connection
-// until `deadline`). Anything else is InvalidArgument naming the URL and the accepted forms.
+// until `deadline` and saying so on the log after 5 s and every 10 s; a peer that is no gyre
+// store fails at once). Anything else is InvalidArgument naming the URL and the accepted forms.
 StatusOr<std::unique_ptr<Store>> OpenStore(
     const std::string& url, Deadline deadline,
     const auth::Credentials& credentials = auth::Credentials());

@@ -2,11 +2,14 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
 #include "core/store/store_internal.h"
 #include "core/store/store_wire.h"
+#include "glog/logging.h"
 
 namespace gyre::store {
 namespace {
@@ -24,7 +27,9 @@ struct Exchange {
   unsigned char header[internal::kFrameHeaderBytes] = {};
   uint32_t length = 0;
   bool too_long = false;
+  size_t header_got = 0;  // bytes of the header read, when it was cut off
   std::string in;
+  size_t in_got = 0;  // bytes of the body read, when it was cut off
   std::vector<tcp::endpoint> endpoints;
 };
 
@@ -44,7 +49,7 @@ class TcpStore::Impl {
     return "tcp://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
   }
 
-  Status ConnectWithRetry(Deadline deadline);
+  Status ConnectWithRetry(Deadline deadline, const TcpStoreConnectOptions& options);
   StatusOr<proto::StoreResponse> Call(proto::StoreRequest* request, Deadline deadline);
 
   // Set once the server has refused TRY_GET_MANY as an unknown op (a server from before it):
@@ -56,11 +61,31 @@ class TcpStore::Impl {
   Status ConnectOnce(Deadline deadline, bool* refused = nullptr);
   Status Handshake(Deadline deadline, bool* refused);
   // Writes one frame holding `out`, then reads one of at most kMaxHandshakeMessageBytes.
-  Status HandshakeExchange(const std::string& out, std::string* in, Deadline deadline);
+  // `*foreign` is set when the peer answered bytes that cannot be a gyre store's (a frame
+  // over the handshake cap, or one cut off by the peer closing): a different service.
+  Status HandshakeExchange(const std::string& out, std::string* in, Deadline deadline,
+                           bool* foreign);
+  // "tcp://h:p answered "HTTP/1.1 400 Bad Request": not a gyre store server (<why>)"
+  Status NotAGyreStore(const std::string& answer, const std::string& why) const;
   // Runs io_ until `ex.done` or the deadline; false when the deadline came first.
   bool RunUntil(const Exchange& ex, Deadline deadline);
   void CloseSocket();
   std::string Describe(const proto::StoreRequest& request) const;
+  // `message` without the "tcp://h:p: " this client's errors start with.
+  std::string WithoutUrl(const std::string& message) const;
+
+  // While ConnectWithRetry runs: when its next "still trying" line is due, and what it says.
+  struct Progress {
+    TimePoint start;
+    TimePoint next;
+    Duration every;
+    Deadline deadline = Deadline::Infinite();
+    std::string last_error;  // of the last attempt that failed
+    const char* stage = "";  // of the attempt under way
+  };
+  // Logs the line when it is due (RunUntil wakes for it, as do the pauses between attempts).
+  void ReportIfDue();
+  Progress* progress_ = nullptr;
 
   const std::string host_;
   const int port_;
@@ -80,11 +105,56 @@ class TcpStore::Impl {
 bool TcpStore::Impl::RunUntil(const Exchange& ex, Deadline deadline) {
   io_.restart();
   while (!ex.done) {
-    size_t ran = deadline.infinite() ? io_.run_one() : io_.run_one_until(deadline.when());
+    // A progress line due before the deadline wakes the loop to be logged.
+    const bool report =
+        progress_ != nullptr && (deadline.infinite() || progress_->next < deadline.when());
+    size_t ran = report                ? io_.run_one_until(progress_->next)
+                 : deadline.infinite() ? io_.run_one()
+                                       : io_.run_one_until(deadline.when());
     if (ex.done) break;
-    if (ran == 0) return false;  // the deadline passed (or, impossibly, no work was left)
+    if (ran == 0) {
+      if (report && SteadyClock::Get()->Now() >= progress_->next) {
+        ReportIfDue();
+        continue;
+      }
+      return false;  // the deadline passed (or, impossibly, no work was left)
+    }
   }
   return true;
+}
+
+namespace {
+
+// Whole seconds, rounded: "5 s".
+std::string WholeSeconds(Duration d) {
+  return std::to_string(std::llround(std::chrono::duration<double>(d).count())) + " s";
+}
+
+}  // namespace
+
+void TcpStore::Impl::ReportIfDue() {
+  const TimePoint now = SteadyClock::Get()->Now();
+  if (progress_ == nullptr || now < progress_->next) return;
+  const Progress& p = *progress_;
+  // Within moments of the end the error says it all.
+  if (!p.deadline.infinite() && p.deadline.Remaining(*SteadyClock::Get()) < Millis(500)) {
+    while (progress_->next <= now) progress_->next += p.every;
+    return;
+  }
+  const std::string why = p.last_error.empty() ? std::string(p.stage) + ", no answer yet"
+                                               : "last error: " + p.last_error;
+  const std::string left =
+      p.deadline.infinite()
+          ? std::string("no deadline")
+          : "giving up in " + WholeSeconds(p.deadline.Remaining(*SteadyClock::Get()));
+  LOG(WARNING) << "still trying to reach the store at " << url() << " (for "
+               << WholeSeconds(now - p.start) << "; " << why << "); " << left;
+  while (progress_->next <= now) progress_->next += p.every;
+}
+
+std::string TcpStore::Impl::WithoutUrl(const std::string& message) const {
+  const std::string prefix = url() + ": ";
+  return message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size()) : message;
 }
 
 void TcpStore::Impl::CloseSocket() {
@@ -104,6 +174,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
     if (!ec) {
       endpoints_.emplace_back(addr, static_cast<uint16_t>(port_));
     } else {
+      if (progress_ != nullptr) progress_->stage = "resolving the host name";
       auto ex = std::make_shared<Exchange>();
       resolver_.async_resolve(host_, std::to_string(port_),
                               [ex](const asio::error_code& rec, tcp::resolver::results_type r) {
@@ -122,6 +193,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
       endpoints_ = ex->endpoints;
     }
   }
+  if (progress_ != nullptr) progress_->stage = "connecting";
   auto ex = std::make_shared<Exchange>();
   asio::async_connect(socket_, endpoints_, [ex](const asio::error_code& ec, const tcp::endpoint&) {
     ex->ec = ec;
@@ -137,6 +209,7 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
   }
   asio::error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
+  if (progress_ != nullptr) progress_->stage = "connected, waiting for the handshake's answer";
   bool turned_down = false;
   Status shook = Handshake(deadline, &turned_down);
   if (refused != nullptr) *refused = turned_down;
@@ -148,68 +221,145 @@ Status TcpStore::Impl::ConnectOnce(Deadline deadline, bool* refused) {
   return Status::Ok();
 }
 
-Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in,
-                                         Deadline deadline) {
+Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in, Deadline deadline,
+                                         bool* foreign) {
   auto ex = std::make_shared<Exchange>();
   ex->out.assign(internal::kFrameHeaderBytes, '\0');
   internal::EncodeFrameLength(static_cast<uint32_t>(out.size()),
                               reinterpret_cast<unsigned char*>(&ex->out[0]));
   ex->out += out;
   const uint64_t generation = generation_;
-  asio::async_write(socket_, asio::buffer(ex->out),
-                    [this, ex, generation](const asio::error_code& ec, size_t) {
-                      if (ec || generation != generation_) {
-                        ex->ec = ec ? ec : asio::error::operation_aborted;
-                        ex->done = true;
-                        return;
-                      }
-                      asio::async_read(socket_, asio::buffer(ex->header),
-                                       [this, ex, generation](const asio::error_code& ec, size_t) {
-                                         if (ec || generation != generation_) {
-                                           ex->ec = ec ? ec : asio::error::operation_aborted;
-                                           ex->done = true;
-                                           return;
-                                         }
-                                         ex->length = internal::DecodeFrameLength(ex->header);
-                                         if (ex->length > auth::kMaxHandshakeMessageBytes) {
-                                           ex->too_long = true;
-                                           ex->done = true;
-                                           return;
-                                         }
-                                         ex->in.resize(ex->length);
-                                         asio::async_read(socket_, asio::buffer(ex->in),
-                                                          [ex](const asio::error_code& ec, size_t) {
-                                                            ex->ec = ec;
-                                                            ex->done = true;
-                                                          });
-                                       });
-                    });
+  asio::async_write(
+      socket_, asio::buffer(ex->out), [this, ex, generation](const asio::error_code& ec, size_t) {
+        if (ec || generation != generation_) {
+          ex->ec = ec ? ec : asio::error::operation_aborted;
+          ex->done = true;
+          return;
+        }
+        asio::async_read(socket_, asio::buffer(ex->header),
+                         [this, ex, generation](const asio::error_code& ec, size_t got) {
+                           if (ec || generation != generation_) {
+                             ex->ec = ec ? ec : asio::error::operation_aborted;
+                             ex->header_got = got;
+                             ex->done = true;
+                             return;
+                           }
+                           ex->length = internal::DecodeFrameLength(ex->header);
+                           if (ex->length > auth::kMaxHandshakeMessageBytes) {
+                             ex->too_long = true;
+                             ex->done = true;
+                             return;
+                           }
+                           ex->in.resize(ex->length);
+                           asio::async_read(socket_, asio::buffer(ex->in),
+                                            [ex](const asio::error_code& ec, size_t got) {
+                                              ex->ec = ec;
+                                              ex->in_got = got;
+                                              ex->done = true;
+                                            });
+                         });
+      });
   if (!RunUntil(*ex, deadline)) {
     CloseSocket();
     return DeadlineExceededError(url() + ": no answer in the handshake");
   }
-  if (ex->ec)
-    return UnavailableError(url() + ": connection lost in the handshake: " + ex->ec.message());
+  const std::string header(reinterpret_cast<const char*>(ex->header), sizeof(ex->header));
   if (ex->too_long) {
-    return UnavailableError(url() + ": not a gyre store server (a handshake answer of " +
-                            std::to_string(ex->length) + " bytes)");
+    // The rest of the answer (an HTTP status line, an SSH banner) names the service: what
+    // has come, or comes within a moment, is shown.
+    auto more = std::make_shared<Exchange>();
+    more->in.resize(60);
+    socket_.async_read_some(asio::buffer(more->in), [more](const asio::error_code& ec, size_t got) {
+      more->ec = ec;
+      more->in_got = got;
+      more->done = true;
+    });
+    const Deadline soon = Deadline::After(*SteadyClock::Get(), Millis(200));
+    RunUntil(*more, deadline.Min(soon));
+    CloseSocket();
+    *foreign = true;
+    return NotAGyreStore(header + more->in.substr(0, more->in_got),
+                         "its first 4 bytes, read as a gyre frame length, announce " +
+                             std::to_string(ex->length) + " bytes");
+  }
+  if (ex->ec) {
+    // Bytes and then the end of the connection: no gyre store cuts off its own answer (one
+    // that turns a connection away closes it before answering anything).
+    const bool ended = ex->ec == asio::error::eof || ex->ec == asio::error::connection_reset;
+    if (ended && (ex->header_got > 0 || ex->length > 0)) {
+      *foreign = true;
+      return NotAGyreStore(header.substr(0, ex->header_got ? ex->header_got : header.size()) +
+                               ex->in.substr(0, ex->in_got),
+                           "it closed the connection in the middle of its answer");
+    }
+    if (ex->ec == asio::error::eof) {
+      return UnavailableError(url() +
+                              ": the server closed the connection in the handshake without an "
+                              "answer (a gyre store at its connection cap, or one of another "
+                              "protocol version, does so; its log says which)");
+    }
+    return UnavailableError(url() + ": connection lost in the handshake: " + ex->ec.message());
   }
   *in = std::move(ex->in);
   return Status::Ok();
+}
+
+namespace {
+
+// The first line of `bytes`, at most 64 characters, unprintable bytes as \xNN.
+std::string PrintablePrefix(const std::string& bytes) {
+  constexpr size_t kMaxShown = 64;
+  std::string out;
+  size_t shown = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\r' || c == '\n') {
+      if (shown > 0) return out;  // the first line is enough
+      continue;
+    }
+    if (shown == kMaxShown) return out + "...";
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+    ++shown;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status TcpStore::Impl::NotAGyreStore(const std::string& answer, const std::string& why) const {
+  return UnavailableError(url() + " answered \"" + PrintablePrefix(answer) +
+                          "\": not a gyre store server (" + why +
+                          "); is the address that of gyrerun's store or of gyre-store?");
 }
 
 Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
   auth::Connector connector(auth::Channel::kStore, &credentials_, auth::kNoRank);
   GYRE_ASSIGN_OR_RETURN(std::string hello, connector.Hello());
   std::string challenge;
-  GYRE_RETURN_IF_ERROR(HandshakeExchange(hello, &challenge, deadline));
+  Status asked = HandshakeExchange(hello, &challenge, deadline, refused);
+  if (!asked.ok()) return asked;
   StatusOr<std::string> proof = connector.Proof(challenge);
   if (!proof.ok()) {
     *refused = true;
-    return UnavailableError(url() + ": not a gyre store server: " + proof.status().message());
+    unsigned char header[internal::kFrameHeaderBytes];
+    internal::EncodeFrameLength(static_cast<uint32_t>(challenge.size()), header);
+    return NotAGyreStore(
+        std::string(reinterpret_cast<const char*>(header), sizeof(header)) + challenge,
+        proof.status().message());
   }
   std::string ack;
-  Status answered = HandshakeExchange(*proof, &ack, deadline);
+  bool foreign = false;
+  Status answered = HandshakeExchange(*proof, &ack, deadline, &foreign);
+  if (foreign) {
+    *refused = true;
+    return answered;
+  }
   if (answered.code() == StatusCode::kUnavailable) {
     *refused = true;
     return UnavailableError(url() +
@@ -228,10 +378,20 @@ Status TcpStore::Impl::Handshake(Deadline deadline, bool* refused) {
   return Status::Ok();
 }
 
-Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
+Status TcpStore::Impl::ConnectWithRetry(Deadline deadline, const TcpStoreConnectOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   CallTimer timer(deadline);
   internal::Backoff backoff(Millis(5), Millis(250));
+  Progress progress;
+  progress.start = SteadyClock::Get()->Now();
+  progress.next = progress.start + options.first_report;
+  progress.every = std::max<Duration>(options.report_every, Millis(10));
+  progress.deadline = deadline;
+  progress_ = &progress;
+  struct Clear {
+    Progress** p;
+    ~Clear() { *p = nullptr; }
+  } clear{&progress_};
   int attempts = 0;
   Status last;
   while (true) {
@@ -241,11 +401,13 @@ Status TcpStore::Impl::ConnectWithRetry(Deadline deadline) {
     if (attempt.ok() || refused) return attempt;
     // An attempt cut short by the deadline says less than the refusal before it.
     if (last.ok() || attempt.code() != StatusCode::kDeadlineExceeded) last = attempt;
+    progress.last_error = WithoutUrl(last.message());
     if (!backoff.SleepWithin(deadline)) break;
+    ReportIfDue();
   }
   return DeadlineExceededError("TcpStore: could not connect to " + url() + " " + timer.AfterText() +
                                ", " + std::to_string(attempts) +
-                               " attempts; last error: " + last.message());
+                               " attempts; last error: " + WithoutUrl(last.message()));
 }
 
 std::string TcpStore::Impl::Describe(const proto::StoreRequest& request) const {
@@ -367,7 +529,8 @@ TcpStore::~TcpStore() = default;
 
 StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, int port,
                                                       Deadline deadline,
-                                                      const auth::Credentials& credentials) {
+                                                      const auth::Credentials& credentials,
+                                                      const TcpStoreConnectOptions& options) {
   if (host.empty()) return InvalidArgumentError("TcpStore: empty host");
   if (port <= 0 || port > 65535) {
     return InvalidArgumentError("TcpStore: port " + std::to_string(port) + " for host '" + host +
@@ -378,7 +541,7 @@ StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& host, i
                                 " bytes is longer than " + std::to_string(auth::kMaxJobIdBytes));
   }
   auto impl = std::make_unique<Impl>(host, port, credentials);
-  GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline));
+  GYRE_RETURN_IF_ERROR(impl->ConnectWithRetry(deadline, options));
   return std::unique_ptr<TcpStore>(new TcpStore(std::move(impl)));
 }
 

@@ -14,16 +14,27 @@
 
 namespace gyre::store {
 
+// How TcpStore::Connect reports a store it cannot reach yet (refused, timed out, a host name
+// that does not resolve: all may pass while the store starts): a WARNING line after
+// `first_report`, then one every `report_every`, until it connects or gives up.
+struct TcpStoreConnectOptions {
+  Duration first_report = Seconds(5);
+  Duration report_every = Seconds(10);
+};
+
 class TcpStore final : public Store {
  public:
   // Connects to host:port and proves `credentials` (secret, job id, rank), retrying with
   // capped exponential backoff while nothing listens yet (a server that starts later is
   // fine). DeadlineExceeded, with the last connect error, when no connection is made by
   // `deadline`; Unavailable at once when the server refuses the handshake (a different
-  // secret or job: trying again would be refused the same way).
+  // secret or job: trying again would be refused the same way), or when what answers is no
+  // gyre store (another service on that port: the error shows the start of its answer).
+  // While it retries it says so on the log now and then (see TcpStoreConnectOptions).
   static StatusOr<std::unique_ptr<TcpStore>> Connect(
       const std::string& host, int port, Deadline deadline,
-      const auth::Credentials& credentials = auth::Credentials());
+      const auth::Credentials& credentials = auth::Credentials(),
+      const TcpStoreConnectOptions& options = TcpStoreConnectOptions());
   ~TcpStore() override;
 
   // Errors: Unavailable naming host:port when the server is gone (refused, reset, EOF);

@@ -57,6 +57,33 @@ TEST(FileStoreTest, OpenOnAFileIsAnError) {
   EXPECT_THAT(below.status().message(), HasSubstr("Not a directory"));
 }
 
+// A file:// store that cannot be used fails at once naming its path, not after the
+// rendezvous deadline: a folder under a plain file, and one this process cannot write.
+TEST(FileStoreTest, AnUnusableFolderFailsAtOnceThroughOpenStore) {
+  TempDir tmp;
+  const std::string file = tmp.path() + "/plain";
+  std::ofstream(file) << "x";
+  auto start = std::chrono::steady_clock::now();
+  auto below = OpenStore("file://" + file + "/sub", In(Seconds(30)));
+  ASSERT_FALSE(below.ok());
+  EXPECT_THAT(below.status().message(), HasSubstr(file));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+
+  // Mode bits do not stop root; a folder of a read-only file system does.
+  std::string locked = tmp.path() + "/locked";
+  if (::geteuid() == 0) {
+    locked = "/proc/self/fdinfo";
+  } else {
+    ASSERT_EQ(::mkdir(locked.c_str(), 0500), 0);
+  }
+  start = std::chrono::steady_clock::now();
+  auto unwritable = OpenStore("file://" + locked, In(Seconds(30)));
+  ASSERT_FALSE(unwritable.ok());
+  EXPECT_THAT(unwritable.status().message(), HasSubstr(locked));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  if (::geteuid() != 0) ::chmod(locked.c_str(), 0700);
+}
+
 TEST(FileStoreTest, AFifoAtAKeysPathIsAnErrorByTheDeadline) {
   // Opening a FIFO for reading blocks until a writer comes: it must not outlast the deadline.
   TempDir tmp;

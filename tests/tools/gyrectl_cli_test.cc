@@ -1,8 +1,14 @@
 // gyrectl given bad input: --timeout out of range, a store folder that does not exist
 // (named, and not created) and stray arguments are refused by name.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -122,6 +128,48 @@ TEST(GyrectlCli, RanksWithoutAControlAddressAreExplainedFromTheRendezvous) {
   EXPECT_NE(r.out.find("joined the rendezvous but has no control address yet"), std::string::npos)
       << r.out << r.err;
   for (auto& t : ranks) t.join();
+}
+
+// gyrectl pointed at a port where an HTTP server answers: it said "the store ... does not
+// answer yet" and tried again, though the answer (no gyre store) would not change. It fails
+// at once, showing what answered.
+TEST(GyrectlCli, AStoreAddressWhereSomethingElseAnswersFailsAtOnce) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::atomic<bool> stop{false};
+  std::thread http([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0) continue;
+      char buf[512];
+      pollfd r{fd, POLLIN, 0};
+      if (::poll(&r, 1, 2000) > 0) [[maybe_unused]]
+        ssize_t n = ::read(fd, buf, sizeof(buf));
+      const std::string answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      [[maybe_unused]] ssize_t n = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(fd);
+    }
+  });
+  CommandResult r = RunTool(
+      {BuiltBinary("gyrectl"), "status", "--store", url, "--job_id", "j", "--timeout", "20"});
+  stop = true;
+  http.join();
+  ::close(listener);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(url + " answered \"HTTP/1.1 400 Bad Request\": not a gyre store"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("does not answer yet"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 5.0) << r.err;
 }
 
 TEST(GyrectlCli, StrayPositionalArgumentsAreRefused) {
