@@ -14,6 +14,9 @@ struct Bucketer::Bucket {
   // A block from Comm::AllocBuffer, left uninitialised; null for a tensor reduced in place
   // on its own.
   unsigned char* staging = nullptr;
+  // Why this bucket has no memory (AllocBuffer refused): it is refused in the call sequence
+  // where it would start, and nothing is copied into it or back.
+  Status no_memory;
   std::vector<Entry> entries;
   int64_t used = 0;  // elements
   std::shared_ptr<Work> work;
@@ -21,16 +24,25 @@ struct Bucketer::Bucket {
 
 Bucketer::Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes,
                    const Options& options)
-    : comm_(comm),
-      dtype_(dtype),
-      op_(op),
-      bucket_elems_(std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(DataTypeSize(dtype)))),
-      options_(options) {}
+    : comm_(comm), dtype_(dtype), op_(op), bucket_elems_(1), options_(options) {
+  if (Status fits = CheckReduceSupported(dtype, op); !fits.ok()) {
+    refused_ = fits.WithContext("Bucketer");
+    return;
+  }
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(dtype));
+  if (bucket_bytes < esize) {
+    refused_ = InvalidArgumentError("Bucketer: bucket_bytes " + std::to_string(bucket_bytes) +
+                                    " holds no " + DataTypeName(dtype) + " element (" +
+                                    std::to_string(esize) + " bytes)");
+  } else {
+    bucket_elems_ = bucket_bytes / esize;
+  }
+}
 
 Bucketer::~Bucketer() {
   // bounded: each in-flight call is bounded by gyre's own deadlines.
   for (auto& b : in_flight_) {
-    b->work->Wait().IgnoreError();
+    if (b->work != nullptr) b->work->Wait().IgnoreError();
     if (b->staging != nullptr) spare_.push_back(b->staging);
   }
   if (open_ != nullptr && open_->staging != nullptr) spare_.push_back(open_->staging);
@@ -49,6 +61,7 @@ StatusOr<unsigned char*> Bucketer::TakeStaging() {
 }
 
 Status Bucketer::Add(void* data, int64_t count) {
+  GYRE_RETURN_IF_ERROR(refused_);
   if (count < 0 || (count > 0 && data == nullptr)) {
     return InvalidArgumentError("Bucketer::Add: " + std::to_string(count) +
                                 " elements at a null pointer");
@@ -69,21 +82,38 @@ Status Bucketer::Add(void* data, int64_t count) {
     return Status::Ok();
   }
   if (open_ != nullptr && open_->used + count > bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
+  Status added;
   if (open_ == nullptr) {
-    GYRE_ASSIGN_OR_RETURN(unsigned char* staging, TakeStaging());
+    StatusOr<unsigned char*> staging = TakeStaging();
     open_ = std::make_unique<Bucket>();
-    open_->staging = staging;
+    if (staging.ok()) {
+      open_->staging = *staging;
+    } else {
+      // The bucket still counts its tensors, so it ends where the others' does.
+      open_->no_memory = staging.status().WithContext("Bucketer: a bucket's memory");
+      added = open_->no_memory;
+    }
   }
-  std::memcpy(open_->staging + open_->used * esize, data, count * esize);
+  if (open_->staging != nullptr) {
+    std::memcpy(open_->staging + open_->used * esize, data, count * esize);
+  } else if (added.ok()) {
+    added = open_->no_memory;
+  }
   open_->entries.push_back({data, open_->used, count});
   open_->used += count;
   if (open_->used == bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
-  return Status::Ok();
+  return added;
 }
 
 Status Bucketer::Launch() {
   std::unique_ptr<Bucket> b = std::move(open_);
   if (b == nullptr || b->used == 0) return Status::Ok();
+  if (b->staging == nullptr) {
+    // Refused in its place: the others' same bucket fails naming this rank and why.
+    comm_->RefuseCall("allreduce", b->no_memory).IgnoreError();
+    in_flight_.push_back(std::move(b));
+    return Status::Ok();
+  }
   b->work = comm_->AllreduceAsync(b->staging, b->staging, b->used, dtype_, op_, options_);
   ++calls_;
   in_flight_.push_back(std::move(b));
@@ -91,10 +121,15 @@ Status Bucketer::Launch() {
 }
 
 Status Bucketer::Flush(Deadline deadline) {
+  GYRE_RETURN_IF_ERROR(refused_);
   Status first = Launch();
   const size_t esize = DataTypeSize(dtype_);
   std::vector<std::unique_ptr<Bucket>> unfinished;
   for (auto& b : in_flight_) {
+    if (b->work == nullptr) {  // refused for want of memory: nothing to write back
+      if (first.ok()) first = b->no_memory;
+      continue;
+    }
     // bounded: the caller's deadline, and each call is bounded by gyre's own deadlines.
     Status s = b->work->Wait(deadline);
     if (!b->work->Done()) {

@@ -60,7 +60,11 @@ class FakeComm : public Comm {
     return Unused();
   }
   Status Barrier(const Options&) override { return Unused(); }
-  Status RefuseCall(const std::string&, const Status&) override { return Unused(); }
+  Status RefuseCall(const std::string& collective, const Status& why) override {
+    counts.push_back(-1);  // a refused call, in its place
+    refused.push_back(collective + ": " + why.ToString());
+    return why;
+  }
   Status Send(const void*, int64_t, DataType, int, int, const Options&) override {
     return Unused();
   }
@@ -86,7 +90,7 @@ class FakeComm : public Comm {
   }
   CallInfo last() const override { return {}; }
   StatusOr<void*> AllocBuffer(size_t bytes) override {
-    ++allocs;
+    if (allocs++ == fail_alloc) return ResourceExhaustedError("AllocBuffer: no memory (fake)");
     return std::malloc(bytes);
   }
   Status FreeBuffer(void* p) override {
@@ -95,6 +99,8 @@ class FakeComm : public Comm {
     return Status::Ok();
   }
   int allocs = 0, frees = 0;
+  int fail_alloc = -1;               // this AllocBuffer call (0-based) fails
+  std::vector<std::string> refused;  // RefuseCall's collective and reason, in order
 
  private:
   static Status Unused() { return InternalError("not used by the Bucketer"); }
@@ -172,6 +178,61 @@ TEST(BucketerTest, AFailedBucketIsFlushsErrorAndTheRestStillLand) {
   EXPECT_EQ(x[0], 1.0f);        // its bucket failed: untouched
   EXPECT_EQ(y[1], 16.0f);       // the next bucket's result landed
   EXPECT_TRUE(b.Flush().ok());  // empty again
+}
+
+// A bucket whose memory cannot be had is refused in its place, when the others' would start,
+// so this rank stays in step (the others' bucket fails naming it): before, Add returned the
+// error and no call was made here, and this rank's next bucket met the others' previous one.
+TEST(BucketerTest, ABucketWithoutMemoryIsRefusedInItsPlaceAndFlushSaysSo) {
+  FakeComm comm;
+  comm.fail_alloc = 0;
+  Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, 4 * sizeof(float));
+  auto x = Tensor(2, 1), y = Tensor(2, 5), z = Tensor(3, 9);
+  const Status first = b.Add(x.data(), 2);
+  EXPECT_EQ(first.code(), StatusCode::kResourceExhausted) << first;
+  EXPECT_TRUE(comm.counts.empty());
+  EXPECT_EQ(b.Add(y.data(), 2).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(comm.counts, (std::vector<int64_t>{-1}));  // full: refused where it would start
+  ASSERT_EQ(comm.refused.size(), 1u);
+  EXPECT_NE(comm.refused[0].find("allreduce: ResourceExhausted: Bucketer: a bucket's memory: "
+                                 "AllocBuffer: no memory (fake)"),
+            std::string::npos)
+      << comm.refused[0];
+  ASSERT_TRUE(b.Add(z.data(), 3).ok());
+  const Status flushed = b.Flush();
+  EXPECT_EQ(flushed.code(), StatusCode::kResourceExhausted) << flushed;
+  EXPECT_EQ(comm.counts, (std::vector<int64_t>{-1, 3}));
+  EXPECT_EQ(x, Tensor(2, 1));  // refused: untouched
+  EXPECT_EQ(y, Tensor(2, 5));
+  EXPECT_EQ(z[2], 22.0f);  // the next bucket's result landed
+  EXPECT_TRUE(b.Flush().ok());
+}
+
+// Arguments a Bucketer cannot use are refused at its first Add and Flush, and no call is made:
+// a bucket of less than one element ran every tensor alone, avg of integers failed only in
+// the calls.
+TEST(BucketerTest, ABucketOfNoElementOrAvgOfIntegersIsRefused) {
+  FakeComm comm;
+  auto x = Tensor(4, 1);
+  for (int64_t bytes : {int64_t{-5}, int64_t{0}, int64_t{3}}) {
+    Bucketer b(&comm, DataType::kFloat32, ReduceOp::kSum, bytes);
+    const Status s = b.Add(x.data(), 4);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("bucket_bytes " + std::to_string(bytes) +
+                               " holds no float32 element (4 bytes)"),
+              std::string::npos)
+        << s;
+    EXPECT_EQ(b.Flush().code(), StatusCode::kInvalidArgument);
+  }
+  Bucketer avg(&comm, DataType::kInt32, ReduceOp::kAvg);
+  const Status s = avg.Add(x.data(), 4);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("avg"), std::string::npos) << s;
+  EXPECT_TRUE(comm.counts.empty());
+  EXPECT_EQ(comm.allocs, 0);
+  Bucketer fine(&comm, DataType::kFloat32, ReduceOp::kSum, 4);  // one element per bucket
+  EXPECT_TRUE(fine.Add(x.data(), 1).ok());
+  EXPECT_TRUE(fine.Flush().ok());
 }
 
 TEST(BucketerTest, BadTensorsAreInvalidArgument) {
