@@ -582,6 +582,13 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   {
     // Posting under the lock keeps the order of the message numbers that of the transport.
     std::lock_guard<std::mutex> lock(p2p_mu_);
+    const auto& broken = send ? p2p_sends_broken_ : p2p_recvs_broken_;
+    if (auto it = broken.find({peer, tag}); it != broken.end()) {
+      return AbortedError(name + ": refused: " + it->second + "; the messages " +
+                          (send ? "to" : "from") + " rank " + std::to_string(peer) + " under tag " +
+                          std::to_string(tag) +
+                          " can no longer be matched in order (a new Comm starts them afresh)");
+    }
     uint64_t& n = (send ? p2p_sent_ : p2p_received_)[{peer, tag}];
     header.seq = PointToPointSeq(header.desc.root, send ? peer : rank(), tag, n);
     m->seq = header.seq;
@@ -672,6 +679,15 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
             (m.send ? "; its transport did not take the bytes"
                     : "; no matching message came from it (same tag, same order)");
         lock.unlock();
+        {
+          // Its number is taken: the message the other side sends under it is dropped when it
+          // comes, and the next post here would be matched with the one after it.
+          std::lock_guard<std::mutex> p2p(p2p_mu_);
+          (m.send ? p2p_sends_broken_ : p2p_recvs_broken_)
+              .emplace(std::make_pair(m.peer, m.tag),
+                       m.name + " gave up (" + (stalled ? "no progress" : "its deadline passed") +
+                           ") after its message number was taken");
+        }
         // The transport completes the message with this reason and lets go of its buffer.
         transport_->CancelOperation(m.seq, DeadlineExceededError(why));
         lock.lock();

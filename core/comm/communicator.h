@@ -284,6 +284,10 @@ class Communicator {
   // Messages posted to / from (peer, tag) so far: the n of the next one.
   std::mutex p2p_mu_;
   std::map<std::pair<int, int>, uint64_t> p2p_sent_, p2p_received_;
+  // (peer, tag) whose sends or receives can no longer be matched in order: a message of
+  // theirs was withdrawn when its wait gave up, after its number was taken (what the other
+  // side sends under that number is dropped), and why. Later posts there are refused.
+  std::map<std::pair<int, int>, std::string> p2p_sends_broken_, p2p_recvs_broken_;
   // The messages in WaitMessage now, once per waiting thread (the caller holds each alive),
   // each with when that wait began.
   mutable std::mutex waits_mu_;

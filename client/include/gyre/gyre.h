@@ -134,7 +134,10 @@ class Comm {
   // names the same count and dtype as its send, or fails naming both. A send returns once
   // its bytes are on their way (the receiver holds early messages), so two ranks may send
   // to each other before either receives. A receive whose message does not come within
-  // the progress timeout fails naming the peer.
+  // the progress timeout fails naming the peer; it had taken its message number, and what
+  // comes under it is dropped, so a later receive from that peer under that tag is refused
+  // (Aborted, naming the one that gave up) rather than matched with the next message. Sends
+  // that give up do the same for their (peer, tag).
   virtual Status Send(const void* buf, int64_t count, DataType dtype, int peer, int tag = 0,
                       const Options& o = {}) = 0;
   virtual Status Recv(void* buf, int64_t count, DataType dtype, int peer, int tag = 0,
