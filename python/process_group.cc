@@ -419,7 +419,9 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>&
   const bool is_root = root == getRank();
   const gyre::Options o = OptionsFor(algo::Collective::kReduce, opts.timeout);
   return Enqueue(c10d::OpType::REDUCE, "reduce", {t}, [t, dt, r, root, is_root, o](Comm& c) {
-    at::Tensor b = Dense(t);
+    // The input is only read: PREMUL_SUM scales a copy, so no rank's tensor changes but the
+    // root's, and that only to the result.
+    at::Tensor b = r.premul ? t.contiguous().clone() : Dense(t);
     ApplyPremul(b, r);
     at::Tensor out = is_root ? at::empty_like(b) : at::Tensor();
     Status s =

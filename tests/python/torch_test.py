@@ -31,6 +31,14 @@ class TorchBackendTest(worker_tests(WORKER, finish_timeout=90, start_timeout=60)
         for code, out, err in results:
             self.assertIn("refused ok", out)
 
+    def test_premul_sum_leaves_the_inputs_alone(self):
+        for p in (2, 3):
+            with self.subTest(p=p):
+                results = Job(WORKER, p, ["premul_inputs"]).finish(90)
+                check_all_ok(results)
+                for code, out, err in results:
+                    self.assertIn("premul_inputs ok", out)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -356,7 +356,32 @@ def refused():
     print("refused ok", flush=True)
 
 
-{"collectives": collectives, "mismatch": mismatch, "stall": stall,
+def premul_inputs():
+    """PREMUL_SUM scales each rank's contribution, never its tensor: reduce leaves every
+    non-root input as it was (the root's holds the result) and reduce_scatter its input,
+    whether contiguous or strided."""
+    premul = dist._make_nccl_premul_sum
+    total = float(size * (size + 1) // 2)
+    for root in range(size):
+        t = torch.full((6,), float(rank + 1))
+        dist.reduce(t, dst=root, op=premul(0.5))
+        want = torch.full((6,), 0.5 * total) if rank == root else torch.full((6,), float(rank + 1))
+        same("reduce PREMUL_SUM to %d" % root, t, want)
+        base = torch.full((6, 2), float(rank + 1))
+        col = base[:, 0]  # strided
+        dist.reduce(col, dst=root, op=premul(0.25))
+        want = torch.full((6,), 0.25 * total) if rank == root else torch.full((6,), float(rank + 1))
+        same("strided reduce PREMUL_SUM to %d" % root, col, want)
+        same("the column beside it", base[:, 1], torch.full((6,), float(rank + 1)))
+    inp = torch.full((4 * size,), float(rank + 1))
+    out = torch.empty(4)
+    dist.reduce_scatter_tensor(out, inp, op=premul(0.5))
+    same("reduce_scatter_tensor PREMUL_SUM", out, torch.full((4,), 0.5 * total))
+    same("its input", inp, torch.full((4 * size,), float(rank + 1)))
+    print("premul_inputs ok", flush=True)
+
+
+{"collectives": collectives, "premul_inputs": premul_inputs, "mismatch": mismatch, "stall": stall,
  "interrupt": interrupt, "group_algorithm": group_algorithm, "refused": refused}[scenario]()
 sys.stdout.flush()
 os._exit(0)
