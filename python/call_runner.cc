@@ -9,6 +9,16 @@
 
 namespace gyre::python {
 
+namespace {
+
+thread_local bool t_runner_thread = false;  // a CallRunner's worker or watcher
+// The Completions whose completion this thread runs, and whether that completion has
+// handed off its turn.
+thread_local Completions* t_completing = nullptr;
+thread_local bool t_handed_off = false;
+
+}  // namespace
+
 bool PendingCall::WaitUntil(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   if (deadline.infinite()) {
@@ -109,6 +119,7 @@ std::shared_ptr<PendingCall> CallRunner::StartMessage(
 }
 
 void CallRunner::WatchMessages() {
+  t_runner_thread = true;
   const Clock& clock = *SteadyClock::Get();
   for (;;) {
     std::vector<Message> open;
@@ -142,7 +153,86 @@ void CallRunner::WatchMessages() {
   }
 }
 
+bool OnCallRunnerThread() { return t_runner_thread; }
+
+void Completions::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(std::move(fn));
+      StartThreadIfNeeded();
+      cv_.notify_all();
+      return;
+    }
+  }
+  fn();
+}
+
+void Completions::StartThreadIfNeeded() {
+  if (turn_taken_ || idle_ > 0 || queue_.empty()) return;
+  ++idle_;  // counted from now, so a second Post does not start another
+  threads_.emplace_back([self = shared_from_this()] { self->Run(); });
+}
+
+void Completions::HandOffCurrent() {
+  if (t_completing != nullptr && !t_handed_off) t_completing->HandOff();
+}
+
+void Completions::HandOff() {
+  std::lock_guard<std::mutex> lock(mu_);
+  t_handed_off = true;
+  turn_taken_ = false;
+  StartThreadIfNeeded();
+  cv_.notify_all();
+}
+
+void Completions::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // bounded: Shutdown sets stopping_ and wakes this thread.
+    cv_.wait(lock,
+             [&] { return (!turn_taken_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
+    --idle_;
+    if (queue_.empty()) return;
+    std::function<void()> fn = std::move(queue_.front());
+    queue_.pop_front();
+    turn_taken_ = true;
+    lock.unlock();
+    t_completing = this;
+    t_handed_off = false;
+    try {
+      fn();
+    } catch (const std::exception&) {
+      // A completion reports through what it completes; this thread must go on regardless.
+      // (Not catch (...): a thread Python ends at its exit unwinds through here.)
+    }
+    t_completing = nullptr;
+    lock.lock();
+    if (!t_handed_off) turn_taken_ = false;
+    ++idle_;
+    cv_.notify_all();
+  }
+}
+
+void Completions::Shutdown() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();  // the completion that called this ends, then the thread (holding *this)
+    } else {
+      t.join();
+    }
+  }
+}
+
 void CallRunner::Loop() {
+  t_runner_thread = true;
   for (;;) {
     Item item;
     {

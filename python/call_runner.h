@@ -28,7 +28,8 @@ class PendingCall {
   // The call's Status. REQUIRES: Done().
   Status status() const;
   // Runs `fn` once the call completes: at once on this thread when it already has, else
-  // on the runner's worker thread. `fn` must not block for long.
+  // on the runner's worker thread (or its message watcher). `fn` must not block for long:
+  // user code (a future's callbacks) belongs on a Completions thread, posted from `fn`.
   void OnDone(std::function<void(const Status&)> fn);
 
   // Called by the runner.
@@ -95,6 +96,44 @@ class CallRunner {
   std::deque<Message> messages_;  // started, not yet completed (under mu_)
   std::condition_variable messages_cv_;
   std::thread watcher_;  // started with the first message
+};
+
+// True on a CallRunner's worker thread or its message watcher: a wait there for a call of
+// that runner could never end (the call would run, or complete, on that very thread).
+bool OnCallRunnerThread();
+
+// Runs completions that may run user code (marking a torch Work and its Future done runs the
+// future's `then` callbacks) off the CallRunner's threads, so a callback may make calls and
+// wait for them. Completions start one at a time, in the order posted, on a thread started
+// when first needed. A completion that makes a call or waits for one (HandOffCurrent) lets
+// the next completion start on another thread, since what it waits for completes behind it.
+// Thread-safe; owned through a shared_ptr, which its threads also hold.
+class Completions : public std::enable_shared_from_this<Completions> {
+ public:
+  Completions() = default;
+  Completions(const Completions&) = delete;
+  Completions& operator=(const Completions&) = delete;
+
+  void Post(std::function<void()> fn);
+  // On a thread running a completion (of any Completions), lets that Completions start its
+  // next completion on another thread; elsewhere, does nothing.
+  static void HandOffCurrent();
+  // Runs what was posted, then joins the threads (a thread calling this from its own
+  // completion is left to finish on its own). Posts after this run at once on the poster.
+  void Shutdown();
+
+ private:
+  void Run();
+  void HandOff();
+  void StartThreadIfNeeded();  // REQUIRES: mu_ held
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool turn_taken_ = false;  // a thread runs a completion that has not handed off
+  int idle_ = 0;             // threads waiting for the turn (or starting)
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
 };
 
 // How to join a job in-process.

@@ -55,6 +55,17 @@ class GyreWork final : public c10d::Work {
 
   // Like c10d's wait, but wakes every 100 ms so Ctrl-C reaches a waiting main thread.
   bool wait(std::chrono::milliseconds timeout) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!completed_) {
+        lock.unlock();
+        TORCH_CHECK(!OnCallRunnerThread(), "gyre ", what_,
+                    ": Work.wait on gyre's own worker thread, which runs (and completes) the "
+                    "calls, would never return");
+        // A future's callback waiting here: the completion it waits for comes behind it.
+        Completions::HandOffCurrent();
+      }
+    }
     const bool bounded = timeout != kNoTimeout && timeout.count() > 0;
     const Deadline limit = bounded ? DeadlineAfter(timeout) : Deadline::Infinite();
     std::unique_lock<std::mutex> lock(mutex_);
@@ -299,13 +310,21 @@ GyreProcessGroup::GyreProcessGroup(const BackendSpec& spec)
 }
 
 GyreProcessGroup::~GyreProcessGroup() {
-  // Python may drop the last reference with the GIL held, while the worker runs a future's
-  // callback that needs it: release it, and do not wait out a call still running.
+  // Python may drop the last reference with the GIL held, while a completion thread runs a
+  // future's callback that needs it: release it, and do not wait out a call still running.
+  // The completions of calls failed or finished by then still run (a late one on the thread
+  // that completes it) before the completion threads are joined.
+  auto stop = [this] {
+    // In a forked child the completion threads are the parent's (see InForkedChild).
+    const bool forked = runner_ != nullptr && runner_->InForkedChild();
+    CallRunner::Release(std::move(runner_));
+    if (!forked) completions_->Shutdown();
+  };
   if (PyGILState_Check()) {
     pybind11::gil_scoped_release release;
-    CallRunner::Release(std::move(runner_));
+    stop();
   } else {
-    CallRunner::Release(std::move(runner_));
+    stop();
   }
 }
 
@@ -337,9 +356,13 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::Enqueue(c10d::OpType type, cons
                                                          std::function<Status(Comm&)> call) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, what, std::move(outputs));
   t_enqueued = true;
+  // A future's callback making this call may wait for it: its completion comes behind.
+  Completions::HandOffCurrent();
   auto pending = runner_->Submit(
       [call = std::move(call)](Comm& c) { return Guarded([&] { return call(c); }); });
-  pending->OnDone([work](const Status& s) { work->Finish(s); });
+  pending->OnDone([work, completions = completions_](const Status& s) {
+    completions->Post([work, s] { work->Finish(s); });
+  });
   return work;
 }
 
@@ -419,7 +442,9 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::reduce(std::vector<at::Tensor>&
   const bool is_root = root == getRank();
   const gyre::Options o = OptionsFor(algo::Collective::kReduce, opts.timeout);
   return Enqueue(c10d::OpType::REDUCE, "reduce", {t}, [t, dt, r, root, is_root, o](Comm& c) {
-    at::Tensor b = Dense(t);
+    // The input is only read: PREMUL_SUM scales a copy, so no rank's tensor changes but the
+    // root's, and that only to the result.
+    at::Tensor b = r.premul ? t.contiguous().clone() : Dense(t);
     ApplyPremul(b, r);
     at::Tensor out = is_root ? at::empty_like(b) : at::Tensor();
     Status s =
@@ -665,19 +690,20 @@ c10::intrusive_ptr<c10d::Work> GyreProcessGroup::StartMessage(bool send, const a
       c10::make_intrusive<GyreWork>(getRank(), send ? c10d::OpType::SEND : c10d::OpType::RECV, what,
                                     std::vector<at::Tensor>{tensor});
   const gyre::Options o = options_;
+  Completions::HandOffCurrent();  // as in Enqueue
   auto pending = runner_->StartMessage([&](Comm& c) {
     return send ? c.SendAsync(buffer.data_ptr(), buffer.numel(), dt, peer, tag, o)
                 : c.RecvAsync(buffer.data_ptr(), buffer.numel(), dt, peer, tag, o);
   });
   // The callback keeps `buffer` alive until the message is done with it.
-  pending->OnDone([work, send, tensor, buffer](const Status& s) {
+  pending->OnDone([work, send, tensor, buffer, completions = completions_](const Status& s) {
     Status st = s;
     if (st.ok() && !send)
       st = Guarded([&] {
         CopyBack(tensor, buffer);
         return Status::Ok();
       });
-    work->Finish(st);
+    completions->Post([work, st] { work->Finish(st); });
   });
   return work;
 }

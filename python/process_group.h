@@ -103,6 +103,9 @@ class GyreProcessGroup final : public TorchBackendBase {
   gyre::Options options_;
   algo::Algorithm algorithm_ = algo::Algorithm::kAuto;  // options_.algorithm, parsed
   std::unique_ptr<CallRunner> runner_;
+  // Where Works and Futures are marked done: their callbacks are user code, which may make
+  // collectives and wait for them, so they must not run on the runner's worker.
+  std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
   bool from_environment_ = false;
 };
 

@@ -31,6 +31,32 @@ class TorchBackendTest(worker_tests(WORKER, finish_timeout=90, start_timeout=60)
         for code, out, err in results:
             self.assertIn("refused ok", out)
 
+    def test_premul_sum_leaves_the_inputs_alone(self):
+        for p in (2, 3):
+            with self.subTest(p=p):
+                results = Job(WORKER, p, ["premul_inputs"]).finish(90)
+                check_all_ok(results)
+                for code, out, err in results:
+                    self.assertIn("premul_inputs ok", out)
+
+    def test_a_future_callback_may_make_collectives_and_wait(self):
+        for p in (2, 3):
+            with self.subTest(p=p):
+                results = Job(WORKER, p, ["future_callbacks"]).finish(90)
+                check_all_ok(results)
+                for code, out, err in results:
+                    self.assertIn("future_callbacks ok", out)
+
+    def test_ddp_with_the_powersgd_hook_trains_as_on_gloo(self):
+        try:
+            import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook  # noqa: F401
+        except ImportError as e:
+            self.skipTest("no PowerSGD hook: %s" % e)
+        results = Job(WORKER, 2, ["powersgd"]).finish(90)
+        check_all_ok(results)
+        for code, out, err in results:
+            self.assertIn("powersgd ok", out)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -356,7 +356,114 @@ def refused():
     print("refused ok", flush=True)
 
 
-{"collectives": collectives, "mismatch": mismatch, "stall": stall,
+def premul_inputs():
+    """PREMUL_SUM scales each rank's contribution, never its tensor: reduce leaves every
+    non-root input as it was (the root's holds the result) and reduce_scatter its input,
+    whether contiguous or strided."""
+    premul = dist._make_nccl_premul_sum
+    total = float(size * (size + 1) // 2)
+    for root in range(size):
+        t = torch.full((6,), float(rank + 1))
+        dist.reduce(t, dst=root, op=premul(0.5))
+        want = torch.full((6,), 0.5 * total) if rank == root else torch.full((6,), float(rank + 1))
+        same("reduce PREMUL_SUM to %d" % root, t, want)
+        base = torch.full((6, 2), float(rank + 1))
+        col = base[:, 0]  # strided
+        dist.reduce(col, dst=root, op=premul(0.25))
+        want = torch.full((6,), 0.25 * total) if rank == root else torch.full((6,), float(rank + 1))
+        same("strided reduce PREMUL_SUM to %d" % root, col, want)
+        same("the column beside it", base[:, 1], torch.full((6,), float(rank + 1)))
+    inp = torch.full((4 * size,), float(rank + 1))
+    out = torch.empty(4)
+    dist.reduce_scatter_tensor(out, inp, op=premul(0.5))
+    same("reduce_scatter_tensor PREMUL_SUM", out, torch.full((4,), 0.5 * total))
+    same("its input", inp, torch.full((4 * size,), float(rank + 1)))
+    print("premul_inputs ok", flush=True)
+
+
+def future_callbacks():
+    """A future's `then` callback may make collectives and wait for them (Work.wait, or the
+    new call's future), or wait for a call made before it; callbacks run in the order the
+    calls complete. Before, callbacks ran on the one thread that runs every call, and such a
+    callback hung it for good (no call in progress, so no deadline either)."""
+    total = size * (size + 1) // 2
+
+    def blocking(fut):
+        x = torch.full((2,), float(rank + 1))
+        dist.all_reduce(x)  # Work.wait
+        return x
+
+    def by_future(fut):
+        x = torch.full((2,), float(rank + 1))
+        return dist.all_reduce(x, async_op=True).get_future().wait()[0] * 2
+
+    for cb, want in ((blocking, total), (by_future, 2 * total)):
+        t = torch.ones(4)
+        got = dist.all_reduce(t, async_op=True).get_future().then(cb).wait()
+        same(cb.__name__, got, torch.full((2,), float(want)))
+        same(cb.__name__ + ": the first call", t, torch.full((4,), float(size)))
+
+    # Nested: a callback's call has a callback of its own that makes a call.
+    def outer(fut):
+        y = torch.ones(3)
+        inner = dist.all_reduce(y, async_op=True).get_future().then(blocking)
+        return inner.wait()[0] + y
+
+    got = dist.all_reduce(torch.ones(1), async_op=True).get_future().then(outer).wait()
+    same("nested", got, torch.full((3,), float(total + size)))
+
+    # A callback waiting for a call made after the one it follows.
+    a, b = torch.ones(2), torch.full((2,), 3.0)
+    wa = dist.all_reduce(a, async_op=True)
+    wb = dist.all_reduce(b, async_op=True)
+    got = wa.get_future().then(lambda f: (wb.wait(), b + f.value()[0])[1]).wait()
+    same("waits for the next call", got, torch.full((2,), 4.0 * size))
+
+    # Order: callbacks of calls made in turn run in turn.
+    seen, futs = [], []
+    for k in range(20):
+        f = dist.all_reduce(torch.full((8,), float(k)), async_op=True).get_future()
+        futs.append(f.then(lambda f, k=k: seen.append(k)))
+    torch.futures.wait_all(futs)
+    assert seen == list(range(20)), seen
+
+    # Still in step afterwards.
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    same("after", x, torch.full((3,), float(size)))
+    print("future_callbacks ok", flush=True)
+
+
+def powersgd():
+    """DDP with torch's PowerSGD comm hook (whose callbacks make collectives and wait for
+    them) trains a few steps on gyre exactly as on gloo."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook as P
+
+    gloo = dist.new_group(backend="gloo")
+    models = []
+    for group in (None, gloo):
+        torch.manual_seed(0)
+        m = DDP(torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 4)), process_group=group)
+        state = P.PowerSGDState(process_group=group, matrix_approximation_rank=1,
+                                start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        m.register_comm_hook(state, P.powerSGD_hook)
+        models.append((m, torch.optim.SGD(m.parameters(), lr=0.05)))
+    torch.manual_seed(1 + rank)
+    for step in range(5):
+        x, y = torch.randn(8, 32), torch.randn(8, 4)
+        for m, opt in models:
+            opt.zero_grad()
+            ((m(x) - y) ** 2).mean().backward()
+            opt.step()
+    for (name, g), w in zip(models[0][0].named_parameters(), models[1][0].parameters()):
+        assert torch.allclose(g, w, rtol=1e-5, atol=1e-6), (name, (g - w).abs().max())
+    print("powersgd ok", flush=True)
+
+
+{"collectives": collectives, "premul_inputs": premul_inputs,
+ "future_callbacks": future_callbacks, "powersgd": powersgd, "mismatch": mismatch, "stall": stall,
  "interrupt": interrupt, "group_algorithm": group_algorithm, "refused": refused}[scenario]()
 sys.stdout.flush()
 os._exit(0)
