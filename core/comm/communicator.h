@@ -225,6 +225,9 @@ class Communicator {
   bool tuning() const { return options_.tune; }
   // What decides the automatic choice here (fixed at construction).
   const ChoiceBasis& choice_basis() const { return choice_basis_; }
+  // OK, or why the calibration file (CommOptions::calibration_file, GYRE_CALIBRATION) cannot
+  // be used: every automatic choice would fail with it.
+  const Status& calibration_status() const { return selector_status_; }
   Duration progress_timeout() const { return options_.timeout; }
   const OpResult& last() const { return last_; }
   const OpCounters& total_counters() const { return total_; }

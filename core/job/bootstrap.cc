@@ -124,6 +124,11 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   joined.address = plan->advertised.front();
   TcpTransport* tcp = transport->get();
   joined.comm = std::make_unique<Communicator>(std::move(*transport), o.comm);
+  // Said before the rendezvous: otherwise the job ran until its first automatic call, and
+  // failed there (seq 85, say) on the ranks that read the file.
+  if (!o.comm.thresholds) {
+    GYRE_RETURN_IF_ERROR(joined.comm->calibration_status().WithContext(who));
+  }
   std::optional<JoinTicker> ticker(std::in_place);
   GYRE_RETURN_IF_ERROR(ticker->Start(joined.comm->monitor(), who));
 
@@ -335,19 +340,30 @@ void LeaveJobOrWarn(const Joined& joined, const std::string& log_prefix) {
   if (!left.ok()) LOG(WARNING) << log_prefix << "its records stay in the store: " << left;
 }
 
+namespace {
+
+// Out of space or descriptors is ResourceExhausted (a verdict names the resource); a folder
+// that is a file, missing or not writable is the flight folder's fault.
+Status CannotWrite(const std::string& path, int err) {
+  const std::string why = "cannot write " + path + ": " + std::strerror(err);
+  const bool exhausted = err == ENOSPC || err == EDQUOT || err == EMFILE || err == ENFILE ||
+                         err == ENOMEM || err == EFBIG;
+  return exhausted ? ResourceExhaustedError(why) : InvalidArgumentError(why);
+}
+
+}  // namespace
+
 StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& dir) {
   const std::string path = dir + "/flight-rank" + std::to_string(comm->rank()) + ".json";
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) {
-    return ResourceExhaustedError("cannot write " + tmp + ": " + std::strerror(errno));
-  }
+  if (f == nullptr) return CannotWrite(tmp, errno);
   const std::string json = comm->recorder()->DumpJson(comm->rank()) + "\n";
   const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
   if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());  // a partial record left behind would look like a record
-    return ResourceExhaustedError("cannot write " + path + ": " + std::strerror(err));
+    return CannotWrite(path, err);
   }
   return path;
 }

@@ -701,6 +701,24 @@ TEST(GyrerunTest, ARefusedCallWhileTuningFailsThatCallOnly) {
   }
 }
 
+// A calibration file that cannot be used fails the job at its start, naming the file, in
+// both modes: before, the ranks ran until their first automatically chosen call (seq 85 of
+// a test loop) and failed there.
+TEST(GyrerunTest, AnUnusableCalibrationFileFailsTheJobAtItsStart) {
+  const std::string dir = TempDir("calibration-dir");
+  for (const std::string mode : {"embedded", "daemon"}) {
+    CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", mode, "--", Client(),
+                                  "--check=false", "--loop_iters", "3"},
+                                 {{"GYRE_CALIBRATION", dir}}, 60);
+    EXPECT_NE(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    EXPECT_EQ(r.out.find("client rank"), std::string::npos) << mode << "\n" << r.out;
+    EXPECT_NE((r.out + r.err).find("calibration file '" + dir + "'"), std::string::npos)
+        << mode << "\n"
+        << r.out << r.err;
+    EXPECT_LT(r.seconds, 30) << mode;
+  }
+}
+
 TEST(GyrerunTest, AReusedRunFolderDoesNotShowAnEarlierJobsFailure) {
   const std::string dir = TempDir("reused-run-dir");
   // The first job fails in a collective (rank 1 dies), leaving flight records and a store.
