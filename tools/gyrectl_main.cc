@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -267,6 +268,12 @@ int Run(int argc, char** argv) {
   }
   if (cmd == "dump") {
     int missing = 0;
+    if (!FLAGS_out.empty()) {
+      // As the flight records' own folder is: made when missing.
+      std::error_code ec;
+      std::filesystem::create_directories(FLAGS_out, ec);
+      if (ec) return Fail("cannot make --out " + FLAGS_out + ": " + ec.message());
+    }
     for (int r = 0; r < p; ++r) {
       if (results[r].reach != job::Reach::kAnswered) {
         std::cerr << "gyrectl: rank " << r << (addresses[r].empty() ? " " : " did not answer: ")

@@ -1099,13 +1099,15 @@ TEST(GyrectlTest, QueryWithoutTheJobSecretIsRefused) {
   EXPECT_NE(stranger.out.find("error"), std::string::npos) << stranger.out;
 }
 
-// `gyrectl dump --out DIR` writes one file per rank; one that cannot be written is named
-// with the reason (it said "cannot write to DIR" and no more).
+// `gyrectl dump --out DIR` writes one file per rank, making DIR when it is missing (it was
+// refused); a DIR that cannot be made is named with the reason.
 TEST(GyrectlTest, ADumpThatCannotBeWrittenSaysWhy) {
-  const std::string missing =
-      ::testing::TempDir() + "gyrectl-no-such-dir-" + std::to_string(getpid()) + "/sub";
   const std::string dir = ::testing::TempDir() + "gyrectl-dump-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
+  const std::string blocker = dir + "/a-file";
+  std::ofstream(blocker) << "not a folder\n";
+  const std::string unusable = blocker + "/sub";
+  const std::string fresh = dir + "/new/sub";
   CommandResult refused, written;
   LoopRun r =
       RunLoop(2, 20, {}, nullptr, "daemon", /*iterations*/ -30000,
@@ -1114,20 +1116,19 @@ TEST(GyrectlTest, ADumpThatCannotBeWrittenSaysWhy) {
                     BinDir() + "/gyrectl", "dump", "--store", run.store, "--job_id", run.job_id,
                     "--timeout",           "5",    "--out"};
                 std::vector<std::string> argv = ask;
-                argv.push_back(missing);
+                argv.push_back(unusable);
                 refused = RunCommand(argv, {}, 30);
                 argv = ask;
-                argv.push_back(dir);
+                argv.push_back(fresh);
                 written = RunCommand(argv, {}, 30);
               });
   EXPECT_EQ(r.result.exit_code, 0) << Dump(r);
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
-  EXPECT_NE(refused.err.find("gyrectl: cannot write " + missing +
-                             "/flight-rank0.json: No such file or directory"),
+  EXPECT_NE(refused.err.find("gyrectl: cannot make --out " + unusable + ": Not a directory"),
             std::string::npos)
       << refused.err;
   EXPECT_EQ(written.exit_code, 0) << written.err;
-  EXPECT_NE(ReadAll(dir + "/flight-rank1.json").find("{\"rank\": 1, "), std::string::npos);
+  EXPECT_NE(ReadAll(fresh + "/flight-rank1.json").find("{\"rank\": 1, "), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

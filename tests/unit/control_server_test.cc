@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/auth/secret.h"
+#include "core/job/bootstrap.h"
 #include "core/job/control.h"
 #include "core/transport/loopback.h"
 #include "tests/support/forwarding_transport.h"
@@ -221,6 +222,30 @@ TEST(ControlServerTest, AStoppedProgramIsInTheRanksState) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   rank0.server.Stop();
+}
+
+// A flight folder that cannot hold the record (a file where the folder should be) is the
+// folder's fault, not an exhausted resource: a verdict then named "out of disk space" or
+// "memory" for a typo in GYRE_FLIGHT_DIR.
+TEST(ControlServerTest, AFlightFolderThatIsAFileIsNotAnExhaustedResource) {
+  Rank0 rank0("control-flight");
+  char file[] = "/tmp/gyre-flight-file-XXXXXX";
+  const int fd = ::mkstemp(file);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  StatusOr<std::string> written = WriteFlightRecord(&rank0.comm, file);
+  ::unlink(file);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), StatusCode::kInvalidArgument) << written.status();
+  EXPECT_NE(written.status().message().find("Not a directory"), std::string::npos)
+      << written.status();
+  char dir[] = "/tmp/gyre-flight-dir-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  StatusOr<std::string> fine = WriteFlightRecord(&rank0.comm, dir);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(*fine, std::string(dir) + "/flight-rank0.json");
+  ::unlink(fine->c_str());
+  ::rmdir(dir);
 }
 
 }  // namespace
