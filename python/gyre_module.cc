@@ -694,7 +694,7 @@ PYBIND11_MODULE(_gyre, m) {
 
   py::class_<PyComm>(m, "Comm",
                      "A rank's handle on the job. Every collective takes, by keyword, "
-                     "async_op (return a Work), algorithm (\"\": automatic), deterministic "
+                     "async_op (return a Work), algorithm (\"\" or None: automatic), deterministic "
                      "(None or -1: the job's default; False or 0: off; True or 1: canonical "
                      "order; another value raises) and timeout (the progress timeout in seconds "
                      "> 0; None: the job's; inf: no limit; 0, NaN or negative raises "
@@ -771,73 +771,76 @@ PYBIND11_MODULE(_gyre, m) {
       .def(
           "allreduce",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
-             std::string alg, py::object det, std::optional<double> t) {
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "allreduce", [&] {
-              return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
+              return Allreduce(self, data, out, op, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "broadcast",
           [](py::object self, py::object data, int root, py::object out, bool async_op,
-             std::string alg, py::object det, std::optional<double> t) {
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "broadcast", [&] {
-              return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
+              return Broadcast(self, data, root, out, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), GYRE_OPTS)
       .def(
           "reduce",
           [](py::object self, py::object data, int root, py::object out, py::object op,
-             bool async_op, std::string alg, py::object det, std::optional<double> t) {
+             bool async_op, std::optional<std::string> alg, py::object det,
+             std::optional<double> t) {
             return InSequence(self, "reduce", [&] {
-              return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
+              return Reduce(self, data, root, out, op, async_op,
+                            CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("op") = "sum",
           GYRE_OPTS)
       .def(
           "allgather",
-          [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
-             py::object det, std::optional<double> t) {
+          [](py::object self, py::object data, py::object out, bool async_op,
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "allgather", [&] {
-              return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
+              return Allgather(self, data, out, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "reduce_scatter",
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
-             std::string alg, py::object det, std::optional<double> t) {
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "reduce_scatter", [&] {
-              return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
+              return ReduceScatter(self, data, out, op, async_op,
+                                   CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out"), py::arg("op") = "sum", GYRE_OPTS)
       .def(
           "alltoall",
-          [](py::object self, py::object data, py::object out, bool async_op, std::string alg,
-             py::object det, std::optional<double> t) {
+          [](py::object self, py::object data, py::object out, bool async_op,
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "alltoall", [&] {
-              return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
+              return Alltoall(self, data, out, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
       .def(
           "gather",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
-             std::string alg, py::object det, std::optional<double> t) {
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "gather", [&] {
-              return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
+              return Gather(self, data, out, root, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("root") = 0, GYRE_OPTS)
       .def(
           "scatter",
           [](py::object self, py::object data, py::object out, int root, bool async_op,
-             std::string alg, py::object det, std::optional<double> t) {
+             std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "scatter", [&] {
-              return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
+              return Scatter(self, data, out, root, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
@@ -859,10 +862,10 @@ PYBIND11_MODULE(_gyre, m) {
           py::arg("async_op") = false, py::arg("timeout") = py::none())
       .def(
           "barrier",
-          [](py::object self, bool async_op, std::string alg, py::object det,
+          [](py::object self, bool async_op, std::optional<std::string> alg, py::object det,
              std::optional<double> t) {
             return InSequence(self, "barrier", [&] {
-              return Barrier(self, async_op, CallArgs{alg, det, t});
+              return Barrier(self, async_op, CallArgs{alg.value_or(""), det, t});
             });
           },
           GYRE_OPTS)

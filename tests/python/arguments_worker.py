@@ -55,6 +55,11 @@ while True:
     except TimeoutError:
         pass
 assert comm.allreduce(ones(), timeout=None).tolist() == [size] * 4
+# algorithm=None is the automatic choice, as "" is (it raised TypeError).
+assert comm.allreduce(ones(), algorithm=None).tolist() == [size] * 4
+gathered = np.empty(4 * size, np.float32)
+comm.allgather(ones(), gathered, algorithm=None)
+assert gathered.tolist() == [1.0] * (4 * size)
 
 # deterministic is None or -1 (the job's default), False or 0, True or 1; another value is
 # refused by name rather than taken for its truth.
