@@ -306,28 +306,13 @@ Status TcpStore::Impl::HandshakeExchange(const std::string& out, std::string* in
 
 namespace {
 
-// The first line of `bytes`, at most 64 characters, unprintable bytes as \xNN.
+// The first line of `bytes` (an HTTP status line, an SSH banner), as Printable shows text
+// from outside: unprintable bytes as \xNN, at most 64 of them.
 std::string PrintablePrefix(const std::string& bytes) {
-  constexpr size_t kMaxShown = 64;
-  std::string out;
-  size_t shown = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(bytes[i]);
-    if (c == '\r' || c == '\n') {
-      if (shown > 0) return out;  // the first line is enough
-      continue;
-    }
-    if (shown == kMaxShown) return out + "...";
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-    ++shown;
-  }
-  return out;
+  const size_t start = bytes.find_first_not_of("\r\n");
+  if (start == std::string::npos) return "";
+  const size_t end = bytes.find_first_of("\r\n", start);
+  return Printable(bytes.substr(start, end == std::string::npos ? end : end - start));
 }
 
 }  // namespace
