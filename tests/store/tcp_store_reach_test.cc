@@ -18,6 +18,7 @@
 #include "core/store/tcp_store.h"
 #include "glog/logging.h"
 #include "tests/store/store_test_util.h"
+#include "tests/support/loopback_listener.h"
 
 namespace gyre::store {
 namespace {
@@ -74,15 +75,8 @@ class ForeignServer {
   // `reset`: the connection is closed with a reset (RST), not an orderly end (FIN).
   explicit ForeignServer(std::string answer, bool reset = false)
       : answer_(std::move(answer)), reset_(reset) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::listen(listener_, 16), 0);
-    socklen_t len = sizeof(addr);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    listener_ = gyre::testing::ListenOnLoopback(&port_);
+    EXPECT_GE(listener_, 0);
     thread_ = std::thread([this] { Serve(); });
   }
   ~ForeignServer() {
@@ -228,15 +222,9 @@ TEST(TcpStoreReachTest, NoLineBeforeFiveSecondsByDefault) {
 // An attempt that hangs (a peer that accepted the connection but does not answer; a host
 // that drops the SYN) is reported while it lasts, not only between attempts.
 TEST(TcpStoreReachTest, AnAttemptThatHangsIsReportedWhileItLasts) {
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  int port = 0;
+  const int listener = gyre::testing::ListenOnLoopback(&port, 4);
+  ASSERT_GE(listener, 0);
   WarningLines log;
   auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(2000)), auth::Credentials(), Often());
   ::close(listener);

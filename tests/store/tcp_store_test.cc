@@ -23,6 +23,7 @@
 #include "core/store/tcp_store_server.h"
 #include "tests/sanitizers.h"
 #include "tests/store/store_test_util.h"
+#include "tests/support/loopback_listener.h"
 
 namespace gyre::store {
 namespace {
@@ -145,15 +146,9 @@ TEST(TcpStoreTest, DeadServerIsUnavailableNamingHostAndPort) {
 
 TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
   // A server that completes the gyre handshake and then never answers a request.
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  int port = 0;
+  const int listener = gyre::testing::ListenOnLoopback(&port, 4);
+  ASSERT_GE(listener, 0);
   int accepted = -1;
   std::thread server([&] {
     accepted = ::accept(listener, nullptr, nullptr);
@@ -181,15 +176,9 @@ TEST(TcpStoreTest, SilentServerGivesDeadlineExceeded) {
 TEST(TcpStoreTest, ServerThatNeverAnswersTheHandshakeGivesDeadlineExceeded) {
   // A listening socket that never reads: the kernel completes the TCP handshake, nobody
   // answers the hello.
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  int port = 0;
+  const int listener = gyre::testing::ListenOnLoopback(&port, 4);
+  ASSERT_GE(listener, 0);
   TimePoint start = SteadyClock::Get()->Now();
   auto store = TcpStore::Connect("127.0.0.1", port, In(Millis(300)));
   Duration took = SteadyClock::Get()->Now() - start;

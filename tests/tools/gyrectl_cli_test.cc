@@ -19,6 +19,7 @@
 #include "core/base/clock.h"
 #include "core/store/rendezvous.h"
 #include "core/store/store.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/tools/cli_test_util.h"
 
 namespace gyre::testing {
@@ -134,15 +135,10 @@ TEST(GyrectlCli, RanksWithoutAControlAddressAreExplainedFromTheRendezvous) {
 // answer yet" and tried again, though the answer (no gyre store) would not change. It fails
 // at once, showing what answered.
 TEST(GyrectlCli, AStoreAddressWhereSomethingElseAnswersFailsAtOnce) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string url = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  int port = 0;
+  const int listener = gyre::testing::ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(port);
   std::atomic<bool> stop{false};
   std::thread http([&] {
     while (!stop) {
