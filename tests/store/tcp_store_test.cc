@@ -373,15 +373,8 @@ class OldServer {
  public:
   using Answer = std::function<void(const proto::StoreRequest&, proto::StoreResponse*)>;
   explicit OldServer(Answer answer = {}) : answer_(std::move(answer)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(::listen(listen_fd_, 4), 0);
-    EXPECT_EQ(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    port_ = ntohs(a.sin_port);
+    listen_fd_ = gyre::testing::ListenOnLoopback(&port_, 4);
+    EXPECT_GE(listen_fd_, 0);
     thread_ = std::thread([this] { Serve(); });
   }
   ~OldServer() {
