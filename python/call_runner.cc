@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "client/comm_impl.h"
+#include "core/base/thread.h"
 #include "core/job/bootstrap.h"
+#include "glog/logging.h"
 
 namespace gyre::python {
 
@@ -155,23 +157,45 @@ void CallRunner::WatchMessages() {
 
 bool OnCallRunnerThread() { return t_runner_thread; }
 
+Completions::Completions() : owner_(::getpid()) {}
+
+Completions::~Completions() {
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.detach();
+  }
+}
+
 void Completions::Post(std::function<void()> fn) {
-  {
+  if (::getpid() == owner_) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
       queue_.push_back(std::move(fn));
-      StartThreadIfNeeded();
-      cv_.notify_all();
-      return;
+      if (StartThreadIfNeeded()) {
+        cv_.notify_all();
+        return;
+      }
+      // No thread could be started: run it here, as before there were completion threads
+      // (a callback that waits for a later call would then wait on this thread).
+      fn = std::move(queue_.back());
+      queue_.pop_back();
     }
   }
   fn();
 }
 
-void Completions::StartThreadIfNeeded() {
-  if (turn_taken_ || idle_ > 0 || queue_.empty()) return;
+bool Completions::StartThreadIfNeeded() {
+  if (turn_taken_ || idle_ > 0 || queue_.empty()) return true;
   ++idle_;  // counted from now, so a second Post does not start another
-  threads_.emplace_back([self = shared_from_this()] { self->Run(); });
+  std::thread t;
+  const Status started = StartThread(&t, "the torch backend", "completing calls",
+                                     [self = shared_from_this()] { self->Run(); });
+  if (!started.ok()) {
+    --idle_;
+    LOG(WARNING) << started.message();
+    return false;
+  }
+  threads_.push_back(std::move(t));
+  return true;
 }
 
 void Completions::HandOffCurrent() {
@@ -215,18 +239,23 @@ void Completions::Run() {
 }
 
 void Completions::Shutdown() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    threads.swap(threads_);
-  }
-  cv_.notify_all();
-  for (std::thread& t : threads) {
-    if (t.get_id() == std::this_thread::get_id()) {
-      t.detach();  // the completion that called this ends, then the thread (holding *this)
-    } else {
-      t.join();
+  // Until no thread is left: a completion running now may hand its turn on (a call it makes)
+  // and so start another thread after the first swap.
+  for (;;) {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      threads.swap(threads_);
+    }
+    if (threads.empty()) return;
+    cv_.notify_all();
+    for (std::thread& t : threads) {
+      if (t.get_id() == std::this_thread::get_id()) {
+        t.detach();  // the completion that called this ends, then the thread (holding *this)
+      } else {
+        t.join();
+      }
     }
   }
 }

@@ -4,6 +4,8 @@
 // Built as one shared library so both extension modules use a single copy of gyre.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -110,7 +112,10 @@ bool OnCallRunnerThread();
 // Thread-safe; owned through a shared_ptr, which its threads also hold.
 class Completions : public std::enable_shared_from_this<Completions> {
  public:
-  Completions() = default;
+  Completions();
+  // Threads still listed (one started by a hand-off after Shutdown, or the one dropping the
+  // last reference) are detached: each holds a reference, so none outlives its state.
+  ~Completions();
   Completions(const Completions&) = delete;
   Completions& operator=(const Completions&) = delete;
 
@@ -125,7 +130,8 @@ class Completions : public std::enable_shared_from_this<Completions> {
  private:
   void Run();
   void HandOff();
-  void StartThreadIfNeeded();  // REQUIRES: mu_ held
+  // False when a thread was needed and could not be started. REQUIRES: mu_ held.
+  bool StartThreadIfNeeded();
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -134,6 +140,9 @@ class Completions : public std::enable_shared_from_this<Completions> {
   int idle_ = 0;             // threads waiting for the turn (or starting)
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  // The process that made it: in a child forked from it the threads are the parent's (and
+  // mu_ may be held by one of them), so completions run at once on the poster there.
+  const pid_t owner_;
 };
 
 // How to join a job in-process.
