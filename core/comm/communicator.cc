@@ -350,7 +350,16 @@ Status Communicator::Run(CollectiveSpec spec, const void* in, void* out, const C
   Algorithm model_pick = Algorithm::kAuto;
   if (resolved.ok() && Tunes(spec, opts, *resolved)) {
     model_pick = resolved->algorithm;
-    resolved = Tune(*resolved, opts, &trial);
+    StatusOr<CollectiveSpec> tuned = Tune(*resolved, opts, &trial);
+    if (!tuned.ok()) {
+      // The agreement ran in this call's place, under a seq of its own, and failed: the call
+      // fails with it and takes no other. A rank whose trials were given up (a failure only
+      // it saw) made this call there instead; taking a second seq here would leave the ranks
+      // a call apart from then on.
+      last_.status = tuned.status();
+      return tuned.status();
+    }
+    resolved = std::move(tuned);
   }
   const uint64_t seq = next_seq_++;
   const TimePoint start = transport_->clock().Now();
@@ -679,14 +688,19 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
             (m.send ? "; its transport did not take the bytes"
                     : "; no matching message came from it (same tag, same order)");
         lock.unlock();
+        auto& broken = m.send ? p2p_sends_broken_ : p2p_recvs_broken_;
+        bool marked = false;
         {
           // Its number is taken: the message the other side sends under it is dropped when it
-          // comes, and the next post here would be matched with the one after it.
+          // comes, and the next post here would be matched with the one after it. Marked
+          // before the cancel, so that no post can come between them unrefused.
           std::lock_guard<std::mutex> p2p(p2p_mu_);
-          (m.send ? p2p_sends_broken_ : p2p_recvs_broken_)
-              .emplace(std::make_pair(m.peer, m.tag),
-                       m.name + " gave up (" + (stalled ? "no progress" : "its deadline passed") +
-                           ") after its message number was taken");
+          marked = broken
+                       .emplace(std::make_pair(m.peer, m.tag),
+                                m.name + " gave up (" +
+                                    (stalled ? "no progress" : "its deadline passed") +
+                                    ") after its message number was taken")
+                       .second;
         }
         // The transport completes the message with this reason and lets go of its buffer.
         transport_->CancelOperation(m.seq, DeadlineExceededError(why));
@@ -694,6 +708,14 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
         if (!m.done) {
           m.done = true;
           m.status = DeadlineExceededError(why);
+        } else if (m.status.ok() && marked) {
+          // It completed just before the cancel: nothing was lost, so nothing is refused.
+          lock.unlock();
+          {
+            std::lock_guard<std::mutex> p2p(p2p_mu_);
+            broken.erase(std::make_pair(m.peer, m.tag));
+          }
+          lock.lock();
         }
         break;
       }
