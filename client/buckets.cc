@@ -30,7 +30,9 @@ Bucketer::Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes
     return;
   }
   const int64_t esize = static_cast<int64_t>(DataTypeSize(dtype));
-  if (bucket_bytes < esize) {
+  if (bucket_bytes == 0) {
+    bucket_elems_ = 1;  // every tensor on its own
+  } else if (bucket_bytes < esize) {
     refused_ = InvalidArgumentError("Bucketer: bucket_bytes " + std::to_string(bucket_bytes) +
                                     " holds no " + DataTypeName(dtype) + " element (" +
                                     std::to_string(esize) + " bytes)");
@@ -82,27 +84,23 @@ Status Bucketer::Add(void* data, int64_t count) {
     return Status::Ok();
   }
   if (open_ != nullptr && open_->used + count > bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
-  Status added;
   if (open_ == nullptr) {
     StatusOr<unsigned char*> staging = TakeStaging();
     open_ = std::make_unique<Bucket>();
     if (staging.ok()) {
       open_->staging = *staging;
     } else {
-      // The bucket still counts its tensors, so it ends where the others' does.
+      // The bucket still counts its tensors, so it ends where the others' does; Flush says.
       open_->no_memory = staging.status().WithContext("Bucketer: a bucket's memory");
-      added = open_->no_memory;
     }
   }
   if (open_->staging != nullptr) {
     std::memcpy(open_->staging + open_->used * esize, data, count * esize);
-  } else if (added.ok()) {
-    added = open_->no_memory;
   }
   open_->entries.push_back({data, open_->used, count});
   open_->used += count;
   if (open_->used == bucket_elems_) GYRE_RETURN_IF_ERROR(Launch());
-  return added;
+  return Status::Ok();
 }
 
 Status Bucketer::Launch() {

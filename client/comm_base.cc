@@ -276,8 +276,8 @@ StatusOr<void*> CommBase::AllocBuffer(size_t bytes) {
 }
 
 Status CommBase::FreeBuffer(void* block) {
-  // As through the daemon: after the asynchronous calls submitted before it, so a block one
-  // of them still reads or writes is never freed (and handed out again) under it.
+  // As through the daemon: after the asynchronous collectives submitted before it, so a block
+  // one of them still reads or writes is never freed (and handed out again) under it.
   return queue_.RunInline([&]() -> Status {
     {
       std::lock_guard<std::mutex> lock(blocks_mu_);

@@ -25,9 +25,10 @@ class Bucketer {
  public:
   static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 
-  // `comm` must outlive the Bucketer. Every tensor is `dtype` and reduced with `op`. A bucket
-  // smaller than one element, an unknown dtype or op, or avg of an integer type is refused:
-  // Add and Flush return that error (InvalidArgument) and no call is made.
+  // `comm` must outlive the Bucketer. Every tensor is `dtype` and reduced with `op`.
+  // `bucket_bytes` 0 reduces every tensor on its own. A negative size or one between 0 and
+  // an element, an unknown dtype or op, or avg of an integer type is refused: Add and Flush
+  // return that error (InvalidArgument) and no call is made.
   Bucketer(Comm* comm, DataType dtype, ReduceOp op, int64_t bucket_bytes = kDefaultBucketBytes,
            const Options& options = {});
   // Waits for buckets still in flight (their tensors are not written back), then frees the
@@ -36,10 +37,11 @@ class Bucketer {
 
   // Queues `count` elements at `data` to be reduced in place. `data` must stay valid and
   // untouched until Flush() returns. A tensor at least as large as a bucket is reduced on
-  // its own, without a copy. When a bucket's memory cannot be had (AllocBuffer refused),
-  // Add returns why, and the bucket it would have joined is refused in its place in the call
-  // sequence when the others' would start (Comm::RefuseCall): this rank stays in step, the
-  // others' bucket fails naming it, and Flush returns the error too.
+  // its own, without a copy. When a bucket's memory cannot be had (AllocBuffer refused), the
+  // bucket still takes its tensors and is refused in its place in the call sequence when the
+  // others' would start (Comm::RefuseCall): this rank stays in step, the others' bucket
+  // fails naming it, and Flush returns why (Add does not, so a caller that stops at the
+  // first error of Add still makes the same calls as the others).
   Status Add(void* data, int64_t count);
   // Starts the partial bucket, waits for every bucket, and writes each result back into its
   // tensor. The first failure is returned (with gyre's verdict) and the Bucketer is empty

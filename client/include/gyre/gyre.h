@@ -160,8 +160,9 @@ class Comm {
   // page-aligned memory. Free each block with FreeBuffer; blocks still allocated when the
   // Comm is destroyed are freed with it, so none may be used after that.
   virtual StatusOr<void*> AllocBuffer(size_t bytes) = 0;
-  // Frees a block from AllocBuffer once the asynchronous calls submitted before this have
-  // finished (one may still use it); any other pointer is refused with InvalidArgument.
+  // Frees a block from AllocBuffer once the asynchronous collectives submitted before this
+  // have finished (one may still use it); any other pointer is refused with InvalidArgument.
+  // A SendAsync or RecvAsync on the block must be waited for first: it is not in that queue.
   virtual Status FreeBuffer(void* block) = 0;
 
   // Ends this rank's part in the job, as MPI_Finalize does: waits until every rank has closed,
