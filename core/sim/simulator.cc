@@ -76,7 +76,10 @@ LowerBounds ComputeLowerBounds(const CollectiveSpec& s, int64_t byte_scale,
     const double bw = topology.InjectionBandwidth(mapping[r]);
     if (slowest_port < 0 || bw < slowest_port) slowest_port = bw;
   }
-  const double root_port = topology.InjectionBandwidth(mapping[s.root]);
+  // Unrooted collectives do not check their root (gyre marks its own calls with a negative
+  // one): rank 0's port stands in.
+  const int root = s.root >= 0 && s.root < p ? s.root : 0;
+  const double root_port = topology.InjectionBandwidth(mapping[root]);
   const bool from_root =
       s.collective == Collective::kBroadcast || s.collective == Collective::kScatter;
   const bool to_root = s.collective == Collective::kReduce || s.collective == Collective::kGather;
