@@ -18,6 +18,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/loopback_listener.h"
+
 namespace gyre::testing {
 
 std::string BinDir() {
@@ -169,16 +171,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 }
 
 int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = -1;
+  const int fd = ListenOnLoopback(&port, 1);
   if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   ::close(fd);
-  return ok ? ntohs(a.sin_port) : -1;
+  return port;
 }
 
 }  // namespace gyre::testing

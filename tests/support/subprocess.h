@@ -45,7 +45,7 @@ bool RemoveTree(const std::string& dir);
 // The whole of the file at `path` ("" if it cannot be read).
 std::string ReadAll(const std::string& path);
 
-// A TCP port on 127.0.0.1 the kernel just handed out (bound to port 0, then closed), for a
+// A TCP port on 127.0.0.1 the kernel just handed out (ListenOnLoopback, then closed), for a
 // program that must be told its port; -1 if none could be had.
 int FreeLoopbackPort();
 
