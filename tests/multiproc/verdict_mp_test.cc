@@ -891,7 +891,11 @@ TEST(StoppedRankTest, AResumedRankToldTheOthersVerdictStillNamesItself) {
       ++told;
     }
   }
-  EXPECT_EQ(failed1.size(), 2u) << ranks.Err(1);
+  // Its second call fails too, or completes on its side: when rank 0 had sent all of its part
+  // of that call before giving up on it, the resumed rank receives it and finishes (a right
+  // result, rank 0's data and its own), while rank 0's copy fails. Seen once in CI.
+  EXPECT_GE(failed1.size(), 1u) << ranks.Err(1);
+  EXPECT_LE(failed1.size(), 2u) << ranks.Err(1);
   std::printf("rank 1 was told rank 0's verdict in %d of its failed calls\n", told);
 }
 
