@@ -304,6 +304,10 @@ int main(int argc, char** argv) {
                   calls[k].ok() ? "ok" : calls[k].ToString().c_str());
     }
     std::fflush(stdout);
+    // No rank leaves while another may still be asking it about the third call.
+    const Status met = comm.Barrier();
+    std::printf("rank %d: barrier after them: %s\n", r, met.ok() ? "ok" : met.ToString().c_str());
+    std::fflush(stdout);
   }
   if (FLAGS_free_while_async) {
     constexpr int64_t n = 1 << 20;  // 4 MiB: a block the allocator may hand out again

@@ -415,16 +415,16 @@ TEST_P(CloseAgainstAlltoallTest, AOneByteAlltoallDoesNotPairWithTheOthersClose) 
   const std::string all = r.result.out + r.result.err;
   EXPECT_EQ(all.find("rank 1: alltoall ok"), std::string::npos) << Dump(r);
   EXPECT_TRUE(std::regex_search(
-      all,
-      std::regex(R"(rank 1: alltoall failed: .*rank 1 \(this rank\) diverged: called )"
-                 R"(alltoall\(count=1, uint8, algo=pairwise\) at seq=4 while ranks 0,2 called )"
-                 R"(Comm::Close)")))
+      all, std::regex(R"(rank 1: alltoall failed: .*Comm::Close \(its closing exchange)")))
       << Dump(r);
+  // Every closer's Close fails. Which rank a verdict names depends on who has left by the
+  // time a rank asks (rank 2 gone first made rank 0's say "rank 2 dead" once in CI), so only
+  // rank 1's own error, from the message it was sent, is held to naming the close.
   std::set<int> close_failed;
   ForEachMatch(
       r,
       std::regex(R"(^\[rank (\d)\] rank \d: close failed: InvalidArgument: Comm::Close on )"
-                 R"(rank \d: close seq=4 .*rank 1 diverged)"),
+                 R"(rank \d: close seq=4 )"),
       [&](const std::smatch& m, const std::string&) { close_failed.insert(std::stoi(m[1])); });
   EXPECT_EQ(close_failed, (std::set<int>{0, 2})) << Dump(r);
   EXPECT_LT(r.result.seconds, T / 2) << Dump(r);
