@@ -488,8 +488,9 @@ std::optional<std::string> Communicator::LateDivergence() {
   auto late = monitor_.TakeLateDivergence();
   if (!late) return std::nullopt;
   return "the ranks' calls diverged at seq=" + std::to_string(late->first) +
-         ", which completed on this rank before another rank found it: " + late->second.message() +
-         " (this rank's result of seq=" + std::to_string(late->first) + " may be wrong)";
+         ", which completed on this rank before the difference was found: " +
+         late->second.message() + " (this rank's result of seq=" + std::to_string(late->first) +
+         " may be wrong)";
 }
 
 std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
