@@ -15,6 +15,7 @@
 
 #include "client/include/gyre/buckets.h"
 #include "client/include/gyre/gyre.h"
+#include "core/base/tool_flags.h"
 
 DEFINE_int32(tensors, 1000, "part 1: number of small tensors");
 DEFINE_int64(tensor_bytes, 4096, "part 1: bytes per tensor");
@@ -107,7 +108,11 @@ int Fail(int rank, const gyre::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  gyre::ParseToolFlags(&argc, &argv,
+                       "one rank of the gradient fusion and overlap measurement; run it under "
+                       "gyrerun:\n"
+                       "  gyrerun -n 2 --mode embedded -- gyre-example-fusion [--tensors 1000] "
+                       "[--layers 16]");
   const std::string bad = argc > 1 ? std::string("unexpected argument '") + argv[1] +
                                          "': gyre-example-fusion takes flags only"
                                    : BadFlag();

@@ -37,7 +37,7 @@
 DEFINE_string(store, "", "the job's store URL (gyrerun prints it at start)");
 DEFINE_string(job_id, "", "the job id (gyrerun prints it at start)");
 DEFINE_bool(json, false, "print JSON instead of a table");
-DEFINE_double(timeout, 1.0, "seconds to wait for each rank's answer (0.001 to 3600)");
+DEFINE_double(timeout, 1.0, "seconds to wait for each rank's answer (0.05 to 3600)");
 DEFINE_string(out, "", "dump: write flight-rank<R>.json files here instead of stdout");
 DEFINE_string(secret_file, "",
               "the job's secret, to open a TCP store that requires it "
@@ -60,9 +60,17 @@ std::string WriteWholeFile(const std::string& path, const std::string& text) {
 }
 
 // A wait per rank: long enough for a loaded host, short enough that a frozen rank does not
-// hold the inquiry; outside this range the deadline arithmetic expires at once.
-constexpr double kMinTimeoutSeconds = 0.001;
+// hold the inquiry. A healthy rank's control endpoint answers (connect, handshake, state)
+// within a few ms, and may take tens of ms on a busy host; a shorter wait would show it as
+// silent ("stopped or frozen") or even unreachable, the very states the table is there to
+// tell from a healthy one. A longer wait costs a rank that answers nothing: its row is ready
+// when it does. Far beyond the ceiling the deadline arithmetic expires at once.
+constexpr double kMinTimeoutSeconds = 0.05;
 constexpr double kMaxTimeoutSeconds = 3600;
+constexpr const char kTimeoutRange[] =
+    "from 0.05 to 3600 seconds: a healthy rank may take tens of ms to answer on a busy host, "
+    "so a shorter wait would show it as silent (stopped or frozen); ranks that answer do not "
+    "wait it out";
 
 int Run(int argc, char** argv);
 
@@ -86,9 +94,8 @@ int Run(int argc, char** argv) {
   if (argc > 2) {
     return Fail(std::string("unexpected argument '") + argv[2] + "' after the command " + cmd);
   }
-  const std::string bad =
-      gyre::FirstBadSecondsFlag({{"--timeout", FLAGS_timeout, kMinTimeoutSeconds,
-                                  kMaxTimeoutSeconds, "from 0.001 to 3600 seconds"}});
+  const std::string bad = gyre::FirstBadSecondsFlag(
+      {{"--timeout", FLAGS_timeout, kMinTimeoutSeconds, kMaxTimeoutSeconds, kTimeoutRange}});
   if (!bad.empty()) return Fail(bad);
   if (cmd == "timeline" && FLAGS_out.empty()) return Fail("timeline needs --out FILE");
   if (FLAGS_store.empty() || FLAGS_job_id.empty()) return Fail("--store and --job_id are needed");

@@ -30,8 +30,38 @@ TEST(GyrectlCli, TimeoutOutsideItsRangeIsRefused) {
   for (const char* t : {"0", "-1", "nan", "1e+300", "inf"}) {
     ExpectRefused(
         {BuiltBinary("gyrectl"), "status", "--store", store, "--job_id", "j", "--timeout", t},
-        {std::string("--timeout ") + t, "from 0.001 to 3600 seconds"});
+        {std::string("--timeout ") + t, "from 0.05 to 3600 seconds"});
   }
+}
+
+// A wait shorter than a healthy rank may need to answer showed healthy ranks of a live job
+// as "silent ... (stopped or frozen)". Such a --timeout is refused, saying why, before the
+// store is opened; the floor itself is accepted.
+TEST(GyrectlCli, TimeoutTooShortToHearAHealthyRankIsRefused) {
+  const std::string store = "file://" + EmptyTempDir("gyrectl-short");
+  for (const char* cmd : {"status", "dump"}) {
+    for (const char* t : {"0.001", "0.01", "0.049"}) {
+      SCOPED_TRACE(std::string(cmd) + " --timeout " + t);
+      CommandResult r =
+          RunTool({BuiltBinary("gyrectl"), cmd, "--store", store, "--job_id", "j", "--timeout", t});
+      EXPECT_FALSE(r.timed_out);
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      EXPECT_NE(r.err.find(std::string("gyrectl: --timeout ") + t +
+                           " must be from 0.05 to 3600 seconds: a healthy rank may take tens of "
+                           "ms to answer"),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+      EXPECT_EQ(r.err.find("no rank of job"), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "");
+    }
+  }
+  // At the floor the flag is taken: gyrectl goes on to the (empty) store.
+  CommandResult r = RunTool(
+      {BuiltBinary("gyrectl"), "status", "--store", store, "--job_id", "j", "--timeout", "0.05"});
+  EXPECT_EQ(r.err.find("--timeout"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no rank of job j has published a control address"), std::string::npos)
+      << r.err;
 }
 
 TEST(GyrectlCli, MissingStoreFolderIsNamedAndNotCreated) {
