@@ -175,9 +175,13 @@ Status CheckText(const std::string& what, const std::string& value) {
 
 Status CheckHostName(const std::string& what, const std::string& host) {
   if (host.empty()) return InvalidArgumentError(what + " is empty: a host needs a name");
-  if (host.size() > 255) {
-    return InvalidArgumentError(what + " is " + std::to_string(host.size()) +
-                                " bytes, more than the 255 a host name may have");
+  if (host.size() > kMaxHostNameBytes) {
+    // Not the whole name: this message is printed by every rank, and by gyrerun.
+    size_t shown = 24;
+    while (shown > 0 && (static_cast<unsigned char>(host[shown]) & 0xc0) == 0x80) --shown;
+    return InvalidArgumentError(what + " " + store::QuoteKey(host.substr(0, shown)) + "... is " +
+                                std::to_string(host.size()) + " bytes long, more than the " +
+                                std::to_string(kMaxHostNameBytes) + " a host name may have");
   }
   GYRE_RETURN_IF_ERROR(CheckText(what, host));
   if (host.find(' ') != std::string::npos) {
