@@ -952,12 +952,12 @@ int main(int argc, char** argv) {
     if (FLAGS_nnodes < 1 || FLAGS_nproc_per_node < 1) {
       return Usage("--nnodes and --nproc_per_node must both be at least 1");
     }
-    if (int64_t{FLAGS_nnodes} * FLAGS_nproc_per_node > 1 << 20 ||
+    if (int64_t{FLAGS_nnodes} * FLAGS_nproc_per_node > store::kMaxWorldSize ||
         FLAGS_nproc_per_node > kMaxRanks) {
-      return Usage(
-          "--nnodes x --nproc_per_node is at most 1048576, and --nproc_per_node at "
-          "most " +
-          std::to_string(kMaxRanks));
+      return Usage("--nnodes x --nproc_per_node is at most " +
+                   std::to_string(store::kMaxWorldSize) +
+                   " (the most ranks a job may have), and --nproc_per_node at most " +
+                   std::to_string(kMaxRanks));
     }
     if (n > 0 && n != FLAGS_nnodes * FLAGS_nproc_per_node) {
       return Usage("-n " + std::to_string(n) + " is not --nnodes x --nproc_per_node (" +

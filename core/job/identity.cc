@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/auth/handshake.h"
+#include "core/store/rendezvous.h"
 #include "core/store/store.h"
 
 namespace gyre::job {
@@ -252,6 +253,14 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   if (id.world_size < 1) {
     return InvalidArgumentError("world size " + std::to_string(id.world_size) +
                                 " must be at least 1 (from " + id.source + ")");
+  }
+  // Before the rank sizes its descriptor limit from it: a world of 2147483647 asked for
+  // `ulimit -n 6442451002`, which no kernel grants, instead of saying that gyre has no such job.
+  if (id.world_size > store::kMaxWorldSize) {
+    return InvalidArgumentError("world size " + std::to_string(id.world_size) + " (from " +
+                                id.source + ") is more than the " +
+                                std::to_string(store::kMaxWorldSize) +
+                                " ranks a gyre job may have");
   }
   if (id.rank < 0 || id.rank >= id.world_size) {
     return InvalidArgumentError("rank " + std::to_string(id.rank) +

@@ -422,6 +422,37 @@ TEST(IdentityTest, HostNamesAndJobIdsMustBeText) {
   }
 }
 
+// A hand-launched rank of a world of 2147483647 was told to run `ulimit -n 6442451002`;
+// a world past what a job may have is refused as such, before anything is opened.
+TEST(IdentityTest, AWorldLargerThanAJobMayHaveIsRefused) {
+  auto with = [](const std::string& size) {
+    return ResolveIdentity(
+        {}, MapEnvironment(
+                {{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", size}, {"GYRE_STORE", "file:///tmp/s"}}));
+  };
+  for (const char* size : {"2147483647", "1048577"}) {
+    auto id = with(size);
+    ASSERT_FALSE(id.ok()) << size;
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(id.status().message().find(std::string("world size ") + size +
+                                         " (from GYRE_*) is more than the 1048576 ranks a gyre "
+                                         "job may have"),
+              std::string::npos)
+        << id.status();
+  }
+  auto most = with("1048576");
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(most->world_size, 1 << 20);
+  IdentityOverrides flags;
+  flags.rank = 0;
+  flags.world_size = 2147483647;
+  auto flagged = ResolveIdentity(flags, MapEnvironment({{"GYRE_STORE", "file:///tmp/s"}}));
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_NE(flagged.status().message().find("(from flags) is more than the 1048576"),
+            std::string::npos)
+      << flagged.status();
+}
+
 TEST(ListInterfacesTest, FindsLoopback) {
   auto all = ListInterfaces();
   ASSERT_TRUE(all.ok()) << all.status();
