@@ -57,8 +57,8 @@ std::string DescribeSeqTag(uint64_t seq, uint64_t tag);
 using SeqTagFormatter = std::string (*)(uint64_t seq, uint64_t tag);
 void SetSeqTagFormatter(SeqTagFormatter f);
 // What the caller can do about a message over the transport's size cap, for the operation it
-// belongs to ("every gather algorithm sends a rank's block as one message: make smaller
-// calls"): whether another algorithm helps depends on the collective, so this too is
+// belongs to ("every gather algorithm ... sends whole blocks as single messages ...: make
+// smaller calls"): whether another algorithm helps depends on the collective, so this too is
 // installed by the layer above; a hint that names no remedy until then.
 std::string DescribeOversizeRemedy(const OpDesc& d);
 using OversizeRemedyFormatter = std::string (*)(const OpDesc&);
