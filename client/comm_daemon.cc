@@ -281,10 +281,11 @@ class DaemonComm final : public CommBase {
 
   static size_t PageRound(size_t v) { return (v + 4095) & ~size_t{4095}; }
 
-  // The block that holds all of [p, p + n), if any.
   // Where a buffer lies in a block from AllocBuffer: nullopt when in none (it is staged); an
   // error when it starts in one but runs past what was asked for, as the call would read or
-  // write memory the program does not own (staged, it crashed the program later).
+  // write memory the program does not own (staged, it crashed the program later). A buffer
+  // that runs on into the blocks that follow its block in memory is the program's memory all
+  // through: the daemon maps each block on its own, so it is staged, like any other.
   StatusOr<std::optional<Place>> InBlock(const void* p, size_t n, const char* what) const {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = blocks_.upper_bound(a);
@@ -294,12 +295,29 @@ class DaemonComm final : public CommBase {
     if (off >= it->second.bytes) return std::optional<Place>();
     const size_t asked = std::max<size_t>(it->second.asked, 1);
     if (off >= asked || n > asked - off) {
+      if (off < it->second.asked && SpansAdjacentBlocks(it, a + n)) return std::optional<Place>();
       return InvalidArgumentError(std::string("the ") + what + " buffer (" + std::to_string(n) +
                                   " bytes at offset " + std::to_string(off) +
                                   ") runs past the end of its AllocBuffer block of " +
                                   std::to_string(it->second.asked) + " bytes");
     }
     return std::optional<Place>(Place{it->second.region, off});
+  }
+
+  // Whether the blocks from `first` on cover every byte up to `end` that is past `first`'s
+  // start, each starting where the one before ends and none with a byte between the end of
+  // what AllocBuffer was asked for and the next block (a block of a size that is not whole
+  // pages is never followed directly: blocks are mapped at page boundaries).
+  bool SpansAdjacentBlocks(std::map<uintptr_t, Block>::const_iterator first, uintptr_t end) const {
+    for (auto it = first; it != blocks_.end();) {
+      const uintptr_t asked_end = it->first + it->second.asked;
+      if (end <= asked_end) return true;
+      if (it->second.asked == 0) return false;
+      auto next = std::next(it);
+      if (next == blocks_.end() || next->first != asked_end) return false;
+      it = next;
+    }
+    return false;
   }
 
   // Records what the daemon says the call did, and the bytes this side staged.

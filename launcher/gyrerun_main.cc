@@ -479,11 +479,13 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
   struct Item {
     std::string spec;
     std::string quoted;
+    std::string where;  // without the entry: "--hosts entry 2", "--hostfile F line 3"
   };
   std::vector<Item> items;
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) {
-    items.push_back({item, "host '" + gyre::Printable(item) + "'"});
+    items.push_back({item, "host '" + gyre::Printable(item) + "'",
+                     "--hosts entry " + std::to_string(items.size() + 1)});
   }
   if (!hostfile.empty()) {
     std::error_code ec;
@@ -524,7 +526,7 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
           return gyre::InvalidArgumentError(quoted + " has more than 'host slots=N [max_slots=M]'");
         }
       }
-      items.push_back({host, quoted});
+      items.push_back({host, quoted, "--hostfile " + hostfile + " line " + std::to_string(number)});
     }
   }
   std::vector<HostSlots> out;
@@ -543,6 +545,10 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
       h.slots = std::atoi(n.c_str());
     }
     if (h.host.empty()) return gyre::InvalidArgumentError(item.quoted + " has no name");
+    // Said with its length and a prefix: the whole entry may be kilobytes long.
+    if (h.host.size() > gyre::job::kMaxHostNameBytes) {
+      return gyre::job::CheckHostName("the host name of " + item.where, h.host);
+    }
     if (std::any_of(h.host.begin(), h.host.end(),
                     [](unsigned char c) { return c <= 0x20 || c >= 0x7f; })) {
       return gyre::InvalidArgumentError(item.quoted +
@@ -946,12 +952,12 @@ int main(int argc, char** argv) {
     if (FLAGS_nnodes < 1 || FLAGS_nproc_per_node < 1) {
       return Usage("--nnodes and --nproc_per_node must both be at least 1");
     }
-    if (int64_t{FLAGS_nnodes} * FLAGS_nproc_per_node > 1 << 20 ||
+    if (int64_t{FLAGS_nnodes} * FLAGS_nproc_per_node > store::kMaxWorldSize ||
         FLAGS_nproc_per_node > kMaxRanks) {
-      return Usage(
-          "--nnodes x --nproc_per_node is at most 1048576, and --nproc_per_node at "
-          "most " +
-          std::to_string(kMaxRanks));
+      return Usage("--nnodes x --nproc_per_node is at most " +
+                   std::to_string(store::kMaxWorldSize) +
+                   " (the most ranks a job may have), and --nproc_per_node at most " +
+                   std::to_string(kMaxRanks));
     }
     if (n > 0 && n != FLAGS_nnodes * FLAGS_nproc_per_node) {
       return Usage("-n " + std::to_string(n) + " is not --nnodes x --nproc_per_node (" +

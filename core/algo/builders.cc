@@ -67,4 +67,49 @@ StatusOr<Schedule> BuildSchedule(const CollectiveSpec& spec) {
   return s;
 }
 
+bool CutsMessagesIntoSegments(Collective c, Algorithm a) {
+  CollectiveSpec s = MakeSpec(c, 4096, DataType::kFloat32, ReduceOp::kSum, 0);
+  s.algorithm = a;
+  s.world_size = 4;
+  s.local_size = 2;  // hierarchical: two hosts of two
+  s.grid_rows = 2;   // two-dimensional: a 2 x 2 grid
+  s.segment_elems = 16;
+  s.deterministic = a == Algorithm::kCanonical;
+  StatusOr<Schedule> schedule = BuildSchedule(s);
+  if (!schedule.ok()) return false;
+  for (const RankSchedule& rank : schedule->ranks) {
+    for (const Step& step : rank.steps) {
+      if (step.kind == StepKind::kSend && step.src.count > s.segment_elems) return false;
+    }
+  }
+  return true;
+}
+
+std::string OversizeMessageRemedy(Collective c, Algorithm a) {
+  const std::string name = CollectiveName(c);
+  if (CutsMessagesIntoSegments(c, a)) {
+    // It cuts: the segment itself is over the cap (a --segment_bytes above it).
+    return name + " " + AlgorithmName(a) +
+           " sends one segment per message, so the call's segment is larger than that: give a "
+           "smaller segment size (--segment_bytes, GYRE_SEGMENT_BYTES, or the call's "
+           "segment_bytes), or make smaller calls";
+  }
+  std::string cutting, all;
+  for (Algorithm other : AlgorithmsFor(c)) {
+    all += std::string(all.empty() ? "" : ", ") + AlgorithmName(other);
+    if (other != a && CutsMessagesIntoSegments(c, other)) {
+      cutting += std::string(cutting.empty() ? "" : ", ") + AlgorithmName(other);
+    }
+  }
+  if (!cutting.empty()) {
+    const bool one = cutting.find(',') == std::string::npos;
+    return name + " " + AlgorithmName(a) + " sends a block of that size as one message, and " +
+           cutting + (one ? " cuts" : " cut") + " blocks into segments: choose " +
+           (one ? "it" : "one of them") + " for this call, or make smaller calls";
+  }
+  return "every " + name + " algorithm (" + all +
+         ") sends whole blocks as single messages, whatever the segment size, so no other "
+         "algorithm helps: make smaller calls";
+}
+
 }  // namespace gyre::algo

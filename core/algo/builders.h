@@ -16,4 +16,15 @@ StatusOr<RankSchedule> BuildRankSchedule(const CollectiveSpec& spec, int rank);
 // Every rank's schedule, for verification, costing, printing and simulation.
 StatusOr<Schedule> BuildSchedule(const CollectiveSpec& spec);
 
+// Whether algorithm `a` of `c` cuts its messages into the call's segments
+// (CollectiveSpec::segment_elems), as found from a small schedule of it; false for one that
+// sends a block (or a subtree's blocks) as one message whatever the segment.
+bool CutsMessagesIntoSegments(Collective c, Algorithm a);
+
+// What a caller can do when a message of `c` run as `a` is over the largest message the
+// transport carries, said after "...exceeds max_frame_bytes (N): ". True to the collective:
+// another algorithm is named only when one of `c` cuts its messages, and when none does (as
+// for gather and scatter) the advice is smaller calls alone.
+std::string OversizeMessageRemedy(Collective c, Algorithm a);
+
 }  // namespace gyre::algo

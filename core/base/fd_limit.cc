@@ -4,8 +4,21 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace gyre {
+namespace {
+
+// The kernel's cap on any process's descriptor limit (fs.nr_open): setrlimit refuses more
+// even to root. 0 when it cannot be read.
+uint64_t KernelDescriptorCap() {
+  std::ifstream f("/proc/sys/fs/nr_open");
+  uint64_t cap = 0;
+  if (!(f >> cap)) return 0;
+  return cap;
+}
+
+}  // namespace
 
 Status EnsureFileDescriptors(uint64_t need, const std::string& what) {
   struct rlimit limit {};
@@ -23,6 +36,16 @@ Status EnsureFileDescriptors(uint64_t need, const std::string& what) {
   }
   const std::string hard =
       limit.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_max);
+  // No `ulimit -n` the kernel would refuse: a world of 2147483647 ranks was told to raise it
+  // to 6442451002.
+  if (const uint64_t cap = KernelDescriptorCap(); cap > 0 && need > cap) {
+    return ResourceExhaustedError(
+        what + " needs about " + std::to_string(need) +
+        " file descriptors, more than the kernel lets any process open (fs.nr_open is " +
+        std::to_string(cap) + "; this process may open " + std::to_string(limit.rlim_cur) +
+        "): too many for one host's descriptor limit, and no ulimit may pass fs.nr_open; run "
+        "fewer ranks here (or, as root, raise fs.nr_open with sysctl first)");
+  }
   return ResourceExhaustedError(
       what + " needs about " + std::to_string(need) +
       " file descriptors, but this process may open only " + std::to_string(limit.rlim_cur) +

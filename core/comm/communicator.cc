@@ -99,6 +99,18 @@ OpDesc MakeOpDesc(const CollectiveSpec& spec) {
 
 namespace {
 
+// The transport's advice on a message over its size cap (DescribeOversizeRemedy).
+std::string FormatOversizeRemedy(const OpDesc& d) {
+  if (d.collective == kPointToPointDesc) {
+    return "send/recv sends each message in one piece: send less per call";
+  }
+  if (d.collective >= algo::kNumCollectives || d.algorithm >= algo::kNumAlgorithms) {
+    return "the operation sends a message of that size in one piece";
+  }
+  return algo::OversizeMessageRemedy(static_cast<Collective>(d.collective),
+                                     static_cast<Algorithm>(d.algorithm));
+}
+
 // The transport's seq/tag text (DescribeSeqTag): a point-to-point message's fields as
 // PointToPointSeq packs them; a collective's step as its schedule names it.
 std::string FormatSeqTag(uint64_t seq, uint64_t tag) {
@@ -117,6 +129,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommOptions opt
     : transport_(std::move(transport)), options_(options), monitor_(&transport_->clock()) {
   SetOpDescFormatter(&FormatOpDesc);
   SetSeqTagFormatter(&FormatSeqTag);
+  SetOversizeRemedyFormatter(&FormatOversizeRemedy);
   if (!options_.trace_jsonl.empty()) {
     StatusOr<std::FILE*> trace = OpenForAppend(options_.trace_jsonl);
     if (trace.ok()) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/auth/handshake.h"
+#include "core/store/rendezvous.h"
 #include "core/store/store.h"
 
 namespace gyre::job {
@@ -175,9 +176,13 @@ Status CheckText(const std::string& what, const std::string& value) {
 
 Status CheckHostName(const std::string& what, const std::string& host) {
   if (host.empty()) return InvalidArgumentError(what + " is empty: a host needs a name");
-  if (host.size() > 255) {
-    return InvalidArgumentError(what + " is " + std::to_string(host.size()) +
-                                " bytes, more than the 255 a host name may have");
+  if (host.size() > kMaxHostNameBytes) {
+    // Not the whole name: this message is printed by every rank, and by gyrerun.
+    size_t shown = 24;
+    while (shown > 0 && (static_cast<unsigned char>(host[shown]) & 0xc0) == 0x80) --shown;
+    return InvalidArgumentError(what + " " + store::QuoteKey(host.substr(0, shown)) + "... is " +
+                                std::to_string(host.size()) + " bytes long, more than the " +
+                                std::to_string(kMaxHostNameBytes) + " a host name may have");
   }
   GYRE_RETURN_IF_ERROR(CheckText(what, host));
   if (host.find(' ') != std::string::npos) {
@@ -248,6 +253,14 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   if (id.world_size < 1) {
     return InvalidArgumentError("world size " + std::to_string(id.world_size) +
                                 " must be at least 1 (from " + id.source + ")");
+  }
+  // Before the rank sizes its descriptor limit from it: a world of 2147483647 asked for
+  // `ulimit -n 6442451002`, which no kernel grants, instead of saying that gyre has no such job.
+  if (id.world_size > store::kMaxWorldSize) {
+    return InvalidArgumentError("world size " + std::to_string(id.world_size) + " (from " +
+                                id.source + ") is more than the " +
+                                std::to_string(store::kMaxWorldSize) +
+                                " ranks a gyre job may have");
   }
   if (id.rank < 0 || id.rank >= id.world_size) {
     return InvalidArgumentError("rank " + std::to_string(id.rank) +

@@ -76,8 +76,14 @@ Status CheckJobId(const std::string& job_id);
 // state and records hold it in protobuf strings, which refuse other bytes, and a refused one
 // took every control answer, and so every verdict, with it). InvalidArgument naming `what`.
 Status CheckText(const std::string& what, const std::string& value);
-// A host name for the job (GYRE_HOST, --host_name, --hosts): text, not empty, at most 255
-// bytes, without spaces.
+// The longest host name a job takes. A DNS name is at most 253 bytes written out (255 on the
+// wire), and Linux's HOST_NAME_MAX, what gethostname can return, is 64; so no host is named
+// by more, and a longer one is a mistake. Every rank's record and every verdict and error line
+// that names a rank carries its host name, so a 70 KB one made each of them 70 KB long.
+inline constexpr size_t kMaxHostNameBytes = 255;
+// A host name for the job (GYRE_HOST, --host_name, --hosts): text, not empty, at most
+// kMaxHostNameBytes bytes (a longer one is refused with its length and only a short prefix of
+// it), without spaces.
 Status CheckHostName(const std::string& what, const std::string& host);
 
 // InvalidArgument naming the variable when a value does not parse, when rank/world size

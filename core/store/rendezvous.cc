@@ -20,8 +20,6 @@ namespace {
 
 using internal::CallTimer;
 
-constexpr int kMaxWorldSize = 1 << 20;
-
 std::string Encode(const PeerRecord& record) {
   proto::PeerRecordProto p;
   p.set_rank(record.rank);

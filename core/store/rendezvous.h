@@ -42,6 +42,11 @@ struct PeerRecord {
   std::string call_defaults;
 };
 
+// The most ranks a job may have: the rendezvous refuses larger worlds, a TCP store server
+// serves at most this many (TcpStoreServer::kMaxRanks), and job::ResolveIdentity refuses them
+// before a rank opens anything.
+inline constexpr int kMaxWorldSize = 1 << 20;
+
 // "rank 2 (host node7, pid 4242)"
 std::string DescribePeer(const PeerRecord& peer);
 

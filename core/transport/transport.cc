@@ -19,12 +19,22 @@ std::string DefaultSeqTag(uint64_t seq, uint64_t tag) {
 
 std::atomic<SeqTagFormatter> g_seq_tag{&DefaultSeqTag};
 
+std::string DefaultOversizeRemedy(const OpDesc&) {
+  return "the operation sends a message of that size in one piece";
+}
+
+std::atomic<OversizeRemedyFormatter> g_oversize{&DefaultOversizeRemedy};
+
 }  // namespace
 
 std::string DescribeOpDesc(const OpDesc& d) { return g_formatter.load()(d); }
 void SetOpDescFormatter(OpDescFormatter f) { g_formatter.store(f ? f : &DefaultFormatter); }
 std::string DescribeSeqTag(uint64_t seq, uint64_t tag) { return g_seq_tag.load()(seq, tag); }
 void SetSeqTagFormatter(SeqTagFormatter f) { g_seq_tag.store(f ? f : &DefaultSeqTag); }
+std::string DescribeOversizeRemedy(const OpDesc& d) { return g_oversize.load()(d); }
+void SetOversizeRemedyFormatter(OversizeRemedyFormatter f) {
+  g_oversize.store(f ? f : &DefaultOversizeRemedy);
+}
 
 std::string Transport::DescribePeer(int peer) const { return "rank " + std::to_string(peer); }
 

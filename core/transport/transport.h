@@ -56,6 +56,13 @@ void SetOpDescFormatter(OpDescFormatter f);
 std::string DescribeSeqTag(uint64_t seq, uint64_t tag);
 using SeqTagFormatter = std::string (*)(uint64_t seq, uint64_t tag);
 void SetSeqTagFormatter(SeqTagFormatter f);
+// What the caller can do about a message over the transport's size cap, for the operation it
+// belongs to ("every gather algorithm ... sends whole blocks as single messages ...: make
+// smaller calls"): whether another algorithm helps depends on the collective, so this too is
+// installed by the layer above; a hint that names no remedy until then.
+std::string DescribeOversizeRemedy(const OpDesc& d);
+using OversizeRemedyFormatter = std::string (*)(const OpDesc&);
+void SetOversizeRemedyFormatter(OversizeRemedyFormatter f);
 
 struct MessageHeader {
   uint64_t seq = 0;  // operation sequence number within the communicator

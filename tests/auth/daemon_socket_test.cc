@@ -356,6 +356,67 @@ TEST_F(DaemonTest, ABufferRunningPastItsBlockIsRefused) {
   EXPECT_TRUE(Allreduce(**comm, 3).ok());
 }
 
+// A buffer that runs from one block from AllocBuffer on into the next one in memory is the
+// program's memory all through (an embedded rank takes it): it was refused as running past
+// its block. It is staged like a buffer in no block, with exact results; one that runs on
+// past the second block is still refused.
+TEST_F(DaemonTest, ABufferAcrossAdjacentBlocksIsStaged) {
+  auto comm = Comm::ConnectDaemon(socket_, In(Seconds(10)));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  constexpr size_t kBlock = 64 << 10;
+  // New mappings go next to the ones before them; find two blocks that touch.
+  std::vector<void*> blocks;
+  char* low = nullptr;
+  char* high = nullptr;
+  for (int i = 0; i < 32 && low == nullptr; ++i) {
+    auto b = (*comm)->AllocBuffer(kBlock);
+    ASSERT_TRUE(b.ok()) << b.status();
+    char* made = static_cast<char*>(*b);
+    for (void* v : blocks) {
+      char* other = static_cast<char*>(v);
+      if (other + kBlock == made) {
+        low = other;
+        high = made;
+      } else if (made + kBlock == other) {
+        low = made;
+        high = other;
+      }
+    }
+    blocks.push_back(made);
+  }
+  ASSERT_NE(low, nullptr) << "no two of " << blocks.size() << " blocks are adjacent";
+  ASSERT_EQ(high, low + kBlock);
+  const int64_t n = kBlock / 4;  // 64 KiB of int32 from the middle of the lower block
+  auto* in = reinterpret_cast<int32_t*>(low + kBlock / 2);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<int32_t>(i * 3 + 1);
+  std::vector<int32_t> expect(in, in + n);
+  std::vector<int32_t> out(n, -1);
+  Status s = (*comm)->Allreduce(in, out.data(), n, DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*comm)->last().bytes_staged, 2 * n * 4);
+  EXPECT_EQ(out, expect);
+  // As the output too, in place: the result is written back across both blocks.
+  std::fill(in, in + n, 9);
+  s = (*comm)->Allreduce(in, in, n, DataType::kInt32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::vector<int32_t>(in, in + n), std::vector<int32_t>(n, 9));
+  // Past the end of the second block (nothing mapped after it): refused, naming the first.
+  for (auto it = blocks.begin(); it != blocks.end(); ++it) {
+    if (*it == high + kBlock) {
+      EXPECT_TRUE((*comm)->FreeBuffer(*it).ok());
+      blocks.erase(it);
+      break;
+    }
+  }
+  s = (*comm)->Allreduce(in, in, n + kBlock / 4, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("runs past the end of its AllocBuffer block of 65536 bytes"),
+            std::string::npos)
+      << s;
+  for (void* b : blocks) EXPECT_TRUE((*comm)->FreeBuffer(b).ok());
+  EXPECT_TRUE(Allreduce(**comm, 3).ok());
+}
+
 // A Comm destroyed while its daemon is stopped (SIGSTOP) says goodbye and waits for the answer
 // a second at most: the program does not wait out the daemon's 10 s silence, or forever.
 TEST_F(DaemonTest, AGoodbyeToAStoppedDaemonDoesNotHoldTheProgram) {

@@ -380,6 +380,37 @@ TEST(IdentityTest, HostNamesAndJobIdsMustBeText) {
             std::string::npos)
       << spaced.status();
   EXPECT_FALSE(with("GYRE_HOST", std::string(256, 'h')).ok());
+  EXPECT_TRUE(with("GYRE_HOST", std::string(255, 'h')).ok());
+  // A 70 KB name went whole into every verdict and error line; refused with its length and a
+  // prefix, never the whole of it.
+  const std::string huge = "node-" + std::string(70 * 1024, 'x');
+  for (const char* var : {"GYRE_HOST", "SLURMD_NODENAME"}) {
+    auto id = with(var, huge);
+    ASSERT_FALSE(id.ok()) << var;
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(id.status().message().find(std::string(var) + " 'node-xxxxxxxxxxxxxxxxxxx'... is " +
+                                         std::to_string(huge.size()) +
+                                         " bytes long, more than the 255 a host name may have"),
+              std::string::npos)
+        << id.status().message().substr(0, 300);
+    EXPECT_LT(id.status().message().size(), 200u);
+  }
+  IdentityOverrides flag;
+  flag.host = huge;
+  auto flagged = ResolveIdentity(
+      flag, MapEnvironment(
+                {{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "1"}, {"GYRE_STORE", "file:///tmp/s"}}));
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_LT(flagged.status().message().size(), 200u);
+  // The prefix is cut between characters, not inside one.
+  std::string accents(23, 'a');
+  for (int i = 0; i < 300; ++i) accents += "\xc3\xa9";
+  auto wide = with("GYRE_HOST", accents);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(
+      wide.status().message().find("GYRE_HOST '" + std::string(23, 'a') + "'... is 623 bytes"),
+      std::string::npos)
+      << wide.status();
   for (const std::string good :
        {"node-7.cluster", "h\xc3\xa9te", "\xe8\x8a\x82\xe7\x82\xb9", "emoji\xf0\x9f\x9a\x80"}) {
     auto host = with("GYRE_HOST", good);
@@ -389,6 +420,37 @@ TEST(IdentityTest, HostNamesAndJobIdsMustBeText) {
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->job_id, good);
   }
+}
+
+// A hand-launched rank of a world of 2147483647 was told to run `ulimit -n 6442451002`;
+// a world past what a job may have is refused as such, before anything is opened.
+TEST(IdentityTest, AWorldLargerThanAJobMayHaveIsRefused) {
+  auto with = [](const std::string& size) {
+    return ResolveIdentity(
+        {}, MapEnvironment(
+                {{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", size}, {"GYRE_STORE", "file:///tmp/s"}}));
+  };
+  for (const char* size : {"2147483647", "1048577"}) {
+    auto id = with(size);
+    ASSERT_FALSE(id.ok()) << size;
+    EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(id.status().message().find(std::string("world size ") + size +
+                                         " (from GYRE_*) is more than the 1048576 ranks a gyre "
+                                         "job may have"),
+              std::string::npos)
+        << id.status();
+  }
+  auto most = with("1048576");
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(most->world_size, 1 << 20);
+  IdentityOverrides flags;
+  flags.rank = 0;
+  flags.world_size = 2147483647;
+  auto flagged = ResolveIdentity(flags, MapEnvironment({{"GYRE_STORE", "file:///tmp/s"}}));
+  ASSERT_FALSE(flagged.ok());
+  EXPECT_NE(flagged.status().message().find("(from flags) is more than the 1048576"),
+            std::string::npos)
+      << flagged.status();
 }
 
 TEST(ListInterfacesTest, FindsLoopback) {

@@ -463,6 +463,46 @@ TEST(GyrerunTest, BadTimeFlagsAreClearErrors) {
   EXPECT_NE(r.err.find("gyrerun: --timing_runs must be at least 5"), std::string::npos) << r.err;
 }
 
+// A host name of 70 KB (--host_name, GYRE_HOST, --hosts, a hostfile) was taken and then
+// repeated whole in every verdict and error line; gyrerun refuses it before any rank starts,
+// with its length and a short prefix.
+TEST(GyrerunTest, AHostNameOfAbsurdLengthIsRefusedBeforeAnyRankStarts) {
+  const std::string huge = "node" + std::string(70 * 1024, 'q');
+  const std::string dir = ::testing::TempDir() + "/absurd-host-" + std::to_string(::getpid());
+  ASSERT_TRUE(std::filesystem::create_directories(dir) || std::filesystem::is_directory(dir));
+  const std::string hostfile = dir + "/hosts";
+  std::ofstream(hostfile) << "localhost slots=1\n" << huge << " slots=2\n";
+  const std::string marker = dir + "/ran";
+  const std::vector<std::string> program = {"--", "/bin/touch", marker};
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string what;
+  };
+  const Case cases[] = {
+      {{"-n", "1", "--host_name", huge}, {}, "--host_name"},
+      {{"-n", "1"}, {{"GYRE_HOST", huge}}, "GYRE_HOST"},
+      {{"--hosts", huge + ":1"}, {}, "the host name of --hosts entry 1"},
+      {{"--hosts", "localhost:1," + huge}, {}, "the host name of --hosts entry 2"},
+      {{"--hostfile", hostfile}, {}, "the host name of --hostfile " + hostfile + " line 2"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {Gyrerun()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.insert(argv.end(), program.begin(), program.end());
+    CommandResult r = RunCommand(argv, c.env, 30);
+    EXPECT_EQ(r.exit_code, 2) << c.what << ": " << r.err.substr(0, 500);
+    EXPECT_NE(r.err.find("gyrerun: " + c.what + " 'nodeqqqqqqqqqqqqqqqqqqqq'... is " +
+                         std::to_string(huge.size()) +
+                         " bytes long, more than the 255 a host name may have"),
+              std::string::npos)
+        << r.err.substr(0, 500);
+    EXPECT_LT(r.err.size(), 1000u) << c.what;
+    EXPECT_FALSE(std::filesystem::exists(marker)) << c.what;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Rank 1 fails at once; rank 0 reports 2 s later. With --settle_time 5 gyrerun waits for that
 // report (rank 0's own exit code in the summary); with 0.3 it stops rank 0 first.
 TEST(GyrerunTest, SettleTimeBoundsTheWaitForTheOthersReports) {

@@ -47,6 +47,28 @@ TEST(FdLimitTest, TheSoftLimitIsRaisedUpToTheHardOneAndBeyondItIsAClearError) {
               "300`");
 }
 
+// A need past the kernel's cap (fs.nr_open) was answered with `ulimit -n <need>`, which no
+// shell can grant (a world of 2147483647 ranks asked for `ulimit -n 6442451002`).
+TEST(FdLimitTest, ANeedPastTheKernelsCapIsNotAnsweredWithAnImpossibleUlimit) {
+  FILE* f = std::fopen("/proc/sys/fs/nr_open", "r");
+  ASSERT_NE(f, nullptr);
+  unsigned long long cap = 0;
+  ASSERT_EQ(std::fscanf(f, "%llu", &cap), 1);
+  std::fclose(f);
+  const std::string need = std::to_string(cap + 1);
+  Status over = EnsureFileDescriptors(cap + 1, "rank 0 of job j (a job of many ranks)");
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("rank 0 of job j (a job of many ranks) needs about " + need +
+                                " file descriptors, more than the kernel lets any process open "
+                                "(fs.nr_open is " +
+                                std::to_string(cap) + ";"),
+            std::string::npos)
+      << over;
+  EXPECT_NE(over.message().find("too many for one host's descriptor limit"), std::string::npos)
+      << over;
+  EXPECT_EQ(over.message().find("ulimit -n"), std::string::npos) << over;
+}
+
 TEST(StatusTest, CodesAndContext) {
   Status ok;
   EXPECT_TRUE(ok.ok());

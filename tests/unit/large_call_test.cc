@@ -88,5 +88,41 @@ TEST(LargeCallTest, SmallerCallsAndChosenSegmentsAreLeftAlone) {
   EXPECT_EQ(LargeCallSegmentElems(barrier), 0);
 }
 
+// Which algorithms cut their messages into segments (those of the test above do), and the
+// advice for a message over the cap that follows from it: another algorithm only where one of
+// the collective cuts; for gather and scatter, whose algorithms all send whole blocks, smaller
+// calls alone (the refusal used to say "choose another algorithm" for every collective).
+TEST(LargeCallTest, TheAdviceForAMessageOverTheCapIsTrueToTheCollective) {
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRabenseifner,
+                      Algorithm::kTwoD, Algorithm::kHierarchical}) {
+    EXPECT_TRUE(CutsMessagesIntoSegments(Collective::kAllreduce, a)) << AlgorithmName(a);
+  }
+  EXPECT_TRUE(CutsMessagesIntoSegments(Collective::kAllgather, Algorithm::kRing));
+  EXPECT_TRUE(CutsMessagesIntoSegments(Collective::kBroadcast, Algorithm::kChain));
+  for (Collective c : {Collective::kGather, Collective::kScatter, Collective::kAlltoall}) {
+    for (Algorithm a : AlgorithmsFor(c)) {
+      EXPECT_FALSE(CutsMessagesIntoSegments(c, a)) << CollectiveName(c) << " " << AlgorithmName(a);
+    }
+  }
+  EXPECT_FALSE(CutsMessagesIntoSegments(Collective::kAllgather, Algorithm::kRecursiveDoubling));
+  EXPECT_FALSE(CutsMessagesIntoSegments(Collective::kAllgather, Algorithm::kBruck));
+
+  for (Algorithm a : {Algorithm::kBinomial, Algorithm::kLinear}) {
+    const std::string gather = OversizeMessageRemedy(Collective::kGather, a);
+    EXPECT_EQ(gather,
+              "every gather algorithm (binomial, linear) sends whole blocks as single messages, "
+              "whatever the segment size, so no other algorithm helps: make smaller calls");
+    const std::string scatter = OversizeMessageRemedy(Collective::kScatter, a);
+    EXPECT_NE(scatter.find("every scatter algorithm"), std::string::npos) << scatter;
+    EXPECT_EQ(scatter.find("choose"), std::string::npos) << scatter;
+  }
+  EXPECT_EQ(OversizeMessageRemedy(Collective::kAllgather, Algorithm::kBruck),
+            "allgather bruck sends a block of that size as one message, and ring cuts blocks "
+            "into segments: choose it for this call, or make smaller calls");
+  // An algorithm that cuts is over the cap only by its segment: the segment size is the knob.
+  const std::string ring = OversizeMessageRemedy(Collective::kAllreduce, Algorithm::kRing);
+  EXPECT_NE(ring.find("give a smaller segment size (--segment_bytes"), std::string::npos) << ring;
+}
+
 }  // namespace
 }  // namespace gyre::algo

@@ -3,10 +3,12 @@
 // a slow peer that keeps sending is not a timeout. Nothing hangs.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 
 #include "core/transport/faulty.h"
 #include "core/transport/loopback.h"
+#include "tests/tcp/tcp_world.h"
 #include "tests/world/world.h"
 
 namespace gyre::testing {
@@ -352,6 +354,83 @@ TEST(FaultsTest, TinySegmentsAreWidenedToABoundedNumberPerCall) {
   });
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(st[r].ok()) << st[r];
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
+}
+
+// A message over the transport's cap was refused with "choose another algorithm or smaller
+// calls" whatever the collective, though no gather or scatter algorithm cuts its blocks. The
+// advice now holds for the call at hand: for gather, smaller calls alone; for allgather by
+// recursive doubling, ring, which cuts its blocks into segments, and does run the call.
+TEST(OversizeTest, AMessageOverTheCapIsRefusedWithAdviceThatHoldsForTheCollective) {
+  TransportFactory small_frames = [](int n) -> StatusOr<std::vector<std::unique_ptr<Transport>>> {
+    static std::atomic<int> job{0};
+    TcpTransportOptions base;
+    base.job_id = "oversize-test-" + std::to_string(job++);
+    base.max_frame_bytes = 4096;
+    GYRE_ASSIGN_OR_RETURN(auto tcp, MakeTcpTransports(n, base));
+    std::vector<std::unique_ptr<Transport>> out;
+    for (auto& t : tcp) out.push_back(std::move(t));
+    return out;
+  };
+  CommOptions options;
+  options.timeout = Seconds(10);
+  options.segment_bytes = 1024;
+  const int p = 2;
+  const int64_t count = 2048;  // blocks of 8 KiB of float32, over the 4 KiB cap
+  std::vector<std::vector<float>> in(p), out(p);
+  for (int r = 0; r < p; ++r) {
+    in[r].assign(count, static_cast<float>(r + 1));
+    out[r].assign(p * count, 0.0f);
+  }
+  for (algo::Algorithm a : {algo::Algorithm::kLinear, algo::Algorithm::kBinomial}) {
+    auto world = MakeWorld(small_frames, p, options);
+    ASSERT_TRUE(world.ok()) << world.status();
+    CallOptions call;
+    call.algorithm = a;
+    auto st = RunOnRanks(p, [&](int r) {
+      return (*world)[r]->Gather(in[r].data(), out[r].data(), count, DataType::kFloat32, 0, call);
+    });
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << st[r];
+      EXPECT_NE(st[r].message().find("exceeds max_frame_bytes (4096): every gather algorithm "
+                                     "(binomial, linear) sends whole blocks as single messages"),
+                std::string::npos)
+          << st[r];
+      EXPECT_NE(st[r].message().find("make smaller calls"), std::string::npos) << st[r];
+      EXPECT_EQ(st[r].message().find("choose"), std::string::npos) << st[r];
+    }
+  }
+  {
+    auto world = MakeWorld(small_frames, p, options);
+    ASSERT_TRUE(world.ok()) << world.status();
+    CallOptions call;
+    call.algorithm = algo::Algorithm::kRecursiveDoubling;
+    auto st = RunOnRanks(p, [&](int r) {
+      return (*world)[r]->Allgather(in[r].data(), out[r].data(), count, DataType::kFloat32, call);
+    });
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << st[r];
+      EXPECT_NE(st[r].message().find("exceeds max_frame_bytes (4096): allgather "
+                                     "recursive_doubling sends a block of that size as one "
+                                     "message, and ring cuts blocks into segments: choose it"),
+                std::string::npos)
+          << st[r];
+    }
+  }
+  // The advice holds: ring runs the same call in segments under the cap.
+  auto world = MakeWorld(small_frames, p, options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  CallOptions ring;
+  ring.algorithm = algo::Algorithm::kRing;
+  auto st = RunOnRanks(p, [&](int r) {
+    return (*world)[r]->Allgather(in[r].data(), out[r].data(), count, DataType::kFloat32, ring);
+  });
+  for (int r = 0; r < p; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r];
+    for (int from = 0; from < p; ++from) {
+      EXPECT_EQ(out[r][from * count], static_cast<float>(from + 1));
+      EXPECT_EQ(out[r][from * count + count - 1], static_cast<float>(from + 1));
+    }
+  }
 }
 
 }  // namespace

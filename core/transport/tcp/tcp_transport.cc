@@ -771,11 +771,11 @@ Status TcpTransport::Impl::ShutdownStatus() const {
 }
 
 // Why a message can pass the frame cap at all: calls over it are cut into segments
-// (algo::LargeCallSegmentElems), except by the algorithms that send a block whole.
-constexpr const char* kWholeBlockHint =
-    ": this algorithm sends a block of that size as one message (recursive doubling, bruck, "
-    "pairwise, gather, scatter and scatter_allgather do not cut blocks into segments); choose "
-    "another algorithm or smaller calls";
+// (algo::LargeCallSegmentElems), except by the algorithms that send a block whole. Whether
+// another algorithm would help depends on the collective (DescribeOversizeRemedy).
+static std::string OversizeHint(const MessageHeader& header) {
+  return ": " + DescribeOversizeRemedy(header.desc);
+}
 
 void TcpTransport::Impl::Send(int peer, const MessageHeader& header, const void* data, size_t bytes,
                               DoneCallback done) {
@@ -788,7 +788,7 @@ void TcpTransport::Impl::Send(int peer, const MessageHeader& header, const void*
   } else if (bytes > options_.max_frame_bytes) {
     refusal = "Send of " + std::to_string(bytes) + " bytes to " + DescribePeer(peer) +
               " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")" +
-              kWholeBlockHint;
+              OversizeHint(header);
   }
   if (!refusal.empty()) {
     if (done) done(InvalidArgumentError(refusal));
@@ -812,7 +812,7 @@ void TcpTransport::Impl::Recv(int peer, const MessageHeader& header, void* data,
   } else if (bytes > options_.max_frame_bytes) {
     refusal = "Recv of " + std::to_string(bytes) + " bytes from " + DescribePeer(peer) +
               " exceeds max_frame_bytes (" + std::to_string(options_.max_frame_bytes) + ")" +
-              kWholeBlockHint;
+              OversizeHint(header);
   }
   if (!refusal.empty()) {
     if (done) done(InvalidArgumentError(refusal));
