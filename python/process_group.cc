@@ -134,6 +134,9 @@ Reduction ReductionOf(const c10d::ReduceOp& op, const at::Tensor& t) {
       r.op = is_bool ? ReduceOp::kBor : ReduceOp::kSum;
       break;
     case c10d::ReduceOp::AVG:
+      // Named as the caller's type: bool travels as uint8, whose name the refusal gave.
+      TORCH_CHECK(!is_bool, "gyre: reduce op AVG is not defined on bool tensors (an average of ",
+                  "truth values is not one)");
       r.op = ReduceOp::kAvg;
       break;
     case c10d::ReduceOp::PRODUCT:

@@ -171,6 +171,8 @@ def collectives():
     flags = torch.tensor([rank == 0, True, False])
     dist.all_reduce(flags)
     assert flags.tolist() == [True, True, False], flags
+    # ...but have no average, and the refusal names their own type.
+    unsupported(lambda: dist.all_reduce(flags, op=R.AVG), "AVG is not defined on bool tensors")
     dist.barrier()
 
     # Asynchronous handles: Work.wait, is_completed, and the Future DDP uses.
