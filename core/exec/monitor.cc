@@ -146,7 +146,9 @@ std::optional<std::pair<uint64_t, Status>> OpMonitor::TakeLateDivergence() {
   std::lock_guard<std::mutex> lock(mu_);
   // Reported from here on as a failure of this rank's, and so passed over when a later
   // verdict looks for where the calls differ: found again, every later mismatch was put on it.
-  if (late_divergence_) NoteFailedLocked(late_divergence_->first);
+  if (late_divergence_ && !FailedHereLocked(late_divergence_->first)) {
+    NoteFailedLocked(late_divergence_->first);
+  }
   return std::exchange(late_divergence_, std::nullopt);
 }
 

@@ -196,48 +196,6 @@ bool StallProbe::Probe(const OpSnapshot& snap, Duration elapsed) {
   // picture.
   const bool diverged = v.root_class == RankClass::kDiverged && in.answered == p && v.voters == p;
   if (!diverged && v.root_class != RankClass::kRefused) return false;
-  // Every other rank in this call already, or still in the earlier one that differs (to
-  // fail it there and come on): this call can end. A rank elsewhere (its program left over
-  // the difference, say) would hold this call up for good: it is stopped below, as a
-  // difference in it would be.
-  const bool others_will_come = [&] {
-    for (int q = 0; q < p; ++q) {
-      if (q == self) continue;
-      if (q >= static_cast<int>(in.results.size()) || in.results[q].reach != Reach::kAnswered) {
-        return false;
-      }
-      const proto::RankState& st = in.results[q].response.state();
-      const bool with_me = st.seq() >= snap.seq;
-      const bool in_the_earlier = st.in_op() && st.seq() == v.diverged_seq;
-      if (!with_me && !in_the_earlier) return false;
-    }
-    return true;
-  }();
-  if (diverged && v.diverged_seq != 0 && v.diverged_seq < snap.seq && others_will_come) {
-    // The calls differ in an earlier call, which this rank completed without seeing it (a
-    // rank that gave no elements, say): the ranks still in that call are told it there,
-    // this rank reports it when its own call ends (OpMonitor's late divergence), and this
-    // call, made alike by every rank, goes on. Stopped instead, it failed on every rank for
-    // the earlier call's difference, which each rank then reported twice. The words are what
-    // was found, not a failure of this rank's call, which goes on.
-    std::string cause = v.cause;
-    const std::string me_named = "rank " + std::to_string(self) + " (this rank) ";
-    if (cause.rfind(me_named, 0) == 0) {
-      cause.replace(0, me_named.size(), "rank " + std::to_string(self) + " ");
-    }
-    const std::string text = "the ranks' calls diverged at seq=" + std::to_string(v.diverged_seq) +
-                             " (found by rank " + std::to_string(self) +
-                             " while in seq=" + std::to_string(snap.seq) + "): " + cause;
-    comm_->recorder()->Record("verdict", v.diverged_seq, text);
-    // Kept here before the others hear it: told first, they failed the earlier call, came on
-    // and completed this one with this rank before it had kept it, and it was reported a
-    // call late.
-    comm_->monitor()->Abort(v.diverged_seq, InvalidArgumentError(cause),
-                            OpMonitor::AbortKind::kMismatch);
-    TellTheOthers(*dir_, self, in, v.diverged_seq, text, OpMonitor::AbortKind::kMismatch,
-                  query_timeout);
-    return true;
-  }
   comm_->recorder()->Record("verdict", snap.seq, v.text);
   // Before the abort: the call it stops writes the flight record at once, and gyrerun reads
   // the blamed rank from it (recorded after, it was missing from about one record in four,

@@ -218,7 +218,6 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     v.root = odd;
     v.root_class = RankClass::kDiverged;
     v.voters = static_cast<int>(list.size());
-    v.diverged_seq = seq;
     v.classes[odd] = RankClass::kDiverged;
     std::ostringstream d;
     d << "called " << DescribeOpDesc(odd_desc) << " at seq=" << seq << " while "
@@ -340,7 +339,6 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
   std::ostringstream os;
   os << me.op_name << " failed after " << FormatDuration(me.elapsed) << " on rank " << me.rank
      << ": ";
-  const size_t cause_at = os.str().size();
   if (v.root < 0) {
     os << "no rank could be named as the cause (" << me.status.ToString() << ")";
     v.text = os.str();
@@ -489,7 +487,6 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     os << "; rank" << (waiters.size() > 1 ? "s " : " ") << RankList(waiters) << " waiting on it";
   }
   v.text = os.str();
-  v.cause = v.text.substr(cause_at);
   return v;
 }
 

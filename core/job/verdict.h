@@ -81,15 +81,10 @@ struct Verdict {
   std::string root_what;
   std::vector<RankClass> classes;  // per rank
   std::string text;                // the whole error message
-  // `text` without its opening "<call> failed after <time> on rank <r>: ": what was found.
-  std::string cause;
   // For a divergence: how many ranks' calls at that sequence number were known. Fewer than
   // the ranks that answered means some had not made that call yet and the majority may
   // still change: ask again.
   int voters = 0;
-  // For a divergence: the sequence number of the calls that differ (it may be earlier than
-  // the call of the rank that asked, which completed it without seeing the difference).
-  uint64_t diverged_seq = 0;
 };
 
 // What a ResourceExhausted failure ran out of, read from its message (the error of the system
