@@ -311,6 +311,20 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
       return InternalError(where + ": the slot of rank " + std::to_string(mine.rank) +
                            " holds an unreadable record");
     }
+    if (!holder.process.empty() && holder.process == mine.process && holder.pid == mine.pid &&
+        holder.host == mine.host) {
+      // A communicator this very process made before, under this job id, that ended without
+      // a Close that met every rank (destroyed with calls pending, say): "claimed twice by
+      // pid P, now by pid P" left the reader to work that out.
+      return AlreadyExistsError(
+          where + ": the slot of rank " + std::to_string(mine.rank) +
+          " holds the record of an earlier communicator of this same process (host " + holder.host +
+          " pid " + std::to_string(holder.pid) +
+          "), which ended without a Close that met every rank (destroyed with calls pending, "
+          "or its Close failed), so its records stay in the store: a new communicator needs a "
+          "new job id or an empty store (for a process group, a new init file or store) (" +
+          store->Describe() + ")");
+    }
     if (ProcessGone(holder.process, mine.process)) {
       return AlreadyExistsError(
           where + ": the slot of rank " + std::to_string(mine.rank) + " holds the record of " +

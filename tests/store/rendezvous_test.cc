@@ -591,6 +591,24 @@ TEST(RendezvousTest, ASlotLeftByADeadRunIsNamedAsSuch) {
   EXPECT_THAT(again.status().message(), HasSubstr("Start with a new job id or an empty store"));
 }
 
+// A communicator of this same process that ended without a Close left its record; a new one
+// under the same job id says so, rather than "claimed twice by pid P, now by pid P".
+TEST(RendezvousTest, ASlotLeftByAnEarlierCommunicatorOfThisProcessIsNamedAsSuch) {
+  HashStore store;
+  PeerRecord earlier = Peer(0, 2, "earlier");
+  earlier.process = "boot ns 4242 1000";
+  Plant(&store, "demo", earlier);
+  PeerRecord now = Peer(0, 2, "now");
+  now.process = earlier.process;
+  Result again = Rendezvous(&store, "demo", now, In(Seconds(5)));
+  ASSERT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status();
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("the slot of rank 0 holds the record of an earlier communicator of this "
+                        "same process (host host0 pid 100)"));
+  EXPECT_THAT(again.status().message(), HasSubstr("a new job id or an empty store"));
+  EXPECT_THAT(again.status().message(), ::testing::Not(HasSubstr("claimed twice")));
+}
+
 TEST(RendezvousTest, RetryBySameProcessIsIdempotent) {
   HashStore store;
   PeerRecord me = Peer(0, 1);
