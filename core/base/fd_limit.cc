@@ -43,8 +43,9 @@ Status EnsureFileDescriptors(uint64_t need, const std::string& what) {
         what + " needs about " + std::to_string(need) +
         " file descriptors, more than the kernel lets any process open (fs.nr_open is " +
         std::to_string(cap) + "; this process may open " + std::to_string(limit.rlim_cur) +
-        "): too many for one host's descriptor limit, and no ulimit may pass fs.nr_open; run "
-        "fewer ranks here (or, as root, raise fs.nr_open with sysctl first)");
+        "): too many for one process's descriptor limit, and no ulimit may pass fs.nr_open; "
+        "the need grows with the job's size, so a smaller job (fewer ranks in all) needs fewer "
+        "(or, as root, raise fs.nr_open with sysctl first)");
   }
   return ResourceExhaustedError(
       what + " needs about " + std::to_string(need) +

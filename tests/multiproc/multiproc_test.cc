@@ -500,6 +500,26 @@ TEST(GyrerunTest, AHostNameOfAbsurdLengthIsRefusedBeforeAnyRankStarts) {
     EXPECT_LT(r.err.size(), 1000u) << c.what;
     EXPECT_FALSE(std::filesystem::exists(marker)) << c.what;
   }
+  // Entries refused for their form before their length is looked at are shown by their start.
+  std::ofstream(hostfile) << "localhost slots=1\n" << huge << " slots=x\n";
+  const Case malformed[] = {
+      {{"--hosts", huge + ":x"}, {}, "host 'nodeqqqq"},
+      {{"--hostfile", hostfile}, {}, "--hostfile " + hostfile + " line 2: 'nodeqqqq"},
+  };
+  const size_t shown_sizes[] = {huge.size() + 2, huge.size() + 8};  // ":x", " slots=x"
+  for (size_t k = 0; k < 2; ++k) {
+    const Case& c = malformed[k];
+    std::vector<std::string> argv = {Gyrerun()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.insert(argv.end(), program.begin(), program.end());
+    CommandResult r = RunCommand(argv, c.env, 30);
+    EXPECT_EQ(r.exit_code, 2) << c.what << ": " << r.err.substr(0, 500);
+    EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err.substr(0, 500);
+    EXPECT_NE(r.err.find("... (" + std::to_string(shown_sizes[k]) + " bytes)"), std::string::npos)
+        << r.err.substr(0, 500);
+    EXPECT_LT(r.err.size(), 1000u) << c.what;
+    EXPECT_FALSE(std::filesystem::exists(marker)) << c.what;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -95,7 +95,8 @@ TEST(SgdExampleFlagsTest, EveryBadArgumentIsNamedWithExitCodeTwoBeforeJoining) {
            {{"--steps", "0"}, {"--steps 0", "from 1 to 1000000"}},
            {{"--steps", "1000001"}, {"--steps 1000001", "from 1 to 1000000"}},
            {{"--samples_per_rank", "-256"}, {"--samples_per_rank -256", "samples from 1 to"}},
-           {{"--samples_per_rank", "0"}, {"--samples_per_rank 0", "from 1 to 1000000"}},
+           {{"--samples_per_rank", "0"}, {"--samples_per_rank 0", "from 1 to 100000"}},
+           {{"--samples_per_rank", "100001"}, {"--samples_per_rank 100001", "from 1 to 100000"}},
        }) {
     SCOPED_TRACE(c.args[0]);
     const std::string store = EmptyTempDir("example-sgd-bad") + "/store";

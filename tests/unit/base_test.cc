@@ -64,7 +64,7 @@ TEST(FdLimitTest, ANeedPastTheKernelsCapIsNotAnsweredWithAnImpossibleUlimit) {
                                 std::to_string(cap) + ";"),
             std::string::npos)
       << over;
-  EXPECT_NE(over.message().find("too many for one host's descriptor limit"), std::string::npos)
+  EXPECT_NE(over.message().find("too many for one process's descriptor limit"), std::string::npos)
       << over;
   EXPECT_EQ(over.message().find("ulimit -n"), std::string::npos) << over;
 }
