@@ -60,13 +60,10 @@ DEFINE_bool(free_while_async, false,
 DEFINE_bool(two_divergences, false,
             "three calls, each error printed and the program going on: rank 0 calls with another "
             "dtype, then all alike, then rank 2 with another count (\"rank R: call N: ...\")");
-DEFINE_int32(zero_count_rounds, 0,
-             "this many rounds of: a --zero_count_op call where one rank gives 0 elements and the "
-             "others 2, then two checked int32 allreduces; prints \"rank R: round K: "
-             "first|next|after: ...\" and ends with a barrier");
-DEFINE_string(zero_count_op, "gather",
-              "gather: to rank 0, rank 1 gives 0 elements (only the root sees it); allreduce: "
-              "rank 0 gives 0 elements (its call has nothing to do and returns)");
+DEFINE_int32(gather_divergence_rounds, 0,
+             "this many rounds of: a gather to rank 0 where rank 1 gives 0 elements and the others "
+             "2 (a divergence only the root sees), then two checked int32 allreduces; prints "
+             "\"rank R: round K: gather|next|after: ...\" and ends with a barrier");
 DEFINE_bool(refuse_while_tuning, false,
             "40 rounds of a 1 MiB float32 allreduce (a tuned size under --tune) and a 6-element "
             "int64 one, both checked; rank 0 refuses the float call of round 3 (Comm::RefuseCall). "
@@ -297,15 +294,13 @@ int main(int argc, char** argv) {
     std::printf("rank %d: tuning rounds: %d failed, %d wrong\n", r, failed, wrong);
     std::fflush(stdout);
   }
-  for (int k = 0; k < FLAGS_zero_count_rounds; ++k) {
-    const bool gather = FLAGS_zero_count_op == "gather";
-    const int64_t count = r == (gather ? 1 : 0) ? 0 : 2;
+  for (int k = 0; k < FLAGS_gather_divergence_rounds; ++k) {
+    const int64_t count = r == 1 ? 0 : 2;
     std::vector<int32_t> in(2, r), out(static_cast<size_t>(2 * p), -1);
-    const Status first =
-        gather ? comm.Gather(in.data(), r == 0 ? out.data() : nullptr, count, DataType::kInt32, 0)
-               : comm.Allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kSum);
-    std::printf("rank %d: round %d: first: %s\n", r, k,
-                first.ok() ? "ok" : first.ToString().c_str());
+    const Status gathered =
+        comm.Gather(in.data(), r == 0 ? out.data() : nullptr, count, DataType::kInt32, 0);
+    std::printf("rank %d: round %d: gather: %s\n", r, k,
+                gathered.ok() ? "ok" : gathered.ToString().c_str());
     const char* names[2] = {"next", "after"};
     for (const char* name : names) {
       std::vector<int32_t> v(4, r + 1);
@@ -319,7 +314,7 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
-  if (FLAGS_zero_count_rounds > 0) {
+  if (FLAGS_gather_divergence_rounds > 0) {
     const Status met = comm.Barrier();
     std::printf("rank %d: barrier after the rounds: %s\n", r,
                 met.ok() ? "ok" : met.ToString().c_str());
