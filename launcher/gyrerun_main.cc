@@ -471,16 +471,6 @@ struct HostSlots {
 };
 
 // "h0:4,h1" or a hostfile's lines ("h0:4", "h0 slots=4", "h1").
-// An entry of --hosts or a hostfile as an error shows it: whole when short, else its start and
-// length (a 70 KB entry was printed in full by each message about it).
-std::string ShownEntry(const std::string& entry) {
-  constexpr size_t kShown = 64;
-  if (entry.size() <= kShown) return gyre::Printable(entry);
-  size_t cut = 40;
-  while (cut > 0 && (static_cast<unsigned char>(entry[cut]) & 0xc0) == 0x80) --cut;
-  return gyre::Printable(entry.substr(0, cut)) + "... (" + std::to_string(entry.size()) + " bytes)";
-}
-
 gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
                                                   const std::string& hostfile) {
   // Each entry as "host" or "host:slots", and how an error quotes it: as the user wrote it
@@ -494,7 +484,7 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
   std::vector<Item> items;
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) {
-    items.push_back({item, "host '" + ShownEntry(item) + "'",
+    items.push_back({item, "host '" + gyre::Printable(item) + "'",
                      "--hosts entry " + std::to_string(items.size() + 1)});
   }
   if (!hostfile.empty()) {
@@ -515,7 +505,7 @@ gyre::StatusOr<std::vector<HostSlots>> ParseHosts(const std::string& list,
               ? ""
               : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
       const std::string quoted = "--hostfile " + hostfile + " line " + std::to_string(number) +
-                                 ": '" + ShownEntry(written) + "'";
+                                 ": '" + gyre::Printable(written) + "'";
       std::stringstream words(line);
       std::string host, slots;
       if (!(words >> host)) continue;
