@@ -3,6 +3,7 @@
 // These tests check that what is printed is still right after the storage is reused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 #include <regex>
@@ -276,6 +277,12 @@ TEST(MonitorTest, OnlyAMismatchFoundAfterACallCompletedFailsTheNextCall) {
             std::string::npos)
       << s;
   EXPECT_NE(s.message().find("a different root on rank 1"), std::string::npos) << s;
+  // Reported, it counts as failed here (later verdicts look past it), and the same divergence
+  // told again (another rank found it too) fails no further call.
+  const auto failed = c.monitor()->Snapshot().failed_recent;
+  EXPECT_NE(std::find(failed.begin(), failed.end(), done), failed.end());
+  EXPECT_FALSE(c.monitor()->Abort(done, AbortedError("a different root on rank 2"),
+                                  OpMonitor::AbortKind::kMismatch));
   EXPECT_TRUE(c.Allreduce(v.data(), v.data(), 8, DataType::kInt32, ReduceOp::kSum).ok());
 }
 
