@@ -31,7 +31,7 @@ enum class ReduceOp : uint8_t {
   kProd = 1,
   kMin = 2,
   kMax = 3,
-  kAvg = 4,   // sum, then divide by the number of ranks; floating types only
+  kAvg = 4,   // the mean over the ranks; floating types only (see AverageScalesInputs)
   kBand = 5,  // integers only
   kBor = 6,
   kBxor = 7,
@@ -52,12 +52,20 @@ StatusOr<ReduceOp> ParseReduceOp(const std::string& name);
 Status CheckReduceSupported(DataType t, ReduceOp op);
 
 // dst[i] = op(dst[i], src[i]) for i < n. `dst` and `src` must not overlap.
-// kAvg reduces as kSum (the division happens once, in ScaleForAverage).
+// kAvg reduces as kSum (the division by p happens once, in ScaleForAverage: after the sum,
+// or before it on every input where AverageScalesInputs says so).
 using ReduceFn = void (*)(void* dst, const void* src, size_t n);
 StatusOr<ReduceFn> GetReduceFn(DataType t, ReduceOp op);
 
 // data[i] /= divisor, for floating types (the last step of kAvg).
 Status ScaleForAverage(DataType t, void* data, size_t n, int divisor);
+
+// Whether an average of type `t` divides each rank's input by p before the sum, rather than
+// the sum once after it. True for float16 only: its largest value is 65504, so a sum of p
+// inputs leaves its range (and comes out as inf) long before their mean does, as 20000 on
+// each of 4 ranks shows. The other floating types keep one division after an exact-as-can-be
+// sum, whose range (3.4e38 and up) their means never approach.
+inline bool AverageScalesInputs(DataType t) { return t == DataType::kFloat16; }
 
 // IEEE binary16 and bfloat16 conversions (round to nearest even; NaN stays NaN).
 float HalfToFloat(uint16_t h);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "core/base/dtype.h"
 
@@ -15,12 +16,18 @@ std::vector<unsigned char> MakeInput(const CollectiveSpec& spec, int rank) {
   const size_t es = DataTypeSize(spec.dtype);
   std::vector<unsigned char> buf(static_cast<size_t>(n) * es);
   const bool small_float = spec.dtype == DataType::kFloat16 || spec.dtype == DataType::kBfloat16;
+  // An average that divides every input by p first (AverageScalesInputs) gets multiples of p,
+  // so the divided inputs are small integers again and any order of summing gives one result.
+  const double unit = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
+                              AverageScalesInputs(spec.dtype)
+                          ? static_cast<double>(spec.world_size)
+                          : 1.0;
   for (int64_t i = 0; i < n; ++i) {
     double v;
     if (spec.op == ReduceOp::kProd && algo::IsReducing(spec.collective)) {
       v = static_cast<double>((i + rank) % 2 + 1);
     } else if (small_float) {
-      v = static_cast<double>((7 * i + 3 * rank + 1) % 8);
+      v = unit * static_cast<double>((7 * i + 3 * rank + 1) % 8);
     } else {
       v = static_cast<double>((7 * i + 3 * rank + 1) % 1021);
     }
@@ -38,9 +45,24 @@ std::vector<unsigned char> Reference(const CollectiveSpec& spec,
   auto reduce_all = [&](size_t in_offset, unsigned char* dst) {
     if (n == 0) return;  // nothing to reduce (and empty buffers may have no storage)
     ReduceFn fn = *GetReduceFn(spec.dtype, spec.op);
-    std::memcpy(dst, inputs[0].data() + in_offset * es, n * es);
-    for (int r = 1; r < p; ++r) fn(dst, inputs[r].data() + in_offset * es, n);
-    if (spec.op == ReduceOp::kAvg) ScaleForAverage(spec.dtype, dst, n, p).IgnoreError();
+    const bool divide_first = spec.op == ReduceOp::kAvg && AverageScalesInputs(spec.dtype);
+    std::vector<unsigned char> divided(divide_first ? n * es : 0);
+    for (int r = 0; r < p; ++r) {
+      const unsigned char* in = inputs[r].data() + in_offset * es;
+      if (divide_first) {
+        std::memcpy(divided.data(), in, n * es);
+        ScaleForAverage(spec.dtype, divided.data(), n, p).IgnoreError();
+        in = divided.data();
+      }
+      if (r == 0) {
+        std::memcpy(dst, in, n * es);
+      } else {
+        fn(dst, in, n);
+      }
+    }
+    if (spec.op == ReduceOp::kAvg && !divide_first) {
+      ScaleForAverage(spec.dtype, dst, n, p).IgnoreError();
+    }
   };
   switch (spec.collective) {
     case Collective::kAllreduce:

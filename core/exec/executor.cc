@@ -501,6 +501,33 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
                                   ": cannot allocate " +
                                   FormatBytes(static_cast<int64_t>(scratch_bytes)) + " of scratch");
   }
+  // A float16 average sums the inputs divided by p (AverageScalesInputs). The user's input
+  // stays as it was: the divided copy goes to the output where the output can hold it (an
+  // allreduce, a reduce's root), which then runs in place, and to scratch of its own otherwise.
+  const bool scales_inputs = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
+                             AverageScalesInputs(spec.dtype);
+  if (scales_inputs) {
+    const int64_t in_count = algo::InputCount(spec, self);
+    if (in_count > 0 && buffers.input != nullptr) {
+      const size_t bytes = static_cast<size_t>(in_count) * DataTypeSize(spec.dtype);
+      void* dst = algo::OutputCount(spec, self) >= in_count ? buffers.output : nullptr;
+      if (dst == nullptr) dst = scaled_input_.Reserve(bytes);
+      if (dst == nullptr) {
+        if (counters_out) *counters_out = OpCounters{};
+        return ResourceExhaustedError(
+            ctx.Name() + " on rank " + std::to_string(self) + ": cannot allocate " +
+            FormatBytes(static_cast<int64_t>(bytes)) + " for the float16 average's divided input");
+      }
+      if (dst != buffers.input) std::memcpy(dst, buffers.input, bytes);
+      Status scaled =
+          ScaleForAverage(spec.dtype, dst, static_cast<size_t>(in_count), transport->size());
+      if (!scaled.ok()) {
+        if (counters_out) *counters_out = OpCounters{};
+        return scaled;
+      }
+      buffers.input = dst;
+    }
+  }
   OpRun run(schedule, spec, ctx, buffers, scratch, transport, /*phantom=*/false, storage_.get());
   auto finish = [&](Status s) {
     if (counters_out) *counters_out = run.counters();
@@ -628,7 +655,8 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
   }
   if (!run.status().ok()) return finish(run.status());
   const int64_t out_count = algo::OutputCount(spec, self);
-  if (spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) && out_count > 0) {
+  if (spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) && !scales_inputs &&
+      out_count > 0) {
     GYRE_RETURN_IF_ERROR(finish(ScaleForAverage(
         spec.dtype, buffers.output, static_cast<size_t>(out_count), transport->size())));
   }

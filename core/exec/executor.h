@@ -209,6 +209,7 @@ class Executor {
     size_t size_ = 0;
   };
   Scratch scratch_;
+  Scratch scaled_input_;  // a float16 average's input divided by p, where the output cannot hold it
   std::unique_ptr<OpRun::Storage> storage_;
 };
 

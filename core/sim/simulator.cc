@@ -345,6 +345,19 @@ StatusOr<SimResult> SimulateOn(const CollectiveSpec& spec_in, const Topology& to
     }
   }
 
+  // A float16 average runs on its inputs divided by p, as the executor's Run divides them
+  // (AverageScalesInputs); the reference below starts from the inputs as given.
+  std::vector<std::vector<unsigned char>> run_inputs;
+  const bool scales_inputs = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
+                             AverageScalesInputs(spec.dtype);
+  if (scales_inputs && !options.phantom) {
+    run_inputs = inputs;
+    for (std::vector<unsigned char>& in : run_inputs) {
+      GYRE_RETURN_IF_ERROR(ScaleForAverage(spec.dtype, in.data(), in.size() / es, p));
+    }
+  }
+  const std::vector<std::vector<unsigned char>>& fed = scales_inputs ? run_inputs : inputs;
+
   Network network(&topology, mapping);
   SimWorld world(&network, p, SimWorldOptions{options.byte_scale, options.reduce_bytes_per_s});
   OpContext ctx;
@@ -358,7 +371,7 @@ StatusOr<SimResult> SimulateOn(const CollectiveSpec& spec_in, const Topology& to
     OpBuffers buffers;
     unsigned char* scratch_ptr = nullptr;
     if (!options.phantom) {
-      buffers.input = inputs[r].empty() ? nullptr : inputs[r].data();
+      buffers.input = fed[r].empty() ? nullptr : fed[r].data();
       buffers.output = outputs[r].empty() ? nullptr : outputs[r].data();
       scratch_ptr = scratch[r].empty() ? nullptr : scratch[r].data();
     }
@@ -422,7 +435,8 @@ StatusOr<SimResult> SimulateOn(const CollectiveSpec& spec_in, const Topology& to
     res.checked = true;
     for (int r = 0; r < p && res.ok; ++r) {
       const int64_t out_count = algo::OutputCount(spec, r);
-      if (spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) && out_count > 0) {
+      if (spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) && !scales_inputs &&
+          out_count > 0) {
         GYRE_RETURN_IF_ERROR(
             ScaleForAverage(spec.dtype, outputs[r].data(), static_cast<size_t>(out_count), p));
       }

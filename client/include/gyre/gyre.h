@@ -89,6 +89,8 @@ class Comm {
   // refused for its arguments (InvalidArgument naming the value and the rule) still takes
   // its place in the call sequence, so a rank's next call meets the others' next call; when
   // only this rank refused, the other ranks' same call fails naming this rank and why.
+  // ReduceOp::kAvg (floating types) divides the sum by size(); float16 divides each input
+  // first, so a mean stays finite where the sum would pass 65504 (docs/algorithms.md).
   virtual Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
                            const Options& o = {}) = 0;
   virtual Status Broadcast(const void* in, void* out, int64_t count, DataType dtype, int root,
