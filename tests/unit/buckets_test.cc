@@ -228,6 +228,18 @@ TEST(BucketerTest, ABucketOfNoElementOrAvgOfIntegersIsRefused) {
   const Status s = avg.Add(x.data(), 4);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("avg"), std::string::npos) << s;
+  // A dtype or op no gyre build knows (a value cast from a stray integer) is refused by name
+  // before any memory or call.
+  Bucketer bad_type(&comm, static_cast<DataType>(77), ReduceOp::kSum);
+  const Status t = bad_type.Add(x.data(), 4);
+  EXPECT_EQ(t.code(), StatusCode::kInvalidArgument) << t;
+  EXPECT_NE(t.message().find("dtype value 77 is not a gyre dtype"), std::string::npos) << t;
+  EXPECT_EQ(bad_type.Flush().code(), StatusCode::kInvalidArgument);
+  Bucketer bad_op(&comm, DataType::kFloat32, static_cast<ReduceOp>(42));
+  const Status o = bad_op.Add(x.data(), 4);
+  EXPECT_EQ(o.code(), StatusCode::kInvalidArgument) << o;
+  EXPECT_NE(o.message().find("reduce op value 42 is not a gyre reduce op"), std::string::npos) << o;
+  EXPECT_EQ(bad_op.Flush().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(comm.counts.empty());
   EXPECT_EQ(comm.allocs, 0);
   for (int64_t bytes : {int64_t{0}, int64_t{4}}) {  // each tensor on its own
