@@ -168,6 +168,40 @@ TEST(TcpFaultsTest, ConnectFailureNamesThePeerAndTheTimeout) {
   EXPECT_TRUE(Contains(later.Wait(Seconds(1)), peer));
 }
 
+// The connection SetPeers starts ahead of any call gives up on a peer that does not answer
+// (stopped just after joining, say) with nothing lost; the first send after that connects
+// afresh and arrives, rather than failing at once on the old attempt for the rest of the job.
+TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
+  TcpTransportOptions options;
+  options.connect_timeout = Millis(300);
+  options.handshake_timeout = Millis(100);
+  HalfWorld w = MakeHalfWorld(options);  // SetPeers: rank 0 starts connecting to rank 1
+  ASSERT_TRUE(w.transport);
+  // Rank 1 answers nothing for longer than the connect timeout: its kernel takes the
+  // connections into the listen queue, and the attempts time out there.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const std::vector<uint8_t> data = Pattern(1000, 9);
+  DoneWaiter sent;
+  w.transport->Send(1, Header(1, 0), data.data(), data.size(), sent.Callback());
+  // The attempts of the first round were closed by rank 0: their handshakes fail; a fresh
+  // one follows the send.
+  bool handshaken = false;
+  std::unique_ptr<RawSocket> fake;
+  for (int i = 0; i < 32 && !handshaken; ++i) {
+    fake = w.fake_listener->Accept(Seconds(2));
+    ASSERT_TRUE(fake) << "no connection came after the send";
+    proto::PeerHello hello;
+    handshaken = AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello);
+  }
+  ASSERT_TRUE(handshaken);
+  FrameHeader header;
+  std::vector<uint8_t> meta, got;
+  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));
+  EXPECT_EQ(header.seq, 1u);
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
+}
+
 // The refused rank learns only that it was refused; the refusing rank logs and counts why.
 TEST(TcpFaultsTest, PeerOfAnotherJobIsRefused) {
   TcpTransportOptions a;

@@ -2271,6 +2271,20 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
   o->socket.close(ignored);
   o->last_error = error;
   Duration left = o->deadline.Remaining(*clock_);
+  if (left <= Duration::zero() &&
+      std::none_of(o->queue.begin(), o->queue.end(),
+                   [](const SendOp& op) { return static_cast<bool>(op.done); })) {
+    // The connection SetPeers began ahead of any call, and no send waits for it: a peer that
+    // did not answer then (stopped, or paging for seconds, just after joining) may well answer
+    // now. The pair goes back to idle, and the first send to the peer connects afresh under
+    // its call's deadline, rather than every later call failing at once on this old attempt.
+    VLOG(1) << "rank " << options_.rank << ": no connection to " << DescribePeer(o->peer)
+            << " after " << FormatDuration(clock_->Now() - o->started)
+            << " with nothing to send; the next send connects again (last error: " << error << ")";
+    o->queue.clear();
+    o->state = OutState::kIdle;
+    return;
+  }
   if (left <= Duration::zero()) {
     return FailOut(
         o, UnavailableError("rank " + std::to_string(options_.rank) + " cannot connect to " +
