@@ -528,6 +528,7 @@ Status Communicator::RefuseLocked(uint64_t seq, const CollectiveSpec& spec, cons
   recorder_.Record("op_end", seq, why.ToString());
   // What the others send in this call is dropped (and not taken later for a divergence).
   transport_->CancelOperation(seq, why);
+  if (refusal_handler_) refusal_handler_(seq, why);
   return why;
 }
 

@@ -213,6 +213,13 @@ class Communicator {
   // failed operation's result and returns the Status the caller sees.
   using FailureHandler = std::function<Status(const OpResult& failed)>;
   void SetFailureHandler(FailureHandler handler) { failure_handler_ = std::move(handler); }
+  // Told of every call refused for its arguments (Refuse, or a Run whose arguments fail its
+  // checks), before the refusal returns to the caller: the job layer installs one that tells
+  // the other ranks (job::TellRefusal). Those that needed nothing from this rank in that call
+  // (the others of a gather whose root refused) complete it, and would otherwise go on as if
+  // it had run.
+  using RefusalHandler = std::function<void(uint64_t seq, const Status& why)>;
+  void SetRefusalHandler(RefusalHandler handler) { refusal_handler_ = std::move(handler); }
   // The job's shape, learnt at rendezvous (CommOptions::local_size). Call before any
   // collective.
   void SetLocalSize(int ranks_per_host) { options_.local_size = ranks_per_host; }
@@ -267,6 +274,7 @@ class Communicator {
   FlightRecorder recorder_;
   Metrics metrics_;
   FailureHandler failure_handler_;
+  RefusalHandler refusal_handler_;
   std::FILE* trace_ = nullptr;
   int64_t trace_records_ = 0;  // lines written to trace_, and those lost
   int64_t trace_lost_ = 0;

@@ -128,6 +128,13 @@ void OpMonitor::End(uint64_t seq, const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   current_ = nullptr;
   snap_.in_op = false;
+  if (told_refusal_ && told_refusal_->first <= seq) {
+    // Completed without the rank that refused it: its result may be wrong.
+    if (told_refusal_->first == seq && status.ok() && !late_divergence_) {
+      late_divergence_ = std::move(told_refusal_);
+    }
+    told_refusal_.reset();
+  }
   if (status.ok()) {
     snap_.last_completed_seq = seq;
     last_success_ = call_start_;
@@ -177,6 +184,7 @@ void OpMonitor::Refused(uint64_t seq, const OpDesc& desc, const std::string& nam
   snap_.failed_seq = seq;
   snap_.refused_seq = seq;
   NoteFailedLocked(seq);
+  if (told_refusal_ && told_refusal_->first <= seq) told_refusal_.reset();
   // Not among the recent calls the ranks compare for a divergence: a refused call sent
   // nothing, and its arguments are the caller's unchecked ones (an algorithm still "auto", a
   // negative count), which differ from the others' resolved call. Kept, they made the next
@@ -195,6 +203,16 @@ bool OpMonitor::FailedHereLocked(uint64_t seq) const {
 
 bool OpMonitor::Abort(uint64_t seq, const Status& reason, AbortKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (kind == AbortKind::kRefusal) {
+    if (seq == 0 || FailedHereLocked(seq)) return false;
+    const bool running = snap_.in_op && snap_.seq == seq;
+    if (running || seq > snap_.last_started_seq) {
+      if (!told_refusal_ || told_refusal_->first > seq) told_refusal_.emplace(seq, reason);
+    } else if (!late_divergence_) {
+      late_divergence_.emplace(seq, reason);  // completed here: the next call reports it
+    }
+    return false;
+  }
   if (current_ != nullptr && snap_.seq == seq) {
     current_->Interrupt(reason);
     aborted_seq_ = seq;

@@ -94,7 +94,13 @@ class OpMonitor {
   // (VerdictReceived) and returns false: nothing was stopped.
   // `kind` kMismatch: the ranks' calls at `seq` differ; if this rank already completed `seq`
   // the verdict is kept for its next call (TakeLateDivergence).
-  enum class AbortKind { kFailure, kMismatch };
+  // `kind` kRefusal: the rank that sent `reason` refused its call `seq` for its arguments and
+  // sent nothing in it. Nothing is stopped: where this rank needs that rank in `seq`, its wait
+  // fails and the verdict says why; where it does not (the others of a gather whose root
+  // refused), `seq` completes, and then counts as a late divergence (this rank's next call, or
+  // the end of `seq` itself, reports it), whether it had completed before the word came or
+  // completes after.
+  enum class AbortKind { kFailure, kMismatch, kRefusal };
   bool Abort(uint64_t seq, const Status& reason, AbortKind kind = AbortKind::kFailure);
   // The verdict another rank delivered for failed operation `seq`, if any: after it ended
   // here, or in the moment between its own failure and its end; or, failing that, one kept
@@ -193,6 +199,9 @@ class OpMonitor {
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   std::optional<std::pair<uint64_t, Status>> late_divergence_;
+  // A refusal told for a call running here or not started yet (AbortKind::kRefusal): a late
+  // divergence if that call completes.
+  std::optional<std::pair<uint64_t, Status>> told_refusal_;
   // The latest calls that failed or were refused here, a ring: another rank's verdict on one
   // of them is no news of a call that "completed here" (failed_seq holds only the last, and a
   // verdict on a refused call came after this rank had refused a later one).

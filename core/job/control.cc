@@ -223,9 +223,10 @@ void ControlServer::Handle(int fd) {
                         ", received on rank " + std::to_string(info_.rank) + "]");
       comm_->recorder()->Record("abort_received", a.seq(),
                                 "from rank " + std::to_string(a.from_rank()) + ": " + a.verdict());
-      comm_->monitor()->Abort(
-          a.seq(), reason,
-          a.mismatch() ? OpMonitor::AbortKind::kMismatch : OpMonitor::AbortKind::kFailure);
+      comm_->monitor()->Abort(a.seq(), reason,
+                              a.refusal()    ? OpMonitor::AbortKind::kRefusal
+                              : a.mismatch() ? OpMonitor::AbortKind::kMismatch
+                                             : OpMonitor::AbortKind::kFailure);
     }
     if (req.has_departure()) {
       const auto& d = req.departure();

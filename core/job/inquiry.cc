@@ -97,6 +97,22 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
   QueryAll(tell, abort, timeout, dir.credentials);
 }
 
+int TellRefusal(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                Duration timeout) {
+  proto::ControlRequest req;
+  req.mutable_abort()->set_seq(seq);
+  req.mutable_abort()->set_from_rank(self);
+  req.mutable_abort()->set_verdict(text);
+  req.mutable_abort()->set_code(static_cast<int>(StatusCode::kInvalidArgument));
+  req.mutable_abort()->set_mismatch(true);
+  req.mutable_abort()->set_refusal(true);
+  int told = 0;
+  for (const QueryResult& r : QueryAll(OtherRanks(dir, self), req, timeout, dir.credentials)) {
+    if (r.reach == Reach::kAnswered) ++told;
+  }
+  return told;
+}
+
 int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, Duration timeout) {
   proto::ControlRequest req;
   proto::Departure* d = req.mutable_departure();

@@ -43,6 +43,14 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
 // a call that then fails without this rank names the program. Each rank bounded by `timeout`;
 // the ranks that cannot be told (gone, stopped) are skipped. Returns how many were told.
 int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, Duration timeout);
+// Tells every other rank that this rank refused its operation `seq` for its arguments
+// (`text` says which and why) and so sent nothing in it (OpMonitor::AbortKind::kRefusal): a
+// rank that needs this one in `seq` finds it out by its own wait and verdict; a rank where
+// `seq` completes without it (the others of a gather whose root refused, a broadcast's root
+// whose other ranks refused) reports it there or on its next call, Close included, rather than
+// going on as if it had run. Each rank bounded by `timeout`; returns how many were told.
+int TellRefusal(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                Duration timeout);
 // PeerDeparture::how of a program that let go of its communicator without Comm::Close.
 inline constexpr char kLeftWithoutClose[] = "destroyed its communicator without Comm::Close";
 

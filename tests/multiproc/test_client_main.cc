@@ -60,6 +60,10 @@ DEFINE_bool(free_while_async, false,
 DEFINE_bool(two_divergences, false,
             "three calls, each error printed and the program going on: rank 0 calls with another "
             "dtype, then all alike, then rank 2 with another count (\"rank R: call N: ...\")");
+DEFINE_int32(refused_root_rounds, 0,
+             "this many rounds of: a gather to rank 0 that rank 0 refuses (a null output) and the "
+             "others make, then two checked int32 allreduces; prints \"rank R: round K: "
+             "gather|next|after: ...\" and ends with a barrier");
 DEFINE_int32(gather_divergence_rounds, 0,
              "this many rounds of: a gather to rank 0 where rank 1 gives 0 elements and the others "
              "2 (a divergence only the root sees), then two checked int32 allreduces; prints "
@@ -292,6 +296,31 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("rank %d: tuning rounds: %d failed, %d wrong\n", r, failed, wrong);
+    std::fflush(stdout);
+  }
+  for (int k = 0; k < FLAGS_refused_root_rounds; ++k) {
+    std::vector<int32_t> in(2, r), out(static_cast<size_t>(2 * p), -1);
+    const Status gathered =
+        comm.Gather(in.data(), r == 0 ? nullptr : out.data(), 2, DataType::kInt32, 0);
+    std::printf("rank %d: round %d: gather: %s\n", r, k,
+                gathered.ok() ? "ok" : gathered.ToString().c_str());
+    const char* names[2] = {"next", "after"};
+    for (const char* name : names) {
+      std::vector<int32_t> v(4, r + 1);
+      const Status s = comm.Allreduce(v.data(), v.data(), 4, DataType::kInt32, ReduceOp::kSum);
+      const bool exact =
+          std::all_of(v.begin(), v.end(), [&](int32_t x) { return x == p * (p + 1) / 2; });
+      std::printf("rank %d: round %d: %s: %s\n", r, k, name,
+                  !s.ok() ? s.ToString().c_str()
+                  : exact ? "ok"
+                          : "ok but WRONG");
+    }
+    std::fflush(stdout);
+  }
+  if (FLAGS_refused_root_rounds > 0) {
+    const Status met = comm.Barrier();
+    std::printf("rank %d: barrier after the rounds: %s\n", r,
+                met.ok() ? "ok" : met.ToString().c_str());
     std::fflush(stdout);
   }
   for (int k = 0; k < FLAGS_gather_divergence_rounds; ++k) {

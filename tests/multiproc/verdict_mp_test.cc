@@ -314,6 +314,48 @@ TEST_P(GatherDivergenceTest, TheOthersHearOfItInTheirNextCallEveryRound) {
 
 INSTANTIATE_TEST_SUITE_P(Verdict, GatherDivergenceTest, ::testing::Values("daemon", "embedded"));
 
+// A gather whose root refuses its arguments: the others need nothing from the root, so their
+// gather completes, and they used to go on as if it had run, to the end of the job. Now the
+// root tells them: each reports the refusal, naming the root and its reason, in that gather or
+// in its next call; the call after that pairs right everywhere, round after round.
+class RefusedRootTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RefusedRootTest, TheOthersOfTheGatherHearOfItByTheirNextCall) {
+  const int p = 3;
+  const int rounds = 3;
+  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", std::to_string(p), "--mode",
+                                GetParam(), "--timeout", "4", "--", BinDir() + "/gyre-test-client",
+                                "--check=false", "--refused_root_rounds=" + std::to_string(rounds)},
+                               {}, 90);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (int k = 0; k < rounds; ++k) {
+    const std::string seq = "seq=" + std::to_string(3 * k + 1);
+    for (int rank = 0; rank < p; ++rank) {
+      const std::string me = "rank " + std::to_string(rank) + ": round " + std::to_string(k) + ": ";
+      std::smatch gather, next;
+      ASSERT_TRUE(std::regex_search(r.out, gather, std::regex(me + "gather: (.*)"))) << r.out;
+      ASSERT_TRUE(std::regex_search(r.out, next, std::regex(me + "next: (.*)"))) << r.out;
+      const std::string g = gather[1], n = next[1];
+      if (rank == 0) {
+        EXPECT_NE(g.find("the output buffer is null"), std::string::npos) << me << g;
+      } else {
+        const std::string told = "rank 0 refused " + seq + " before it ran";
+        EXPECT_TRUE(g.find(told) != std::string::npos || n.find(told) != std::string::npos)
+            << me << "gather: " << g << "\nnext: " << n;
+        EXPECT_NE((g + n).find("the output buffer is null"), std::string::npos) << me << g << n;
+      }
+      EXPECT_NE(r.out.find(me + "after: ok\n"), std::string::npos) << r.out;
+    }
+  }
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": barrier after the rounds: ok"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Verdict, RefusedRootTest, ::testing::Values("daemon", "embedded"));
+
 // The "failed after X" of a verdict, in seconds (-1 if absent).
 double FailedAfterSeconds(const std::string& text) {
   std::smatch m;

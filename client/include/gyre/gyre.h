@@ -88,7 +88,9 @@ class Comm {
   // the root of a reduce (in place); size() * count elements must fit in 2^60 bytes. A call
   // refused for its arguments (InvalidArgument naming the value and the rule) still takes
   // its place in the call sequence, so a rank's next call meets the others' next call; when
-  // only this rank refused, the other ranks' same call fails naming this rank and why.
+  // only this rank refused, the other ranks' same call fails naming this rank and why (a rank
+  // that needed nothing from this one in it, such as another rank of a gather whose root
+  // refused, reports it there or in its next call).
   // ReduceOp::kAvg (floating types) divides the sum by size(); float16 divides each input
   // first, so a mean stays finite where the sum would pass 65504 (docs/algorithms.md).
   virtual Status Allreduce(const void* in, void* out, int64_t count, DataType dtype, ReduceOp op,
