@@ -597,7 +597,6 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
   m->tag = tag;
   m->bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
   m->posted = m->last_progress = transport_->clock().Now();
-  m->bytes_mark = send ? transport_->BytesSentTo(peer) : transport_->BytesReceivedFrom(peer);
   MessageHeader header;
   header.desc.collective = kPointToPointDesc;
   header.desc.dtype = static_cast<uint8_t>(dtype);
@@ -616,6 +615,8 @@ StatusOr<std::shared_ptr<PendingMessage>> Communicator::Post(bool send, void* bu
     uint64_t& n = (send ? p2p_sent_ : p2p_received_)[{peer, tag}];
     header.seq = PointToPointSeq(header.desc.root, send ? peer : rank(), tag, n);
     m->seq = header.seq;
+    m->bytes_mark =
+        send ? transport_->BytesSentTo(peer, m->seq) : transport_->BytesReceivedFrom(peer, m->seq);
     m->name = name + " #" + std::to_string(n);
     ++n;
     recorder_.Record(send ? "send_post" : "recv_post", m->seq, m->name);
@@ -682,10 +683,10 @@ Status Communicator::WaitMessage(PendingMessage& m, const CallOptions& opts, Dea
     std::unique_lock<std::mutex> lock(m.mu);
     while (!m.done) {
       const TimePoint now = clock.Now();
-      // Bytes still streaming in from the peer (or out to it, for a send) are progress, as
-      // in a collective.
-      const uint64_t got =
-          m.send ? transport_->BytesSentTo(m.peer) : transport_->BytesReceivedFrom(m.peer);
+      // Bytes of this message still streaming in from the peer (or out to it, for a send)
+      // are progress, as in a collective; other messages between the two are not.
+      const uint64_t got = m.send ? transport_->BytesSentTo(m.peer, m.seq)
+                                  : transport_->BytesReceivedFrom(m.peer, m.seq);
       if (got != m.bytes_mark) {
         m.bytes_mark = got;
         m.last_progress = now;

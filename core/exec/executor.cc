@@ -212,8 +212,8 @@ Status OpRun::Prepare() {
 void OpRun::Start() {
   const int p = transport_->size();
   for (int q = 0; q < p; ++q) {
-    progress_mark_[q] = transport_->BytesReceivedFrom(q);
-    progress_mark_[p + q] = transport_->BytesSentTo(q);
+    progress_mark_[q] = transport_->BytesReceivedFrom(q, ctx_.seq);
+    progress_mark_[p + q] = transport_->BytesSentTo(q, ctx_.seq);
   }
   // ready_ is a stack; pushed last to first, so steps ready together are issued in program
   // order: a rank sends its pieces first to last and posts its receives in the order the
@@ -440,7 +440,8 @@ void OpRun::SampleProgress() {
   // the socket stops taking bytes once a silent peer's buffers are full.
   const int p = transport_->size();
   for (int q = 0; q < 2 * p; ++q) {
-    const uint64_t b = q < p ? transport_->BytesReceivedFrom(q) : transport_->BytesSentTo(q - p);
+    const uint64_t b = q < p ? transport_->BytesReceivedFrom(q, ctx_.seq)
+                             : transport_->BytesSentTo(q - p, ctx_.seq);
     if (b != progress_mark_[q]) {
       progress_mark_[q] = b;
       last_progress_ = transport_->clock().Now();

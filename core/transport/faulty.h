@@ -45,6 +45,12 @@ class FaultyTransport final : public Transport {
   void CancelOperation(uint64_t seq, const Status& reason) override;
   uint64_t BytesReceivedFrom(int peer) const override { return inner_->BytesReceivedFrom(peer); }
   uint64_t BytesSentTo(int peer) const override { return inner_->BytesSentTo(peer); }
+  uint64_t BytesReceivedFrom(int peer, uint64_t seq) const override {
+    return inner_->BytesReceivedFrom(peer, seq);
+  }
+  uint64_t BytesSentTo(int peer, uint64_t seq) const override {
+    return inner_->BytesSentTo(peer, seq);
+  }
   std::string DescribePeer(int peer) const override { return inner_->DescribePeer(peer); }
   void ExpectSend(size_t bytes) override { inner_->ExpectSend(bytes); }
   std::optional<StaleMessage> TakeStale(uint64_t seq) override { return inner_->TakeStale(seq); }

@@ -116,6 +116,18 @@ class Transport {
     (void)peer;
     return 0;
   }
+  // The same, counting only the frames of operation `seq`: what a wait in `seq` may take for
+  // progress. A peer that streams other messages (point-to-point ones, or a later call's)
+  // while this rank waits on it in `seq` is not moving `seq`, and must not hold its deadline
+  // off. Where a transport does not count by operation, every byte counts.
+  virtual uint64_t BytesReceivedFrom(int peer, uint64_t seq) const {
+    (void)seq;
+    return BytesReceivedFrom(peer);
+  }
+  virtual uint64_t BytesSentTo(int peer, uint64_t seq) const {
+    (void)seq;
+    return BytesSentTo(peer);
+  }
 
   // "rank 3 (127.0.0.1:40123)" or "rank 3" where there is no address.
   virtual std::string DescribePeer(int peer) const;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <numeric>
 #include <thread>
 
@@ -334,6 +335,47 @@ TEST(P2PFaultTest, ClosedPeerIsNamedPromptly) {
   ASSERT_EQ(st[1].code(), StatusCode::kUnavailable) << st[1];
   EXPECT_NE(st[1].message().find("rank 0"), std::string::npos) << st[1];
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+}
+
+// A peer that keeps sending other messages (under another tag) while this rank waits on it
+// does not hold the wait's deadline off: the bytes of other messages are not progress of the
+// one waited for, nor of a collective the peer never enters. Over TCP, which counts bytes by
+// operation; the in-process loopback counts every byte.
+TEST(P2PFaultTest, OtherMessagesFromThePeerAreNotProgress) {
+  CommOptions options;
+  options.timeout = Millis(500);
+  auto world = MakeWorld(FactoryByName("tcp"), 2, options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  // Runs `wait` on rank 1 while rank 0 sends under tag 1 every 20 ms, for up to 4 s (far past
+  // the 0.5 s timeout); returns how long the wait took.
+  auto amid_traffic = [&](const std::function<Status()>& wait, Status* status) {
+    std::atomic<bool> stop{false};
+    std::thread flood([&] {
+      std::vector<int32_t> v(256, 7);
+      const auto until = Clock::now() + std::chrono::seconds(4);
+      while (!stop && Clock::now() < until) {
+        (*world)[0]->Send(v.data(), 256, DataType::kInt32, 1, 1).IgnoreError();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    const auto start = Clock::now();
+    *status = wait();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stop = true;
+    flood.join();
+    return seconds;
+  };
+  int32_t x = 1, got = 0;
+  Status reduce, recv;
+  const double reduce_s = amid_traffic(
+      [&] { return (*world)[1]->Allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::kSum); }, &reduce);
+  EXPECT_EQ(reduce.code(), StatusCode::kDeadlineExceeded) << reduce;
+  EXPECT_LT(reduce_s, 1.5) << reduce;
+  const double recv_s =
+      amid_traffic([&] { return (*world)[1]->Recv(&got, 1, DataType::kInt32, 0, 2); }, &recv);
+  EXPECT_EQ(recv.code(), StatusCode::kDeadlineExceeded) << recv;
+  EXPECT_NE(recv.message().find("recv from rank 0 (tag 2"), std::string::npos) << recv;
+  EXPECT_LT(recv_s, 1.5) << recv;
 }
 
 }  // namespace

@@ -196,6 +196,12 @@ class TcpTransport::Impl {
   std::optional<StaleMessage> TakeStale(uint64_t seq);
   uint64_t BytesReceivedFrom(int peer) const;
   uint64_t BytesSentTo(int peer) const;
+  uint64_t BytesReceivedFrom(int peer, uint64_t seq) const {
+    return SeqBytesOf(received_by_seq_.get(), peer, seq);
+  }
+  uint64_t BytesSentTo(int peer, uint64_t seq) const {
+    return SeqBytesOf(sent_by_seq_.get(), peer, seq);
+  }
   std::string DescribePeer(int peer) const;
   void Shutdown();
   const auth::RefusalCounters& refusals() const { return refusals_; }
@@ -515,6 +521,22 @@ class TcpTransport::Impl {
   std::string address_;  // fixed by Start(), before the io thread exists
   std::unique_ptr<std::atomic<uint64_t>[]> bytes_received_;
   std::unique_ptr<std::atomic<uint64_t>[]> bytes_sent_;  // headers included
+  // The same by operation (BytesReceivedFrom(peer, seq)): for each peer, the bytes of the
+  // last kSeqSlots operations whose frames moved, the oldest slot taken over by a new one.
+  // Written under mu_ (by the io thread or the driver), read from any thread. An operation
+  // whose slot was taken reads 0 until its frames move again, so a flood of other messages
+  // gives a wait in it at most one false sign of progress.
+  struct SeqBytes {
+    std::atomic<uint64_t> seq{0};
+    std::atomic<uint64_t> bytes{0};
+  };
+  static constexpr int kSeqSlots = 4;
+  static uint64_t SeqBytesOf(const SeqBytes* table, int peer, uint64_t seq);
+  void CountSeqBytes(SeqBytes* table, std::vector<uint8_t>* next, int peer, uint64_t seq,
+                     uint64_t n);
+  std::unique_ptr<SeqBytes[]> received_by_seq_;
+  std::unique_ptr<SeqBytes[]> sent_by_seq_;
+  std::vector<uint8_t> received_slot_next_, sent_slot_next_;  // under mu_
 
   mutable std::mutex peers_mu_;
   bool peers_set_ = false;                   // guarded by peers_mu_
@@ -601,6 +623,10 @@ TcpTransport::Impl::Impl(const TcpTransportOptions& options)
       clock_(SteadyClock::Get()),
       bytes_received_(new std::atomic<uint64_t>[options.world_size]()),
       bytes_sent_(new std::atomic<uint64_t>[options.world_size]()),
+      received_by_seq_(new SeqBytes[static_cast<size_t>(options.world_size) * kSeqSlots]),
+      sent_by_seq_(new SeqBytes[static_cast<size_t>(options.world_size) * kSeqSlots]),
+      received_slot_next_(static_cast<size_t>(options.world_size)),
+      sent_slot_next_(static_cast<size_t>(options.world_size)),
       work_guard_(asio::make_work_guard(io_)),
       acceptor_(io_),
       accept_retry_timer_(io_),
@@ -764,6 +790,32 @@ uint64_t TcpTransport::Impl::BytesReceivedFrom(int peer) const {
 uint64_t TcpTransport::Impl::BytesSentTo(int peer) const {
   if (peer < 0 || peer >= options_.world_size) return 0;
   return bytes_sent_[peer].load(std::memory_order_relaxed);
+}
+
+uint64_t TcpTransport::Impl::SeqBytesOf(const SeqBytes* table, int peer, uint64_t seq) {
+  if (peer < 0) return 0;
+  const SeqBytes* s = table + static_cast<size_t>(peer) * kSeqSlots;
+  for (int i = 0; i < kSeqSlots; ++i) {
+    if (s[i].seq.load(std::memory_order_acquire) == seq) {
+      return s[i].bytes.load(std::memory_order_relaxed);
+    }
+  }
+  return 0;
+}
+
+void TcpTransport::Impl::CountSeqBytes(SeqBytes* table, std::vector<uint8_t>* next, int peer,
+                                       uint64_t seq, uint64_t n) {
+  SeqBytes* s = table + static_cast<size_t>(peer) * kSeqSlots;
+  for (int i = 0; i < kSeqSlots; ++i) {
+    if (s[i].seq.load(std::memory_order_relaxed) == seq) {
+      s[i].bytes.fetch_add(n, std::memory_order_relaxed);
+      return;
+    }
+  }
+  SeqBytes& slot = s[(*next)[static_cast<size_t>(peer)]++ % kSeqSlots];
+  slot.seq.store(~uint64_t{0}, std::memory_order_release);  // matches no operation meanwhile
+  slot.bytes.store(n, std::memory_order_relaxed);
+  slot.seq.store(seq, std::memory_order_release);
 }
 
 Status TcpTransport::Impl::ShutdownStatus() const {
@@ -1685,6 +1737,7 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c, bool drive
       case ReadPhase::kPayload:
         c->payload_got += n;
         bytes_received_[c->peer].fetch_add(n, std::memory_order_relaxed);
+        CountSeqBytes(received_by_seq_.get(), &received_slot_next_, c->peer, c->frame.seq, n);
         if (c->payload_got == c->frame.payload_len) FinishPayload(c);
         break;
     }
@@ -2360,6 +2413,7 @@ void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
     while (left > 0) {
       SendOp& op = o->queue.front();
       size_t take = std::min(left, kFrameHeaderBytes + op.bytes - op.sent);
+      CountSeqBytes(sent_by_seq_.get(), &sent_slot_next_, o->peer, op.seq, take);
       op.sent += take;
       left -= take;
       if (op.sent == kFrameHeaderBytes + op.bytes) {
@@ -2505,6 +2559,12 @@ void TcpTransport::CancelOperation(uint64_t seq, const Status& reason) {
 }
 uint64_t TcpTransport::BytesReceivedFrom(int peer) const { return impl_->BytesReceivedFrom(peer); }
 uint64_t TcpTransport::BytesSentTo(int peer) const { return impl_->BytesSentTo(peer); }
+uint64_t TcpTransport::BytesReceivedFrom(int peer, uint64_t seq) const {
+  return peer < 0 || peer >= size() ? 0 : impl_->BytesReceivedFrom(peer, seq);
+}
+uint64_t TcpTransport::BytesSentTo(int peer, uint64_t seq) const {
+  return peer < 0 || peer >= size() ? 0 : impl_->BytesSentTo(peer, seq);
+}
 std::optional<StaleMessage> TcpTransport::TakeStale(uint64_t seq) { return impl_->TakeStale(seq); }
 std::optional<Exhaustion> TcpTransport::LastExhaustion() const { return impl_->LastExhaustion(); }
 bool TcpTransport::AcquireDriver(size_t max_message_bytes) {

@@ -175,6 +175,8 @@ class TcpTransport final : public Transport, public DrivenTransport {
 
   uint64_t BytesReceivedFrom(int peer) const override;
   uint64_t BytesSentTo(int peer) const override;
+  uint64_t BytesReceivedFrom(int peer, uint64_t seq) const override;
+  uint64_t BytesSentTo(int peer, uint64_t seq) const override;
   std::optional<StaleMessage> TakeStale(uint64_t seq) override;
   std::optional<Exhaustion> LastExhaustion() const override;
 
