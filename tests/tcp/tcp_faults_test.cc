@@ -202,6 +202,36 @@ TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
   EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
 }
 
+// But where the peer's port refused the connection to the end, nothing listens there: the
+// peer is gone, and a send after that fails at once naming it, as before, rather than trying
+// again for another connect timeout.
+TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
+  TcpTransportOptions options;
+  options.job_id = kJob;
+  options.secret = TestSecret();
+  options.rank = 0;
+  options.world_size = 2;
+  options.connect_timeout = Millis(300);
+  auto t = TcpTransport::Create(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string gone;
+  {
+    auto listener = RawListener::Listen();
+    ASSERT_TRUE(listener);
+    gone = listener->address();
+  }  // closed: connecting there is refused
+  ASSERT_TRUE((*t)->SetPeers({(*t)->address(), gone}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  uint8_t byte = 1;
+  DoneWaiter sent;
+  const auto start = std::chrono::steady_clock::now();
+  (*t)->Send(1, Header(1, 0), &byte, 1, sent.Callback());
+  const Status s = sent.Wait(Seconds(5));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s, "cannot connect to " + (*t)->DescribePeer(1))) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150)) << s;
+}
+
 // The refused rank learns only that it was refused; the refusing rank logs and counts why.
 TEST(TcpFaultsTest, PeerOfAnotherJobIsRefused) {
   TcpTransportOptions a;

@@ -364,6 +364,8 @@ class TcpTransport::Impl {
     int attempts = 0;
     Duration backoff{};
     std::string last_error;
+    // The last connect that ended was refused (nothing listens there), not made.
+    bool last_refused = false;
     uint64_t attempt = 0;    // handlers of an older attempt see a different value and return
     uint64_t proof_out = 0;  // the attempt whose proof was sent: it waits for the answer
     std::unique_ptr<auth::Connector> connector;  // during the handshake
@@ -2020,6 +2022,7 @@ void TcpTransport::Impl::StartConnect(const std::shared_ptr<OutConn>& o) {
   o->deadline = Deadline::After(*clock_, options_.connect_timeout);
   o->backoff = kInitialBackoff;
   o->attempts = 0;
+  o->last_refused = false;
   if (OnIoThread()) return StartAttempt(o);
   // A caller's Send: resolving and connecting are the io thread's work. The post cannot be
   // refused: shutdown_ is still false under mu_.
@@ -2058,6 +2061,7 @@ void TcpTransport::Impl::ConnectTo(const std::shared_ptr<OutConn>& o, uint64_t i
                                    std::vector<tcp::endpoint> endpoints, size_t i,
                                    asio::error_code last) {
   if (i >= endpoints.size()) {
+    o->last_refused = last == asio::error::connection_refused;
     return AttemptFailed(o, id, last ? last.message() : "the address resolved to nothing");
   }
   const tcp::endpoint ep = endpoints[i];
@@ -2083,6 +2087,7 @@ void TcpTransport::Impl::ConnectTo(const std::shared_ptr<OutConn>& o, uint64_t i
 }
 
 void TcpTransport::Impl::OnConnected(const std::shared_ptr<OutConn>& o, uint64_t id) {
+  o->last_refused = false;
   SetSocketOptions(o->socket, options_, !oversubscribed_, default_cc_);
   o->connector = std::make_unique<auth::Connector>(auth::Channel::kPeer, &credentials_, o->peer);
   StatusOr<std::string> hello = o->connector->Hello();
@@ -2324,13 +2329,15 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
   o->socket.close(ignored);
   o->last_error = error;
   Duration left = o->deadline.Remaining(*clock_);
-  if (left <= Duration::zero() &&
+  if (left <= Duration::zero() && !o->last_refused &&
       std::none_of(o->queue.begin(), o->queue.end(),
                    [](const SendOp& op) { return static_cast<bool>(op.done); })) {
     // The connection SetPeers began ahead of any call, and no send waits for it: a peer that
     // did not answer then (stopped, or paging for seconds, just after joining) may well answer
     // now. The pair goes back to idle, and the first send to the peer connects afresh under
     // its call's deadline, rather than every later call failing at once on this old attempt.
+    // Not when its port refused the last attempt: nothing listens there, the peer is gone, and
+    // the sends to come fail at once, naming it.
     VLOG(1) << "rank " << options_.rank << ": no connection to " << DescribePeer(o->peer)
             << " after " << FormatDuration(clock_->Now() - o->started)
             << " with nothing to send; the next send connects again (last error: " << error << ")";
