@@ -236,14 +236,18 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   if (o.verdicts) {
     joined.comm->SetFailureHandler(
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
-    joined.comm->SetRefusalHandler(
-        [dir, self = joined.comm->rank(), timeout = QueryTimeoutFor(o.comm.timeout)](
-            uint64_t seq, const Status& why) {
-          TellRefusal(*dir, self, seq,
-                      "rank " + std::to_string(self) + " refused seq=" + std::to_string(seq) +
-                          " before it ran, so it sent nothing in it: " + why.message(),
-                      timeout);
-        });
+    // A query to every rank per refusal, made before the refused call returns: bounded, as
+    // the stall probe's rounds are, to jobs it can ask in a moment.
+    if (joined.comm->size() <= StallProbe::kMaxProbedWorld) {
+      joined.comm->SetRefusalHandler(
+          [dir, self = joined.comm->rank(), timeout = QueryTimeoutFor(o.comm.timeout)](
+              uint64_t seq, const Status& why) {
+            TellRefusal(*dir, self, seq,
+                        "rank " + std::to_string(self) + " refused seq=" + std::to_string(seq) +
+                            " before it ran, so it sent nothing in it: " + why.message(),
+                        timeout);
+          });
+    }
     joined.probe =
         std::make_shared<StallProbe>(joined.comm.get(), dir, o.comm.timeout, joined.control.get());
     GYRE_RETURN_IF_ERROR(joined.probe->Start().WithContext(who));
