@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -276,16 +277,19 @@ INSTANTIATE_TEST_SUITE_P(Verdict, TwoDivergencesTest, ::testing::Values("daemon"
 // told the others after letting its own call go: they completed the next call with it before
 // the word came, heard a round late, and lost a round's divergence when one arrived while
 // another still waited to be reported.
-class GatherDivergenceTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GatherDivergenceTest, TheOthersHearOfItInTheirNextCallEveryRound) {
+// Runs `rounds` rounds of the test client's gather rounds (`flag`: --gather_divergence_rounds
+// or --refused_root_rounds) on 3 ranks in `mode`, and calls check(rank, seq, me, gather, next)
+// with each rank's outcome of each round's gather (at seq) and of the call after it. Each
+// round's second call after the gather, and the barrier after the rounds, must be ok.
+void CheckGatherRounds(
+    const std::string& mode, const std::string& flag, int rounds,
+    const std::function<void(int rank, const std::string& seq, const std::string& me,
+                             const std::string& gather, const std::string& next)>& check) {
   const int p = 3;
-  const int rounds = 4;
-  CommandResult r =
-      RunCommand({BinDir() + "/gyrerun", "-n", std::to_string(p), "--mode", GetParam(), "--timeout",
-                  "4", "--", BinDir() + "/gyre-test-client", "--check=false",
-                  "--gather_divergence_rounds=" + std::to_string(rounds)},
-                 {}, 90);
+  CommandResult r = RunCommand(
+      {BinDir() + "/gyrerun", "-n", std::to_string(p), "--mode", mode, "--timeout", "4", "--",
+       BinDir() + "/gyre-test-client", "--check=false", flag + "=" + std::to_string(rounds)},
+      {}, 90);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   for (int k = 0; k < rounds; ++k) {
     const std::string seq = "seq=" + std::to_string(3 * k + 1);
@@ -294,22 +298,37 @@ TEST_P(GatherDivergenceTest, TheOthersHearOfItInTheirNextCallEveryRound) {
       std::smatch gather, next;
       ASSERT_TRUE(std::regex_search(r.out, gather, std::regex(me + "gather: (.*)"))) << r.out;
       ASSERT_TRUE(std::regex_search(r.out, next, std::regex(me + "next: (.*)"))) << r.out;
-      const std::string g = gather[1], n = next[1];
-      if (rank == 0) {
-        EXPECT_TRUE(std::regex_search(g, std::regex(R"(rank 1 diverged.* at )" + seq + " ")))
-            << me << g;
-        // Ok, or refused by a rank that heard before its next call began.
-        EXPECT_TRUE(n == "ok" || n.find("refused") != std::string::npos) << me << n;
-      } else {
-        EXPECT_EQ(g, "ok") << me;
-        EXPECT_TRUE(std::regex_search(
-            n, std::regex("(completed, but|not run:) the ranks' calls diverged at " + seq + ",")))
-            << me << n;
-        EXPECT_NE(n.find("rank 1 diverged"), std::string::npos) << me << n;
-      }
+      check(rank, seq, me, gather[1], next[1]);
       EXPECT_NE(r.out.find(me + "after: ok\n"), std::string::npos) << r.out;
     }
   }
+  for (int rank = 0; rank < p; ++rank) {
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": barrier after the rounds: ok"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+class GatherDivergenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GatherDivergenceTest, TheOthersHearOfItInTheirNextCallEveryRound) {
+  CheckGatherRounds(
+      GetParam(), "--gather_divergence_rounds", 4,
+      [](int rank, const std::string& seq, const std::string& me, const std::string& g,
+         const std::string& n) {
+        if (rank == 0) {
+          EXPECT_TRUE(std::regex_search(g, std::regex(R"(rank 1 diverged.* at )" + seq + " ")))
+              << me << g;
+          // Ok, or refused by a rank that heard before its next call began.
+          EXPECT_TRUE(n == "ok" || n.find("refused") != std::string::npos) << me << n;
+        } else {
+          EXPECT_EQ(g, "ok") << me;
+          EXPECT_TRUE(std::regex_search(
+              n, std::regex("(completed, but|not run:) the ranks' calls diverged at " + seq + ",")))
+              << me << n;
+          EXPECT_NE(n.find("rank 1 diverged"), std::string::npos) << me << n;
+        }
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Verdict, GatherDivergenceTest, ::testing::Values("daemon", "embedded"));
@@ -321,37 +340,19 @@ INSTANTIATE_TEST_SUITE_P(Verdict, GatherDivergenceTest, ::testing::Values("daemo
 class RefusedRootTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RefusedRootTest, TheOthersOfTheGatherHearOfItByTheirNextCall) {
-  const int p = 3;
-  const int rounds = 3;
-  CommandResult r = RunCommand({BinDir() + "/gyrerun", "-n", std::to_string(p), "--mode",
-                                GetParam(), "--timeout", "4", "--", BinDir() + "/gyre-test-client",
-                                "--check=false", "--refused_root_rounds=" + std::to_string(rounds)},
-                               {}, 90);
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  for (int k = 0; k < rounds; ++k) {
-    const std::string seq = "seq=" + std::to_string(3 * k + 1);
-    for (int rank = 0; rank < p; ++rank) {
-      const std::string me = "rank " + std::to_string(rank) + ": round " + std::to_string(k) + ": ";
-      std::smatch gather, next;
-      ASSERT_TRUE(std::regex_search(r.out, gather, std::regex(me + "gather: (.*)"))) << r.out;
-      ASSERT_TRUE(std::regex_search(r.out, next, std::regex(me + "next: (.*)"))) << r.out;
-      const std::string g = gather[1], n = next[1];
-      if (rank == 0) {
-        EXPECT_NE(g.find("the output buffer is null"), std::string::npos) << me << g;
-      } else {
+  CheckGatherRounds(
+      GetParam(), "--refused_root_rounds", 3,
+      [](int rank, const std::string& seq, const std::string& me, const std::string& g,
+         const std::string& n) {
+        if (rank == 0) {
+          EXPECT_NE(g.find("the output buffer is null"), std::string::npos) << me << g;
+          return;
+        }
         const std::string told = "rank 0 refused " + seq + " before it ran";
         EXPECT_TRUE(g.find(told) != std::string::npos || n.find(told) != std::string::npos)
             << me << "gather: " << g << "\nnext: " << n;
         EXPECT_NE((g + n).find("the output buffer is null"), std::string::npos) << me << g << n;
-      }
-      EXPECT_NE(r.out.find(me + "after: ok\n"), std::string::npos) << r.out;
-    }
-  }
-  for (int rank = 0; rank < p; ++rank) {
-    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + ": barrier after the rounds: ok"),
-              std::string::npos)
-        << r.out;
-  }
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Verdict, RefusedRootTest, ::testing::Values("daemon", "embedded"));
