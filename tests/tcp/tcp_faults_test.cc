@@ -204,7 +204,7 @@ TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
 
 // But where the peer's port refused the connection to the end, nothing listens there: the
 // peer is gone, and a send after that fails at once naming it, as before, rather than trying
-// again for another connect timeout.
+// again for another connect timeout; its receives fail with it.
 TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
   TcpTransportOptions options;
   options.job_id = kJob;
@@ -221,7 +221,15 @@ TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
     gone = listener->address();
   }  // closed: connecting there is refused
   ASSERT_TRUE((*t)->SetPeers({(*t)->address(), gone}).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Nothing will come from a peer that is gone either: a receive posted meanwhile fails when
+  // the connection is given up, not at its caller's deadline.
+  std::vector<uint8_t> in(8);
+  DoneWaiter received;
+  (*t)->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
+  const Status r = received.Wait(Seconds(3));
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
+  EXPECT_TRUE(Contains(r, "cannot connect to " + (*t)->DescribePeer(1))) << r;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   uint8_t byte = 1;
   DoneWaiter sent;
   const auto start = std::chrono::steady_clock::now();

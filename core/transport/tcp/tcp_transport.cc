@@ -2346,12 +2346,22 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
     return;
   }
   if (left <= Duration::zero()) {
-    return FailOut(
-        o, UnavailableError("rank " + std::to_string(options_.rank) + " cannot connect to " +
-                            DescribePeer(o->peer) + ": gave up after " +
-                            FormatDuration(clock_->Now() - o->started) + " of connect_timeout " +
-                            FormatDuration(options_.connect_timeout) + " (" +
-                            std::to_string(o->attempts) + " attempts); last error: " + error));
+    const Status gave_up = UnavailableError(
+        "rank " + std::to_string(options_.rank) + " cannot connect to " + DescribePeer(o->peer) +
+        ": gave up after " + FormatDuration(clock_->Now() - o->started) + " of connect_timeout " +
+        FormatDuration(options_.connect_timeout) + " (" + std::to_string(o->attempts) +
+        " attempts); last error: " + error);
+    FailOut(o, gave_up);
+    // Refused to the end on the connection that was to carry the pair's messages both ways
+    // (this rank connects up, and none came from the peer): the peer is gone, so nothing will
+    // come from it either. Its receives fail now, naming why, rather than at their deadline.
+    RecvPeer& p = recv_peers_[o->peer];
+    if (o->last_refused && connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
+      p.closed = gave_up;
+      for (auto& [key, r] : p.posted) Complete(std::move(r.done), gave_up);
+      p.posted.clear();
+    }
+    return;
   }
   // The last attempt is made right at the deadline rather than giving up early.
   o->timer.expires_after(std::min(left, o->backoff));
