@@ -93,6 +93,12 @@ struct CollectiveSpec {
   std::string ToString() const;  // "allreduce ring p=4 count=12 float32 sum root=0"
 };
 
+// Whether the call is an average whose ranks divide their inputs by p before the sum
+// (AverageScalesInputs: float16), rather than the sum once after it.
+inline bool DividesInputsFirst(const CollectiveSpec& s) {
+  return s.op == ReduceOp::kAvg && IsReducing(s.collective) && AverageScalesInputs(s.dtype);
+}
+
 // The spec of one call as the public APIs take it (algorithm automatic, world size filled
 // in by the communicator).
 inline CollectiveSpec MakeSpec(Collective c, int64_t count, DataType dtype,

@@ -18,10 +18,7 @@ std::vector<unsigned char> MakeInput(const CollectiveSpec& spec, int rank) {
   const bool small_float = spec.dtype == DataType::kFloat16 || spec.dtype == DataType::kBfloat16;
   // An average that divides every input by p first (AverageScalesInputs) gets multiples of p,
   // so the divided inputs are small integers again and any order of summing gives one result.
-  const double unit = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
-                              AverageScalesInputs(spec.dtype)
-                          ? static_cast<double>(spec.world_size)
-                          : 1.0;
+  const double unit = algo::DividesInputsFirst(spec) ? static_cast<double>(spec.world_size) : 1.0;
   for (int64_t i = 0; i < n; ++i) {
     double v;
     if (spec.op == ReduceOp::kProd && algo::IsReducing(spec.collective)) {
@@ -45,7 +42,7 @@ std::vector<unsigned char> Reference(const CollectiveSpec& spec,
   auto reduce_all = [&](size_t in_offset, unsigned char* dst) {
     if (n == 0) return;  // nothing to reduce (and empty buffers may have no storage)
     ReduceFn fn = *GetReduceFn(spec.dtype, spec.op);
-    const bool divide_first = spec.op == ReduceOp::kAvg && AverageScalesInputs(spec.dtype);
+    const bool divide_first = algo::DividesInputsFirst(spec);
     std::vector<unsigned char> divided(divide_first ? n * es : 0);
     for (int r = 0; r < p; ++r) {
       const unsigned char* in = inputs[r].data() + in_offset * es;

@@ -505,8 +505,7 @@ Status Executor::Run(const algo::RankSchedule& schedule, const algo::CollectiveS
   // A float16 average sums the inputs divided by p (AverageScalesInputs). The user's input
   // stays as it was: the divided copy goes to the output where the output can hold it (an
   // allreduce, a reduce's root), which then runs in place, and to scratch of its own otherwise.
-  const bool scales_inputs = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
-                             AverageScalesInputs(spec.dtype);
+  const bool scales_inputs = algo::DividesInputsFirst(spec);
   if (scales_inputs) {
     const int64_t in_count = algo::InputCount(spec, self);
     if (in_count > 0 && buffers.input != nullptr) {

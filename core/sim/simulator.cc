@@ -348,8 +348,7 @@ StatusOr<SimResult> SimulateOn(const CollectiveSpec& spec_in, const Topology& to
   // A float16 average runs on its inputs divided by p, as the executor's Run divides them
   // (AverageScalesInputs); the reference below starts from the inputs as given.
   std::vector<std::vector<unsigned char>> run_inputs;
-  const bool scales_inputs = spec.op == ReduceOp::kAvg && algo::IsReducing(spec.collective) &&
-                             AverageScalesInputs(spec.dtype);
+  const bool scales_inputs = algo::DividesInputsFirst(spec);
   if (scales_inputs && !options.phantom) {
     run_inputs = inputs;
     for (std::vector<unsigned char>& in : run_inputs) {

@@ -71,6 +71,16 @@ std::unique_ptr<RawSocket> ConnectAsRank1(const TcpTransport& transport) {
   return socket;
 }
 
+// The next frame on `fake` is seq 1 carrying `data`, and the send of it completes.
+void ExpectFrameOfSeq1(RawSocket& fake, const std::vector<uint8_t>& data, DoneWaiter& sent) {
+  FrameHeader header;
+  std::vector<uint8_t> meta, got;
+  ASSERT_TRUE(ReadFrame(fake, &header, &meta, &got));
+  EXPECT_EQ(header.seq, 1u);
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
+}
+
 // A round trip between rank 0 and rank 1 of `world`, proving both still work.
 void ExpectRoundTrip(std::vector<std::unique_ptr<TcpTransport>>& world, uint64_t seq) {
   for (int from : {0, 1}) {
@@ -194,12 +204,7 @@ TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
     handshaken = AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello);
   }
   ASSERT_TRUE(handshaken);
-  FrameHeader header;
-  std::vector<uint8_t> meta, got;
-  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));
-  EXPECT_EQ(header.seq, 1u);
-  EXPECT_TRUE(got == data);
-  EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
+  ExpectFrameOfSeq1(*fake, data, sent);
 }
 
 // But where the peer's port refused the connection to the end, nothing listens there: the
@@ -347,12 +352,7 @@ TEST(TcpFaultsTest, ASlowAnswerToTheProofIsWaitedForNotRetried) {
   proto::PeerHello hello;
   ASSERT_TRUE(AcceptorHandshake(*fake, FakeRank(kJob, 1, 2), &hello, /*replies_here=*/false,
                                 /*ack_delay=*/Seconds(3)));
-  FrameHeader header;
-  std::vector<uint8_t> meta, got;
-  ASSERT_TRUE(ReadFrame(*fake, &header, &meta, &got));
-  EXPECT_EQ(header.seq, 1u);
-  EXPECT_TRUE(got == data);
-  EXPECT_TRUE(sent.Wait(Seconds(5)).ok());
+  ExpectFrameOfSeq1(*fake, data, sent);
   EXPECT_EQ(w.fake_listener->Accept(Millis(300)), nullptr) << "a second attempt was made";
 }
 

@@ -516,6 +516,9 @@ class TcpTransport::Impl {
   void ArmWritable(const std::shared_ptr<OutConn>& o);
   void WaitWritable(const std::shared_ptr<OutConn>& o);
   void FailOut(const std::shared_ptr<OutConn>& o, const Status& status);
+  // Nothing more will come from this peer: its posted receives and any later ones fail with
+  // `reason`.
+  void CloseReceives(RecvPeer* p, const Status& reason);
 
   const TcpTransportOptions options_;
   const auth::Credentials credentials_;
@@ -2000,7 +2003,6 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
   }
   RecvPeer& p = recv_peers_[c->peer];
   if (p.conn == c) p.conn.reset();
-  p.closed = reason;
   if (c->phase == ReadPhase::kPayload) {
     if (c->sink == Sink::kUser) Complete(std::move(c->recv.done), reason);
     if (c->sink == Sink::kBuffer) unexpected_bytes_ -= c->buffer_charge;
@@ -2009,9 +2011,14 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
     c->buffer_charge = 0;
     c->sink = Sink::kDiscard;
   }
-  for (auto& [key, r] : p.posted) Complete(std::move(r.done), reason);
-  p.posted.clear();
+  CloseReceives(&p, reason);
   if (c->shared) FailOut(out_conns_[c->peer], reason);
+}
+
+void TcpTransport::Impl::CloseReceives(RecvPeer* p, const Status& reason) {
+  p->closed = reason;
+  for (auto& [key, r] : p->posted) Complete(std::move(r.done), reason);
+  p->posted.clear();
 }
 
 // ---- Outgoing connections: connect, handshake and the send path ----------------------------
@@ -2329,23 +2336,24 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
   o->socket.close(ignored);
   o->last_error = error;
   Duration left = o->deadline.Remaining(*clock_);
-  if (left <= Duration::zero() && !o->last_refused &&
-      std::none_of(o->queue.begin(), o->queue.end(),
-                   [](const SendOp& op) { return static_cast<bool>(op.done); })) {
-    // The connection SetPeers began ahead of any call, and no send waits for it: a peer that
-    // did not answer then (stopped, or paging for seconds, just after joining) may well answer
-    // now. The pair goes back to idle, and the first send to the peer connects afresh under
-    // its call's deadline, rather than every later call failing at once on this old attempt.
-    // Not when its port refused the last attempt: nothing listens there, the peer is gone, and
-    // the sends to come fail at once, naming it.
-    VLOG(1) << "rank " << options_.rank << ": no connection to " << DescribePeer(o->peer)
-            << " after " << FormatDuration(clock_->Now() - o->started)
-            << " with nothing to send; the next send connects again (last error: " << error << ")";
-    o->queue.clear();
-    o->state = OutState::kIdle;
-    return;
-  }
   if (left <= Duration::zero()) {
+    if (!o->last_refused && std::none_of(o->queue.begin(), o->queue.end(), [](const SendOp& op) {
+          return static_cast<bool>(op.done);
+        })) {
+      // The connection SetPeers began ahead of any call, and no send waits for it: a peer
+      // that did not answer then (stopped, or paging for seconds, just after joining) may well
+      // answer now. The pair goes back to idle, and the first send to the peer connects afresh
+      // under its call's deadline, rather than every later call failing at once on this old
+      // attempt. Not when its port refused the last attempt: nothing listens there, the peer
+      // is gone, and the sends to come fail at once, naming it.
+      VLOG(1) << "rank " << options_.rank << ": no connection to " << DescribePeer(o->peer)
+              << " after " << FormatDuration(clock_->Now() - o->started)
+              << " with nothing to send; the next send connects again (last error: " << error
+              << ")";
+      o->queue.clear();
+      o->state = OutState::kIdle;
+      return;
+    }
     const Status gave_up = UnavailableError(
         "rank " + std::to_string(options_.rank) + " cannot connect to " + DescribePeer(o->peer) +
         ": gave up after " + FormatDuration(clock_->Now() - o->started) + " of connect_timeout " +
@@ -2357,9 +2365,7 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
     // come from it either. Its receives fail now, naming why, rather than at their deadline.
     RecvPeer& p = recv_peers_[o->peer];
     if (o->last_refused && connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
-      p.closed = gave_up;
-      for (auto& [key, r] : p.posted) Complete(std::move(r.done), gave_up);
-      p.posted.clear();
+      CloseReceives(&p, gave_up);
     }
     return;
   }
