@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/job/verdict.h"
+#include "launcher/signal_name.h"
 
 namespace gyre::launcher {
 namespace {
@@ -245,7 +246,12 @@ const ProcessResult* ExitedOnItsOwn(const Blame& blame, const std::vector<Proces
   if (blame.contradicted() || blame.rank < 0 || (blame.what != "left" && blame.what != "dead")) {
     return nullptr;
   }
-  // The rank's program: a daemon beside it (a service) only reported its going.
+  // The rank's process that was the first of the job to fail on its own (its gyred, killed by a
+  // signal, say): the program's own failure followed from it.
+  for (const ProcessResult& r : results) {
+    if (r.rank == blame.rank && r.root_cause && r.failed_on_its_own()) return &r;
+  }
+  // Else the rank's program: a daemon beside it (a service) only reported its going.
   const ProcessResult* program = nullptr;
   for (const ProcessResult& r : results) {
     if (r.rank != blame.rank || r.service) continue;
@@ -262,9 +268,16 @@ std::string VerdictLine(const Blame& blame, const std::string& verdict,
                         const std::vector<ProcessResult>& results) {
   const ProcessResult* exited = ExitedOnItsOwn(blame, results);
   if (exited == nullptr) return verdict;
-  std::string line = exited->name + " (pid " + std::to_string(exited->pid) + ") exited with code " +
-                     std::to_string(exited->exit_code);
-  if (exited->stderr_tail.empty()) {
+  std::string line = exited->name + " (pid " + std::to_string(exited->pid) + ")";
+  if (exited->signaled) {
+    line += " was killed by signal " + SignalName(exited->signal) + " (" +
+            std::to_string(exited->signal) + ")";
+  } else {
+    line += " exited with code " + std::to_string(exited->exit_code);
+  }
+  if (exited->signaled) {
+    // A signal is its own cause; what the process wrote last (a log line) is not.
+  } else if (exited->stderr_tail.empty()) {
     line += " (it wrote nothing to stderr)";
   } else {
     constexpr size_t kMaxQuoted = 300;

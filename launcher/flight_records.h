@@ -43,9 +43,11 @@ Blame BlameOf(const std::vector<std::vector<FlightEvent>>& records, int world_si
 
 // The process of the rank `blame` names that ended the job by exiting with an error of its
 // own, or null: when the verdict says the rank left (its program let go of its communicator
-// without Comm::Close) or is dead, and that rank's program exited non-zero by itself (not
-// stopped by gyrerun). The verdict then tells what its going did to the others, not why it
-// went: its exit status and its last stderr line do.
+// without Comm::Close) or is dead, and one of that rank's processes failed by itself (not
+// stopped by gyrerun): the job's root cause if it is one of them (its gyred, killed by a
+// signal, say), else its program if that exited non-zero. The verdict then tells what its
+// going did to the others, not why it went: its exit status or signal and its last stderr
+// line do.
 const ProcessResult* ExitedOnItsOwn(const Blame& blame, const std::vector<ProcessResult>& results);
 
 // What gyrerun prints after "gyrerun: verdict: " for `verdict` (one rank's verdict text,
@@ -54,6 +56,8 @@ const ProcessResult* ExitedOnItsOwn(const Blame& blame, const std::vector<Proces
 //   rank 0 (pid 41) exited with code 1: "gyre-bench rank 0: InvalidArgument: cannot open
 //   --jsonl /x"; the other ranks' barrier seq=1 (dissemination) failed because it had gone
 //   (it left without Comm::Close)
+// or, for a process killed by a signal, "rank 2 gyred (pid 40) was killed by signal SIGKILL
+// (9); the other ranks' ...".
 std::string VerdictLine(const Blame& blame, const std::string& verdict,
                         const std::vector<ProcessResult>& results);
 

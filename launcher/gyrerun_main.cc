@@ -110,11 +110,11 @@ DEFINE_string(rsh, "ssh",
               "command (e.g. 'ssh -o BatchMode=yes', or 'ip netns exec' for test hosts); split "
               "into words as a shell would, honouring '...', \"...\" and backslashes, without "
               "expanding anything ($VAR, ~ and * stay as written)");
-DEFINE_int32(nnodes, 1, "torchrun style: number of hosts, one gyrerun started on each");
-DEFINE_int32(node_rank, 0, "torchrun style: this host's index; node 0 serves the store");
-DEFINE_int32(nproc_per_node, 0, "torchrun style: ranks on this host");
+DEFINE_int32(nnodes, 1, "multi-host: number of hosts, one gyrerun started on each");
+DEFINE_int32(node_rank, 0, "multi-host: this host's index; node 0 serves the store");
+DEFINE_int32(nproc_per_node, 0, "multi-host: ranks on this host");
 DEFINE_string(host_name, "",
-              "torchrun style: this host's name in messages and for grouping ranks by host "
+              "multi-host: this host's name in messages and for grouping ranks by host "
               "(default: GYRE_HOST, else the host name)");
 DEFINE_string(ifaces, "",
               "interfaces whose addresses the ranks advertise, e.g. 'eth*,^docker*' (globs, "
@@ -129,7 +129,7 @@ DEFINE_string(output_dir, "",
               "attemptK/ folders with --max_restarts (K is GYRE_RESTART_COUNT, from 0); an "
               "earlier run's such files there are removed first");
 DEFINE_int32(max_restarts, 0,
-             "torchrun style: when a rank fails, stop the job and start every rank again, up "
+             "when a rank fails, stop the job and start every rank again, up "
              "to this many times (a fresh store each time; ranks see GYRE_RESTART_COUNT); for "
              "a job this gyrerun runs alone, on its own store");
 DEFINE_string(secret_file, "",

@@ -222,5 +222,33 @@ TEST(FlightRecordsTest, AVerdictOnARankThatExitedWithAnErrorLeadsWithItsExit) {
   EXPECT_EQ(VerdictLine(launcher::Blame(), verdict, results), verdict);
 }
 
+// A rank whose gyred was killed: its program then failed talking to it, but the line leads
+// with the gyred, the job's root cause, as the summary table does.
+TEST(FlightRecordsTest, AVerdictOnARankWhoseDaemonWasKilledLeadsWithTheDaemon) {
+  const std::string verdict =
+      "allreduce seq=12 (ring, 8 B float32) failed after 1.2 ms on rank 0: rank 2 dead (pid 40 "
+      "on host vm, 127.0.0.1:5): its process is gone";
+  std::vector<ProcessResult> results = {
+      Exited(2, 40, 0, {"I1207 19:48:36.227890 12009 client_server.cc:586] client connected"},
+             /*service=*/true),
+      Exited(2, 41, 1,
+             {"gyre.GyreError: gyre allreduce failed: connection closed by the other "
+              "side (the daemon exited)"})};
+  results[0].exited = false;
+  results[0].signaled = true;
+  results[0].signal = 9;
+  results[0].root_cause = true;
+  const launcher::Blame dead(2, 40, "dead");
+  EXPECT_EQ(ExitedOnItsOwn(dead, results), &results[0]);
+  EXPECT_EQ(VerdictLine(dead, verdict, results),
+            "rank 2 gyred (pid 40) was killed by signal SIGKILL (9); the other ranks' allreduce "
+            "seq=12 (ring, 8 B float32) failed because it had gone");
+
+  // Without the gyred as the root cause, the program's own exit leads, as before.
+  results[0].root_cause = false;
+  results[1].root_cause = true;
+  EXPECT_EQ(ExitedOnItsOwn(dead, results), &results[1]);
+}
+
 }  // namespace
 }  // namespace gyre::launcher
