@@ -679,5 +679,67 @@ TEST(TcpFaultsTest, EarlyMessagesOverTheCapCloseTheConnection) {
   send.Wait().IgnoreError();  // OK or Unavailable, depending on how much was written
 }
 
+// A rank that drops a sender's connection tells it why (a goodbye on the connection), so the
+// sender's failed write names the cause rather than "Broken pipe" or a reset: with one
+// connection per pair and with one each way.
+class DroppedSenderTest : public ::testing::TestWithParam<bool> {
+ protected:
+  std::vector<std::unique_ptr<TcpTransport>> MakeWorld(size_t max_unexpected_bytes) {
+    TcpTransportOptions options;
+    options.max_unexpected_bytes = max_unexpected_bytes;
+    options.one_connection_per_pair = GetParam();
+    return World(2, options);
+  }
+  static void ExpectTheCap(const Status& s, TcpTransport& receiver) {
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+    EXPECT_TRUE(Contains(s, "rank 0 dropped the connection from " + receiver.DescribePeer(1))) << s;
+    EXPECT_TRUE(Contains(s, "max_unexpected_bytes")) << s;
+    EXPECT_FALSE(Contains(s, "Broken pipe")) << s;
+    EXPECT_FALSE(Contains(s, "reset")) << s;
+  }
+};
+
+// The sender is still writing the message when the connection goes.
+TEST_P(DroppedSenderTest, AWriteCutShortNamesTheReceiversReason) {
+  auto world = MakeWorld(1 << 20);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> buffer(8);
+  DoneWaiter pending;
+  world[0]->Recv(1, Header(1, 99), buffer.data(), buffer.size(), pending.Callback());
+  // Far more than the sockets hold: the write is under way when the receiver drops it.
+  std::vector<uint8_t> big(32 << 20);
+  DoneWaiter send;
+  world[1]->Send(0, Header(1, 0), big.data(), big.size(), send.Callback());
+  ExpectTheCap(send.Wait(), *world[0]);
+  EXPECT_TRUE(Contains(pending.Wait(), "max_unexpected_bytes"));
+}
+
+// The message was all written before the receiver dropped the connection: the sender learns
+// why from the goodbye alone, and its next send fails with it.
+TEST_P(DroppedSenderTest, ASendAfterTheDropNamesTheReceiversReason) {
+  auto world = MakeWorld(4096);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> early(16 << 10);
+  DoneWaiter first;
+  world[1]->Send(0, Header(1, 0), early.data(), early.size(), first.Callback());
+  Status s = first.Wait();
+  // Each later send goes to an operation of its own, until the goodbye has been read.
+  std::vector<uint8_t> small(8);
+  const auto deadline = std::chrono::steady_clock::now() + Seconds(10);
+  for (uint64_t seq = 2; s.ok() && std::chrono::steady_clock::now() < deadline; ++seq) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    DoneWaiter next;
+    world[1]->Send(0, Header(seq, 0), small.data(), small.size(), next.Callback());
+    s = next.Wait();
+  }
+  ExpectTheCap(s, *world[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Connections, DroppedSenderTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("OnePerPair")
+                                             : std::string("OneEachWay");
+                         });
+
 }  // namespace
 }  // namespace gyre

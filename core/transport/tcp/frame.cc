@@ -44,7 +44,7 @@ T Get(const uint8_t* in) {
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(FrameType::kHello) &&
-         type <= static_cast<uint8_t>(FrameType::kProof);
+         type <= static_cast<uint8_t>(FrameType::kGoodbye);
 }
 
 }  // namespace
@@ -61,6 +61,8 @@ const char* FrameTypeName(FrameType type) {
       return "challenge";
     case FrameType::kProof:
       return "proof";
+    case FrameType::kGoodbye:
+      return "goodbye";
   }
   return "unknown";
 }
@@ -150,6 +152,20 @@ std::vector<uint8_t> EncodeControlFrame(FrameType type, const std::string& meta)
   EncodeFrameHeader(h, frame.data());
   std::memcpy(frame.data() + kFrameHeaderBytes, meta.data(), meta.size());
   return frame;
+}
+
+std::vector<uint8_t> EncodeGoodbye(const std::string& reason) {
+  return EncodeControlFrame(FrameType::kGoodbye, reason.substr(0, kMaxGoodbyeBytes));
+}
+
+std::optional<std::string> DecodeGoodbye(const uint8_t* bytes, size_t size) {
+  if (size < kFrameHeaderBytes) return std::nullopt;
+  FrameHeader h;
+  if (!DecodeFrameHeader(bytes, FrameLimits{static_cast<uint32_t>(kMaxGoodbyeBytes), 0}, &h).ok() ||
+      h.type != FrameType::kGoodbye || size < kFrameHeaderBytes + h.meta_len) {
+    return std::nullopt;
+  }
+  return std::string(reinterpret_cast<const char*>(bytes) + kFrameHeaderBytes, h.meta_len);
 }
 
 }  // namespace gyre

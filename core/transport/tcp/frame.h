@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,13 @@ enum class FrameType : uint8_t {
   kData = 3,       // a message: seq, tag and OpDesc identify it; payload is the raw bytes
   kChallenge = 4,  // meta: proto::PeerChallenge; no payload
   kProof = 5,      // meta: proto::PeerProof; no payload
+  // After the handshake, in place of a data frame: why the sender is dropping the connection,
+  // written on it just before it closes, so that the peer's failed writes and reads name the
+  // cause rather than a reset. meta: the reason's text (at most kMaxGoodbyeBytes); no payload.
+  kGoodbye = 6,
 };
+
+inline constexpr size_t kMaxGoodbyeBytes = 1024;
 
 const char* FrameTypeName(FrameType type);
 
@@ -58,6 +65,13 @@ Status DecodeFrameHeader(const uint8_t in[kFrameHeaderBytes], const FrameLimits&
 
 // A complete frame without payload (header followed by `meta`), as sent for the handshake.
 std::vector<uint8_t> EncodeControlFrame(FrameType type, const std::string& meta);
+
+// A goodbye frame carrying `reason` (cut to kMaxGoodbyeBytes).
+std::vector<uint8_t> EncodeGoodbye(const std::string& reason);
+
+// The reason in the goodbye frame at the start of `bytes`, or nullopt when they do not begin
+// with a whole, valid one.
+std::optional<std::string> DecodeGoodbye(const uint8_t* bytes, size_t size);
 
 uint32_t Crc32(const void* data, size_t size);
 

@@ -477,6 +477,12 @@ class TcpTransport::Impl {
   void Drop(const std::shared_ptr<InConn>& c, const std::string& why,
             StatusCode code = StatusCode::kUnavailable, uint64_t seq = 0);
   void CloseIn(const std::shared_ptr<InConn>& c, const Status& reason);
+  // Writes a goodbye naming `reason` on a connection about to be dropped, so the peer's
+  // failed writes and reads say why (best effort: only between frames of what this rank
+  // writes there, and only if the socket takes it whole at once).
+  void SayGoodbye(const std::shared_ptr<InConn>& c, const std::string& reason);
+  // A goodbye frame read off a connection: closes it with the peer's reason.
+  void OnGoodbye(const std::shared_ptr<InConn>& c);
   std::string DescribeIn(const InConn& c) const;
 
   void StartConnect(const std::shared_ptr<OutConn>& o);
@@ -516,6 +522,13 @@ class TcpTransport::Impl {
   void ArmWritable(const std::shared_ptr<OutConn>& o);
   void WaitWritable(const std::shared_ptr<OutConn>& o);
   void FailOut(const std::shared_ptr<OutConn>& o, const Status& status);
+  // The peer's reason for dropping `o`'s connection, when its goodbye is the next thing to
+  // read there: on a connection this rank only writes, or on a shared one whose reader is
+  // between frames (what that reader staged comes first). Only peeks.
+  std::optional<std::string> GoodbyeOn(const std::shared_ptr<OutConn>& o);
+  // A write on `o` failed with `ec`: fails it with the peer's goodbye if it sent one (and, on
+  // a shared connection, the receives from the peer too), else with the write's error.
+  void WriteFailed(const std::shared_ptr<OutConn>& o, const asio::error_code& ec);
   // Nothing more will come from this peer: its posted receives and any later ones fail with
   // `reason`.
   void CloseReceives(RecvPeer* p, const Status& reason);
@@ -1734,6 +1747,8 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c, bool drive
         if (c->meta_got == c->meta.size()) {
           if (!c->handshake_done) {
             OnHandshakeFrame(c);
+          } else if (c->frame.type == FrameType::kGoodbye) {
+            OnGoodbye(c);
           } else {
             StartPayload(c);
           }
@@ -1790,6 +1805,8 @@ void TcpTransport::Impl::OnHeader(const std::shared_ptr<InConn>& c) {
   FrameType expected = FrameType::kData;
   if (!c->handshake_done) {
     expected = c->challenge.empty() ? FrameType::kHello : FrameType::kProof;
+  } else if (c->frame.type == FrameType::kGoodbye && c->frame.payload_len == 0) {
+    expected = FrameType::kGoodbye;
   }
   if (c->frame.type != expected) {
     std::string why = std::string("got a ") + FrameTypeName(c->frame.type) + " frame where a " +
@@ -1805,6 +1822,7 @@ void TcpTransport::Impl::OnHeader(const std::shared_ptr<InConn>& c) {
   }
   c->meta.clear();
   if (!c->handshake_done) return OnHandshakeFrame(c);
+  if (c->frame.type == FrameType::kGoodbye) return OnGoodbye(c);
   StartPayload(c);
 }
 
@@ -1988,6 +2006,29 @@ void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::strin
   if (code == StatusCode::kResourceExhausted && seq != 0) {
     exhausted_ = Exhaustion{seq, reason.ToString()};
   }
+  SayGoodbye(c, reason.message());
+  CloseIn(c, reason);
+}
+
+void TcpTransport::Impl::SayGoodbye(const std::shared_ptr<InConn>& c, const std::string& reason) {
+  if (c->closed || !c->handshake_done || c->reply_in_flight) return;
+  if (c->shared) {
+    // This rank's messages share the connection: a frame it has begun must not be cut.
+    const std::shared_ptr<OutConn>& o = out_conns_[c->peer];
+    if (o && !o->queue.empty() && o->queue.front().sent != 0) return;
+  }
+  const std::vector<uint8_t> frame = EncodeGoodbye(reason);
+  const ssize_t sent = ::send(c->fd(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  VLOG(1) << "rank " << options_.rank << ": goodbye to " << DescribeIn(*c)
+          << (sent == static_cast<ssize_t>(frame.size()) ? " sent" : " not sent");
+}
+
+void TcpTransport::Impl::OnGoodbye(const std::shared_ptr<InConn>& c) {
+  const size_t shown = std::min(c->meta.size(), kMaxGoodbyeBytes);
+  const Status reason = UnavailableError(std::string(c->meta.begin(), c->meta.begin() + shown));
+  c->meta.clear();
+  c->phase = ReadPhase::kHeader;
+  LOG(WARNING) << "rank " << options_.rank << ": " << reason.message();
   CloseIn(c, reason);
 }
 
@@ -2385,6 +2426,9 @@ void TcpTransport::Impl::WatchForClose(const std::shared_ptr<OutConn>& o) {
       tcp::socket::wait_read, Wrap([this, o](const asio::error_code& ec) {
         if (o->state != OutState::kReady || ec == asio::error::operation_aborted) return;
         asio::error_code read_ec = ec;
+        if (std::optional<std::string> goodbye = GoodbyeOn(o)) {
+          return FailOut(o, UnavailableError(*goodbye));
+        }
         if (!read_ec) {
           o->socket.read_some(asio::buffer(o->probe), read_ec);
           if (WouldBlock(read_ec)) return WatchForClose(o);
@@ -2427,10 +2471,7 @@ void TcpTransport::Impl::PumpWrites(const std::shared_ptr<OutConn>& o) {
     asio::error_code ec;
     size_t n = WriteGathered(*o, ec);
     if (WouldBlock(ec)) return ArmWritable(o);
-    if (ec) {
-      return FailOut(
-          o, UnavailableError("write to " + DescribePeer(o->peer) + " failed: " + ec.message()));
-    }
+    if (ec) return WriteFailed(o, ec);
     if (n > 0) bytes_sent_[o->peer].fetch_add(n, std::memory_order_relaxed);
     size_t left = n;
     while (left > 0) {
@@ -2484,12 +2525,47 @@ void TcpTransport::Impl::WaitWritable(const std::shared_ptr<OutConn>& o) {
                          }
                          if (o->state != OutState::kReady || ec == asio::error::operation_aborted)
                            return;
-                         if (ec) {
-                           return FailOut(o, UnavailableError("write to " + DescribePeer(o->peer) +
-                                                              " failed: " + ec.message()));
-                         }
+                         if (ec) return WriteFailed(o, ec);
                          PumpWrites(o);
                        }));
+}
+
+std::optional<std::string> TcpTransport::Impl::GoodbyeOn(const std::shared_ptr<OutConn>& o) {
+  std::array<uint8_t, kFrameHeaderBytes + kMaxGoodbyeBytes> bytes;
+  size_t have = 0;
+  int fd = o->fd();
+  if (o->shared) {
+    const std::shared_ptr<InConn>& c = recv_peers_[o->peer].conn;
+    if (!c || c->closed || c->phase != ReadPhase::kHeader || c->header_got != 0) {
+      return std::nullopt;
+    }
+    have = std::min(c->stage_end - c->stage_begin, bytes.size());
+    if (have > 0) std::memcpy(bytes.data(), c->stage.get() + c->stage_begin, have);
+    fd = c->fd();
+  }
+  if (have < bytes.size() && fd >= 0) {
+    const ssize_t got =
+        ::recv(fd, bytes.data() + have, bytes.size() - have, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0) have += static_cast<size_t>(got);
+  }
+  return DecodeGoodbye(bytes.data(), have);
+}
+
+void TcpTransport::Impl::WriteFailed(const std::shared_ptr<OutConn>& o,
+                                     const asio::error_code& ec) {
+  std::optional<std::string> goodbye = GoodbyeOn(o);
+  if (!goodbye) {
+    return FailOut(
+        o, UnavailableError("write to " + DescribePeer(o->peer) + " failed: " + ec.message()));
+  }
+  const Status reason = UnavailableError(*goodbye);
+  LOG(WARNING) << "rank " << options_.rank << ": " << reason.message();
+  // On a shared connection nothing more will come either: the receives fail with it too.
+  // (CloseIn resets the peer's conn: it gets a copy.)
+  if (o->shared) {
+    if (const std::shared_ptr<InConn> c = recv_peers_[o->peer].conn) CloseIn(c, reason);
+  }
+  FailOut(o, reason);
 }
 
 void TcpTransport::Impl::FailOut(const std::shared_ptr<OutConn>& o, const Status& status) {
