@@ -245,6 +245,41 @@ TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150)) << s;
 }
 
+// A port that refuses every connect for refused_timeout has no rank behind it: the connection
+// is given up then, long before connect_timeout, and the error says why.
+TEST(TcpFaultsTest, APortThatRefusesEveryConnectIsGivenUpAfterTheRefusedTimeout) {
+  TcpTransportOptions options;
+  options.job_id = kJob;
+  options.secret = TestSecret();
+  options.rank = 0;
+  options.world_size = 2;
+  options.connect_timeout = Seconds(30);
+  options.refused_timeout = Millis(300);
+  auto t = TcpTransport::Create(options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string gone;
+  {
+    auto listener = RawListener::Listen();
+    ASSERT_TRUE(listener);
+    gone = listener->address();
+  }  // closed: connecting there is refused
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*t)->SetPeers({(*t)->address(), gone}).ok());
+  std::vector<uint8_t> in(8);
+  DoneWaiter received;
+  (*t)->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
+  const Status r = received.Wait(Seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Seconds(5)) << r;
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
+  EXPECT_TRUE(Contains(r, "cannot connect to " + (*t)->DescribePeer(1))) << r;
+  EXPECT_TRUE(Contains(r, "nothing listens at its address")) << r;
+  uint8_t byte = 1;
+  DoneWaiter sent;
+  (*t)->Send(1, Header(1, 0), &byte, 1, sent.Callback());
+  const Status s = sent.Wait(Seconds(10));
+  EXPECT_TRUE(Contains(s, "nothing listens at its address")) << s;
+}
+
 // The refused rank learns only that it was refused; the refusing rank logs and counts why.
 TEST(TcpFaultsTest, PeerOfAnotherJobIsRefused) {
   TcpTransportOptions a;
@@ -272,6 +307,14 @@ TEST(TcpFaultsTest, PeerOfAnotherJobIsRefused) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));  // not retried
   EXPECT_EQ((*tb)->refusals().count(auth::Refusal::kOtherJob), 1);
   EXPECT_EQ((*ta)->refusals().total(), 0);
+  // That connection was to carry the pair's messages both ways: nothing will come from the
+  // peer either, and a receive from it fails with the same reason, not at its deadline.
+  std::vector<uint8_t> in(8);
+  DoneWaiter received;
+  (*ta)->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
+  const Status r = received.Wait(Seconds(5));
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
+  EXPECT_TRUE(Contains(r, "refused the handshake")) << r;
 }
 
 // The buffer of a cancelled receive is never written again: a late frame of that seq is

@@ -366,6 +366,9 @@ class TcpTransport::Impl {
     std::string last_error;
     // The last connect that ended was refused (nothing listens there), not made.
     bool last_refused = false;
+    // Since when every attempt has been refused (the start of the latest run of refusals);
+    // none while the last attempt was not.
+    std::optional<TimePoint> refused_since;
     uint64_t attempt = 0;    // handlers of an older attempt see a different value and return
     uint64_t proof_out = 0;  // the attempt whose proof was sent: it waits for the answer
     std::unique_ptr<auth::Connector> connector;  // during the handshake
@@ -497,7 +500,9 @@ class TcpTransport::Impl {
   void OnHandshakeHeader(const std::shared_ptr<OutConn>& o, uint64_t id, FrameType expected);
   void OnChallenge(const std::shared_ptr<OutConn>& o, uint64_t id);
   void OnAck(const std::shared_ptr<OutConn>& o, uint64_t id);
-  void AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id, const std::string& error);
+  // `refused`: the attempt's connect was refused (nothing listened at the address).
+  void AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id, const std::string& error,
+                     bool refused = false);
   void WatchForClose(const std::shared_ptr<OutConn>& o);
   // One connection per peer pair, both ways (see OnAuthenticated): the acceptor writes on a
   // duplicate of the accepted socket, the connector reads a duplicate of its own.
@@ -532,6 +537,11 @@ class TcpTransport::Impl {
   // Nothing more will come from this peer: its posted receives and any later ones fail with
   // `reason`.
   void CloseReceives(RecvPeer* p, const Status& reason);
+  // `o` was to carry the pair's messages both ways (this rank connects up, and no connection
+  // came from the peer) and failed for good: the peer is gone or refuses this rank, so
+  // nothing will come from it either. Its receives fail now, naming why, rather than at
+  // their deadline.
+  void ClosePairReceives(const std::shared_ptr<OutConn>& o, const Status& reason);
 
   const TcpTransportOptions options_;
   const auth::Credentials credentials_;
@@ -2011,7 +2021,9 @@ void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::strin
 }
 
 void TcpTransport::Impl::SayGoodbye(const std::shared_ptr<InConn>& c, const std::string& reason) {
-  if (c->closed || !c->handshake_done || c->reply_in_flight) return;
+  // The hello ack may still count as in flight (its handler has not run), but a peer that
+  // sent frames after the handshake read the whole of it first.
+  if (c->closed || !c->handshake_done) return;
   if (c->shared) {
     // This rank's messages share the connection: a frame it has begun must not be cut.
     const std::shared_ptr<OutConn>& o = out_conns_[c->peer];
@@ -2056,6 +2068,14 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
   if (c->shared) FailOut(out_conns_[c->peer], reason);
 }
 
+void TcpTransport::Impl::ClosePairReceives(const std::shared_ptr<OutConn>& o,
+                                           const Status& reason) {
+  RecvPeer& p = recv_peers_[o->peer];
+  if (connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
+    CloseReceives(&p, reason);
+  }
+}
+
 void TcpTransport::Impl::CloseReceives(RecvPeer* p, const Status& reason) {
   p->closed = reason;
   for (auto& [key, r] : p->posted) Complete(std::move(r.done), reason);
@@ -2071,6 +2091,7 @@ void TcpTransport::Impl::StartConnect(const std::shared_ptr<OutConn>& o) {
   o->backoff = kInitialBackoff;
   o->attempts = 0;
   o->last_refused = false;
+  o->refused_since.reset();
   if (OnIoThread()) return StartAttempt(o);
   // A caller's Send: resolving and connecting are the io thread's work. The post cannot be
   // refused: shutdown_ is still false under mu_.
@@ -2110,7 +2131,8 @@ void TcpTransport::Impl::ConnectTo(const std::shared_ptr<OutConn>& o, uint64_t i
                                    asio::error_code last) {
   if (i >= endpoints.size()) {
     o->last_refused = last == asio::error::connection_refused;
-    return AttemptFailed(o, id, last ? last.message() : "the address resolved to nothing");
+    return AttemptFailed(o, id, last ? last.message() : "the address resolved to nothing",
+                         last == asio::error::connection_refused);
   }
   const tcp::endpoint ep = endpoints[i];
   asio::error_code ec;
@@ -2157,16 +2179,16 @@ void TcpTransport::Impl::ReadHandshakeFrame(const std::shared_ptr<OutConn>& o, u
         if (o->attempt != id || o->state != OutState::kConnecting) return;
         if (!ec) return OnHandshakeHeader(o, id, expected);
         if (expected == FrameType::kHelloAck) {
-          // Closed right after our proof: the peer refused us and, by design, said nothing.
-          // Trying again would be refused the same way.
-          return FailOut(
-              o,
-              UnavailableError("rank " + std::to_string(options_.rank) + " cannot connect to " +
-                               DescribePeer(o->peer) +
-                               ": it refused the handshake (closed the connection after the proof: "
-                               "another job, a different secret, or a duplicate rank; its log says "
-                               "which): " +
-                               ec.message()));
+          // Closed right after our proof: the peer refused us and, by design, said nothing,
+          // or it exited then. Trying again would be refused the same way.
+          const Status refused = UnavailableError(
+              "rank " + std::to_string(options_.rank) + " cannot connect to " +
+              DescribePeer(o->peer) +
+              ": it refused the handshake (closed the connection after the proof: another job, "
+              "a different secret or a duplicate rank, and its log says which; or it exited): " +
+              ec.message());
+          FailOut(o, refused);
+          return ClosePairReceives(o, refused);
         }
         AttemptFailed(o, id, "no answer to the hello: " + ec.message());
       }));
@@ -2369,15 +2391,25 @@ size_t TcpTransport::Impl::WriteGathered(OutConn& o, asio::error_code& ec) {
 }
 
 void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64_t id,
-                                       const std::string& error) {
+                                       const std::string& error, bool refused) {
   if (o->attempt != id || o->state != OutState::kConnecting) return;
+  if (!refused) {
+    o->refused_since.reset();
+  } else if (!o->refused_since) {
+    o->refused_since = o->attempts == 1 ? o->started : clock_->Now();
+  }
   const uint64_t next = ++o->attempt;  // whatever of this attempt is still in flight is stale
   asio::error_code ignored;
   o->resolver.cancel();
   o->socket.close(ignored);
   o->last_error = error;
   Duration left = o->deadline.Remaining(*clock_);
-  if (left <= Duration::zero()) {
+  // A rank listens before it publishes its address, so a port that has refused every connect
+  // for refused_timeout has no rank behind it any more: it exited or closed its
+  // communicator. Waiting out connect_timeout would only delay the error.
+  const Duration refused_for = o->refused_since ? clock_->Now() - *o->refused_since : Duration{0};
+  const bool nothing_listens = o->refused_since && refused_for >= options_.refused_timeout;
+  if (left <= Duration::zero() || nothing_listens) {
     if (!o->last_refused && std::none_of(o->queue.begin(), o->queue.end(), [](const SendOp& op) {
           return static_cast<bool>(op.done);
         })) {
@@ -2399,15 +2431,14 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
         "rank " + std::to_string(options_.rank) + " cannot connect to " + DescribePeer(o->peer) +
         ": gave up after " + FormatDuration(clock_->Now() - o->started) + " of connect_timeout " +
         FormatDuration(options_.connect_timeout) + " (" + std::to_string(o->attempts) +
-        " attempts); last error: " + error);
+        " attempts); " +
+        (nothing_listens ? "every connect was refused for " + FormatDuration(refused_for) +
+                               ": nothing listens at its address, so it has exited or closed "
+                               "its communicator"
+                         : "last error: " + error));
     FailOut(o, gave_up);
-    // Refused to the end on the connection that was to carry the pair's messages both ways
-    // (this rank connects up, and none came from the peer): the peer is gone, so nothing will
-    // come from it either. Its receives fail now, naming why, rather than at their deadline.
-    RecvPeer& p = recv_peers_[o->peer];
-    if (o->last_refused && connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
-      CloseReceives(&p, gave_up);
-    }
+    // Refused to the end: the peer is gone.
+    if (o->last_refused) ClosePairReceives(o, gave_up);
     return;
   }
   // The last attempt is made right at the deadline rather than giving up early.

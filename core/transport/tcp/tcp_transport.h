@@ -37,6 +37,10 @@ struct TcpTransportOptions {
   // How long the first Send to a peer keeps retrying to connect and handshake before every
   // Send to that peer fails with Unavailable.
   Duration connect_timeout = Seconds(30);
+  // How long connects to a peer may all be refused before they are given up, within
+  // connect_timeout: ranks listen before they publish their address, so a port that refuses
+  // for this long has no rank behind it any more (it exited or closed its communicator).
+  Duration refused_timeout = Seconds(1);
   // How long an accepted connection may take to complete the handshake (a total deadline,
   // so a sender of one byte per second is cut off too), and how long one connect attempt
   // waits for the answers; a silent stranger holds a socket for no longer.
