@@ -507,16 +507,25 @@ std::optional<std::string> Communicator::LateDivergence() {
 }
 
 std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
-  if (std::optional<std::string> late = LateDivergence()) return late;
+  // A message of another call is this rank's own evidence and comes first; a divergence that
+  // another rank told about the same call is the same finding, and goes with it.
   std::optional<StaleMessage> stale = transport_->TakeStale(before);
-  if (!stale) return std::nullopt;
-  const std::optional<OpDesc> mine = monitor_.CallAt(stale->seq);
-  if (mine && *mine == stale->desc) return std::nullopt;  // the same call: left by a failure
+  const std::optional<OpDesc> mine = stale ? monitor_.CallAt(stale->seq) : std::optional<OpDesc>();
+  // Without a stale message, or with one of the same call (left by a failure): what was told.
+  if (!stale || (mine && *mine == stale->desc)) return LateDivergence();
+  monitor_.DivergedHere(stale->seq);
   const std::string at = "seq=" + std::to_string(stale->seq);
+  const std::string my_call = mine ? DescribeOpDesc(*mine) : std::string("something else");
+  if (divergence_handler_) {
+    divergence_handler_(
+        stale->seq, "the ranks' calls diverged at " + at + ": rank " + std::to_string(rank()) +
+                        " called " + my_call + " there, where rank " + std::to_string(stale->peer) +
+                        " called " + DescribeOpDesc(stale->desc) + " (found by rank " +
+                        std::to_string(rank()) + " when a message of that call came)");
+  }
   return "the ranks' calls diverged at " + at + ": " + transport_->DescribePeer(stale->peer) +
          " sent a message of " + DescribeOpDesc(stale->desc) + " there, where this rank called " +
-         (mine ? DescribeOpDesc(*mine) : std::string("something else")) +
-         "; this rank's result of " + at +
+         my_call + "; this rank's result of " + at +
          " may be wrong (every rank must make the same calls in the same order)";
 }
 

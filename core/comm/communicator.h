@@ -220,6 +220,12 @@ class Communicator {
   // it had run.
   using RefusalHandler = std::function<void(uint64_t seq, const Status& why)>;
   void SetRefusalHandler(RefusalHandler handler) { refusal_handler_ = std::move(handler); }
+  // Told when this rank finds that the ranks' calls at `seq` differ (a peer's message of
+  // another call came for one of its calls), with a verdict naming both calls: the job layer
+  // installs one that tells the other ranks (job::TellDivergence), since the ranks that made
+  // the other call may still wait in it, and would otherwise fail later, on this rank's going.
+  using DivergenceHandler = std::function<void(uint64_t seq, const std::string& verdict)>;
+  void SetDivergenceHandler(DivergenceHandler handler) { divergence_handler_ = std::move(handler); }
   // The job's shape, learnt at rendezvous (CommOptions::local_size). Call before any
   // collective.
   void SetLocalSize(int ranks_per_host) { options_.local_size = ranks_per_host; }
@@ -275,6 +281,7 @@ class Communicator {
   Metrics metrics_;
   FailureHandler failure_handler_;
   RefusalHandler refusal_handler_;
+  DivergenceHandler divergence_handler_;
   std::FILE* trace_ = nullptr;
   int64_t trace_records_ = 0;  // lines written to trace_, and those lost
   int64_t trace_lost_ = 0;

@@ -159,6 +159,15 @@ std::optional<std::pair<uint64_t, Status>> OpMonitor::TakeLateDivergence() {
   return std::exchange(late_divergence_, std::nullopt);
 }
 
+void OpMonitor::DivergedHere(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  diverged_here_seq_ = seq;
+  if (late_divergence_ && late_divergence_->first == seq) {
+    if (!FailedHereLocked(seq)) NoteFailedLocked(seq);  // as if taken
+    late_divergence_.reset();
+  }
+}
+
 std::optional<OpDesc> OpMonitor::CallAt(uint64_t seq) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const CallRecord& r : recent_) {
@@ -226,8 +235,8 @@ bool OpMonitor::Abort(uint64_t seq, const Status& reason, AbortKind kind) {
   if (seq != 0 && !snap_.in_op && seq == snap_.failed_seq && seq == snap_.last_started_seq) {
     verdict_seq_ = seq;
     verdict_ = reason;
-  } else if (seq != 0 && !FailedHereLocked(seq) && kind == AbortKind::kMismatch &&
-             !late_divergence_) {
+  } else if (seq != 0 && !FailedHereLocked(seq) && seq != diverged_here_seq_ &&
+             kind == AbortKind::kMismatch && !late_divergence_) {
     late_divergence_.emplace(seq, reason);  // completed here: the next call reports it
   }
   return false;

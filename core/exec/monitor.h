@@ -110,6 +110,9 @@ class OpMonitor {
   // completed without seeing it (the root of a broadcast whose root differs elsewhere): the
   // first such call and that rank's verdict, once; this rank's next call reports it.
   std::optional<std::pair<uint64_t, Status>> TakeLateDivergence();
+  // This rank found itself that the ranks' calls at `seq` differ, and reports it: a divergence
+  // told about `seq` (kept, or still to come) is the same finding, not reported again.
+  void DivergedHere(uint64_t seq);
 
   // Any thread. Keeps what a peer's daemon told of its program's departure (one per rank,
   // the last told).
@@ -199,6 +202,7 @@ class OpMonitor {
   size_t freeze_next_ = 0;
   std::map<uint64_t, Status> pending_aborts_;
   std::optional<std::pair<uint64_t, Status>> late_divergence_;
+  uint64_t diverged_here_seq_ = 0;  // DivergedHere
   // A refusal told for a call running here or not started yet (AbortKind::kRefusal): a late
   // divergence if that call completes.
   std::optional<std::pair<uint64_t, Status>> told_refusal_;

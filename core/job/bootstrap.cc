@@ -236,9 +236,15 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   if (o.verdicts) {
     joined.comm->SetFailureHandler(
         MakeVerdictHandler(joined.comm.get(), dir, o.comm.timeout, o.flight_dir));
-    // A query to every rank per refusal, made before the refused call returns: bounded, as
-    // the stall probe's rounds are, to jobs it can ask in a moment.
+    // A query to every rank per refusal, or per divergence this rank finds itself, made
+    // before the call returns: bounded, as the stall probe's rounds are, to jobs it can ask
+    // in a moment.
     if (joined.comm->size() <= StallProbe::kMaxProbedWorld) {
+      joined.comm->SetDivergenceHandler(
+          [dir, self = joined.comm->rank(), timeout = QueryTimeoutFor(o.comm.timeout)](
+              uint64_t seq, const std::string& verdict) {
+            TellDivergence(*dir, self, seq, verdict, timeout);
+          });
       joined.comm->SetRefusalHandler(
           [dir, self = joined.comm->rank(), timeout = QueryTimeoutFor(o.comm.timeout)](
               uint64_t seq, const Status& why) {
@@ -473,6 +479,15 @@ Communicator::FailureHandler MakeVerdictHandler(Communicator* comm,
     }
     Inquiry in = Inquire(*dir, me, query_timeout, /*attempts=*/10);
     const Verdict& v = in.verdict;
+    // The rank at fault went (dead, left), but a verdict came first about a call this rank
+    // has not reached: the one that rank, or another, sent before going (a rank whose Close
+    // found that it diverged here, say, tells the others and exits). That is the cause, and
+    // the going its consequence; every survivor holds the same verdict, so none is told.
+    if (v.root_class == RankClass::kDead || v.root_class == RankClass::kLeft) {
+      if (std::optional<Status> told = comm->monitor()->VerdictReceived(failed.seq)) {
+        return Status(told->code(), explained(told->message(), nullptr).message());
+      }
+    }
     // Mismatched calls are told as such: a rank that completed the call without seeing the
     // mismatch (a broadcast root) then reports it on its next call.
     const bool mismatch =

@@ -97,20 +97,35 @@ void TellTheOthers(const JobDirectory& dir, int self, const Inquiry& inquiry, ui
   QueryAll(tell, abort, timeout, dir.credentials);
 }
 
-int TellRefusal(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
-                Duration timeout) {
+namespace {
+
+// Delivers a mismatch verdict about `seq` to every other rank; returns how many answered.
+int TellMismatch(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                 bool refusal, Duration timeout) {
   proto::ControlRequest req;
   req.mutable_abort()->set_seq(seq);
   req.mutable_abort()->set_from_rank(self);
   req.mutable_abort()->set_verdict(text);
   req.mutable_abort()->set_code(static_cast<int>(StatusCode::kInvalidArgument));
   req.mutable_abort()->set_mismatch(true);
-  req.mutable_abort()->set_refusal(true);
+  req.mutable_abort()->set_refusal(refusal);
   int told = 0;
   for (const QueryResult& r : QueryAll(OtherRanks(dir, self), req, timeout, dir.credentials)) {
     if (r.reach == Reach::kAnswered) ++told;
   }
   return told;
+}
+
+}  // namespace
+
+int TellRefusal(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                Duration timeout) {
+  return TellMismatch(dir, self, seq, text, /*refusal=*/true, timeout);
+}
+
+int TellDivergence(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                   Duration timeout) {
+  return TellMismatch(dir, self, seq, text, /*refusal=*/false, timeout);
 }
 
 int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, Duration timeout) {

@@ -51,6 +51,12 @@ int TellDeparture(const JobDirectory& dir, int self, const PeerDeparture& gone, 
 // going on as if it had run. Each rank bounded by `timeout`; returns how many were told.
 int TellRefusal(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
                 Duration timeout);
+// Tells every other rank that this rank found the ranks' calls at `seq` differ (a message of
+// another call came for its own; `text` says which): as a verdict of a mismatch, so that a
+// rank still in that call stops with it and one that completed it reports it on its next call,
+// rather than failing later on this rank's going. Returns how many were told.
+int TellDivergence(const JobDirectory& dir, int self, uint64_t seq, const std::string& text,
+                   Duration timeout);
 // PeerDeparture::how of a program that let go of its communicator without Comm::Close.
 inline constexpr char kLeftWithoutClose[] = "destroyed its communicator without Comm::Close";
 
