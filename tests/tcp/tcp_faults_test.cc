@@ -207,41 +207,46 @@ TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
   ExpectFrameOfSeq1(*fake, data, sent);
 }
 
+// Rank 0 of 2 (with `options`' timeouts) whose peer's address is a closed port: connecting
+// there is refused. Null if it cannot be made.
+std::unique_ptr<TcpTransport> RankZeroWithAGonePeer(TcpTransportOptions options) {
+  options.job_id = kJob;
+  options.secret = TestSecret();
+  options.rank = 0;
+  options.world_size = 2;
+  auto t = TcpTransport::Create(options);
+  auto listener = RawListener::Listen();
+  if (!t.ok() || !listener) return nullptr;
+  const std::string gone = listener->address();
+  listener.reset();
+  if (!(*t)->SetPeers({(*t)->address(), gone}).ok()) return nullptr;
+  return std::move(*t);
+}
+
 // But where the peer's port refused the connection to the end, nothing listens there: the
 // peer is gone, and a send after that fails at once naming it, as before, rather than trying
 // again for another connect timeout; its receives fail with it.
 TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
   TcpTransportOptions options;
-  options.job_id = kJob;
-  options.secret = TestSecret();
-  options.rank = 0;
-  options.world_size = 2;
   options.connect_timeout = Millis(300);
-  auto t = TcpTransport::Create(options);
-  ASSERT_TRUE(t.ok()) << t.status();
-  std::string gone;
-  {
-    auto listener = RawListener::Listen();
-    ASSERT_TRUE(listener);
-    gone = listener->address();
-  }  // closed: connecting there is refused
-  ASSERT_TRUE((*t)->SetPeers({(*t)->address(), gone}).ok());
+  std::unique_ptr<TcpTransport> t = RankZeroWithAGonePeer(options);
+  ASSERT_TRUE(t);
   // Nothing will come from a peer that is gone either: a receive posted meanwhile fails when
   // the connection is given up, not at its caller's deadline.
   std::vector<uint8_t> in(8);
   DoneWaiter received;
-  (*t)->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
+  t->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
   const Status r = received.Wait(Seconds(3));
   EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
-  EXPECT_TRUE(Contains(r, "cannot connect to " + (*t)->DescribePeer(1))) << r;
+  EXPECT_TRUE(Contains(r, "cannot connect to " + t->DescribePeer(1))) << r;
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   uint8_t byte = 1;
   DoneWaiter sent;
   const auto start = std::chrono::steady_clock::now();
-  (*t)->Send(1, Header(1, 0), &byte, 1, sent.Callback());
+  t->Send(1, Header(1, 0), &byte, 1, sent.Callback());
   const Status s = sent.Wait(Seconds(5));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
-  EXPECT_TRUE(Contains(s, "cannot connect to " + (*t)->DescribePeer(1))) << s;
+  EXPECT_TRUE(Contains(s, "cannot connect to " + t->DescribePeer(1))) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150)) << s;
 }
 
@@ -249,33 +254,22 @@ TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
 // is given up then, long before connect_timeout, and the error says why.
 TEST(TcpFaultsTest, APortThatRefusesEveryConnectIsGivenUpAfterTheRefusedTimeout) {
   TcpTransportOptions options;
-  options.job_id = kJob;
-  options.secret = TestSecret();
-  options.rank = 0;
-  options.world_size = 2;
   options.connect_timeout = Seconds(30);
   options.refused_timeout = Millis(300);
-  auto t = TcpTransport::Create(options);
-  ASSERT_TRUE(t.ok()) << t.status();
-  std::string gone;
-  {
-    auto listener = RawListener::Listen();
-    ASSERT_TRUE(listener);
-    gone = listener->address();
-  }  // closed: connecting there is refused
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE((*t)->SetPeers({(*t)->address(), gone}).ok());
+  std::unique_ptr<TcpTransport> t = RankZeroWithAGonePeer(options);
+  ASSERT_TRUE(t);
   std::vector<uint8_t> in(8);
   DoneWaiter received;
-  (*t)->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
+  t->Recv(1, Header(1, 1), in.data(), in.size(), received.Callback());
   const Status r = received.Wait(Seconds(10));
   EXPECT_LT(std::chrono::steady_clock::now() - start, Seconds(5)) << r;
   EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
-  EXPECT_TRUE(Contains(r, "cannot connect to " + (*t)->DescribePeer(1))) << r;
+  EXPECT_TRUE(Contains(r, "cannot connect to " + t->DescribePeer(1))) << r;
   EXPECT_TRUE(Contains(r, "nothing listens at its address")) << r;
   uint8_t byte = 1;
   DoneWaiter sent;
-  (*t)->Send(1, Header(1, 0), &byte, 1, sent.Callback());
+  t->Send(1, Header(1, 0), &byte, 1, sent.Callback());
   const Status s = sent.Wait(Seconds(10));
   EXPECT_TRUE(Contains(s, "nothing listens at its address")) << s;
 }
