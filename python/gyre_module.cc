@@ -196,12 +196,12 @@ int DeterministicOf(const py::handle& value, bool call) {
 }
 
 struct CallArgs {
-  std::string algorithm;
+  std::optional<std::string> algorithm;  // none: the communicator's choice
   py::object deterministic = py::none();
   std::optional<double> timeout;  // seconds
   Options ToOptions() const {
     Options o;
-    o.algorithm = algorithm;
+    o.algorithm = algorithm.value_or("");
     o.deterministic = DeterministicOf(deterministic, /*call=*/true);
     if (timeout) o.timeout = CallTimeoutOf(*timeout);
     return o;
@@ -773,7 +773,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "allreduce", [&] {
-              return Allreduce(self, data, out, op, async_op, CallArgs{alg.value_or(""), det, t});
+              return Allreduce(self, data, out, op, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("op") = "sum", GYRE_OPTS)
@@ -782,7 +782,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, int root, py::object out, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "broadcast", [&] {
-              return Broadcast(self, data, root, out, async_op, CallArgs{alg.value_or(""), det, t});
+              return Broadcast(self, data, root, out, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), GYRE_OPTS)
@@ -792,8 +792,7 @@ PYBIND11_MODULE(_gyre, m) {
              bool async_op, std::optional<std::string> alg, py::object det,
              std::optional<double> t) {
             return InSequence(self, "reduce", [&] {
-              return Reduce(self, data, root, out, op, async_op,
-                            CallArgs{alg.value_or(""), det, t});
+              return Reduce(self, data, root, out, op, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("op") = "sum",
@@ -803,7 +802,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "allgather", [&] {
-              return Allgather(self, data, out, async_op, CallArgs{alg.value_or(""), det, t});
+              return Allgather(self, data, out, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
@@ -812,8 +811,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, py::object op, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "reduce_scatter", [&] {
-              return ReduceScatter(self, data, out, op, async_op,
-                                   CallArgs{alg.value_or(""), det, t});
+              return ReduceScatter(self, data, out, op, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out"), py::arg("op") = "sum", GYRE_OPTS)
@@ -822,7 +820,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "alltoall", [&] {
-              return Alltoall(self, data, out, async_op, CallArgs{alg.value_or(""), det, t});
+              return Alltoall(self, data, out, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out"), GYRE_OPTS)
@@ -831,7 +829,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, int root, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "gather", [&] {
-              return Gather(self, data, out, root, async_op, CallArgs{alg.value_or(""), det, t});
+              return Gather(self, data, out, root, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out") = py::none(), py::arg("root") = 0, GYRE_OPTS)
@@ -840,7 +838,7 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, py::object data, py::object out, int root, bool async_op,
              std::optional<std::string> alg, py::object det, std::optional<double> t) {
             return InSequence(self, "scatter", [&] {
-              return Scatter(self, data, out, root, async_op, CallArgs{alg.value_or(""), det, t});
+              return Scatter(self, data, out, root, async_op, CallArgs{alg, det, t});
             });
           },
           py::arg("data"), py::arg("out"), py::arg("root") = 0, GYRE_OPTS)
@@ -848,7 +846,7 @@ PYBIND11_MODULE(_gyre, m) {
           "send",
           [](py::object self, py::object data, int dst, int tag, bool async_op,
              std::optional<double> t) {
-            return Send(self, data, dst, tag, async_op, CallArgs{"", py::none(), t});
+            return Send(self, data, dst, tag, async_op, CallArgs{std::nullopt, py::none(), t});
           },
           py::arg("data"), py::arg("dst"), py::arg("tag") = 0, py::kw_only(),
           py::arg("async_op") = false, py::arg("timeout") = py::none())
@@ -856,7 +854,7 @@ PYBIND11_MODULE(_gyre, m) {
           "recv",
           [](py::object self, py::object out, int src, int tag, bool async_op,
              std::optional<double> t) {
-            return Recv(self, out, src, tag, async_op, CallArgs{"", py::none(), t});
+            return Recv(self, out, src, tag, async_op, CallArgs{std::nullopt, py::none(), t});
           },
           py::arg("out"), py::arg("src"), py::arg("tag") = 0, py::kw_only(),
           py::arg("async_op") = false, py::arg("timeout") = py::none())
@@ -865,14 +863,14 @@ PYBIND11_MODULE(_gyre, m) {
           [](py::object self, bool async_op, std::optional<std::string> alg, py::object det,
              std::optional<double> t) {
             return InSequence(self, "barrier", [&] {
-              return Barrier(self, async_op, CallArgs{alg.value_or(""), det, t});
+              return Barrier(self, async_op, CallArgs{alg, det, t});
             });
           },
           GYRE_OPTS)
       .def(
           "close",
           [](py::object self, std::optional<double> t) {
-            return Close(self, CallArgs{"", py::none(), t});
+            return Close(self, CallArgs{std::nullopt, py::none(), t});
           },
           "Ends this rank's part in the job (Comm::Close): waits for every rank, and reports a "
           "call the ranks made differently that this rank finished without seeing; every later "
