@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/transport/tcp/frame.h"
@@ -207,19 +208,21 @@ TEST(TcpFaultsTest, AnEarlyConnectionThatGaveUpIsMadeAgainByTheFirstSend) {
   ExpectFrameOfSeq1(*fake, data, sent);
 }
 
-// Rank 0 of 2 (with `options`' timeouts) whose peer's address is a closed port: connecting
-// there is refused. Null if it cannot be made.
-std::unique_ptr<TcpTransport> RankZeroWithAGonePeer(TcpTransportOptions options) {
+// Rank `rank` of 2 (with `options`' timeouts) whose peer's address is a closed port:
+// connecting there is refused. Null if it cannot be made.
+std::unique_ptr<TcpTransport> RankWithAGonePeer(TcpTransportOptions options, int rank = 0) {
   options.job_id = kJob;
   options.secret = TestSecret();
-  options.rank = 0;
+  options.rank = rank;
   options.world_size = 2;
   auto t = TcpTransport::Create(options);
   auto listener = RawListener::Listen();
   if (!t.ok() || !listener) return nullptr;
   const std::string gone = listener->address();
   listener.reset();
-  if (!(*t)->SetPeers({(*t)->address(), gone}).ok()) return nullptr;
+  std::vector<std::string> addresses = {(*t)->address(), gone};
+  if (rank == 1) std::swap(addresses[0], addresses[1]);
+  if (!(*t)->SetPeers(addresses).ok()) return nullptr;
   return std::move(*t);
 }
 
@@ -229,7 +232,7 @@ std::unique_ptr<TcpTransport> RankZeroWithAGonePeer(TcpTransportOptions options)
 TEST(TcpFaultsTest, AnEarlyConnectionRefusedToTheEndFailsTheFirstSendAtOnce) {
   TcpTransportOptions options;
   options.connect_timeout = Millis(300);
-  std::unique_ptr<TcpTransport> t = RankZeroWithAGonePeer(options);
+  std::unique_ptr<TcpTransport> t = RankWithAGonePeer(options);
   ASSERT_TRUE(t);
   // Nothing will come from a peer that is gone either: a receive posted meanwhile fails when
   // the connection is given up, not at its caller's deadline.
@@ -257,7 +260,7 @@ TEST(TcpFaultsTest, APortThatRefusesEveryConnectIsGivenUpAfterTheRefusedTimeout)
   options.connect_timeout = Seconds(30);
   options.refused_timeout = Millis(300);
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<TcpTransport> t = RankZeroWithAGonePeer(options);
+  std::unique_ptr<TcpTransport> t = RankWithAGonePeer(options);
   ASSERT_TRUE(t);
   std::vector<uint8_t> in(8);
   DoneWaiter received;
@@ -272,6 +275,25 @@ TEST(TcpFaultsTest, APortThatRefusesEveryConnectIsGivenUpAfterTheRefusedTimeout)
   t->Send(1, Header(1, 0), &byte, 1, sent.Callback());
   const Status s = sent.Wait(Seconds(10));
   EXPECT_TRUE(Contains(s, "nothing listens at its address")) << s;
+}
+
+// The same seen from the higher rank, which waits for the lower one to connect: a receive
+// from a lower rank whose connection never comes connects to it from here after a while, and
+// fails when that port refuses to the end, rather than waiting for ever.
+TEST(TcpFaultsTest, AReceiveFromALowerRankThatIsGoneFailsWhenItsPortRefuses) {
+  TcpTransportOptions options;
+  options.connect_timeout = Seconds(30);
+  options.refused_timeout = Millis(300);
+  std::unique_ptr<TcpTransport> t = RankWithAGonePeer(options, 1);
+  ASSERT_TRUE(t);
+  std::vector<uint8_t> in(8);
+  DoneWaiter received;
+  const auto start = std::chrono::steady_clock::now();
+  t->Recv(0, Header(1, 1), in.data(), in.size(), received.Callback());
+  const Status r = received.Wait(Seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Seconds(5)) << r;
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r;
+  EXPECT_TRUE(Contains(r, "nothing listens at its address")) << r;
 }
 
 // The refused rank learns only that it was refused; the refusing rank logs and counts why.

@@ -1455,6 +1455,19 @@ void TcpTransport::Impl::RecvOnIo(int peer, const MessageHeader& header, uint8_t
 
   if (!p.closed.ok()) return Complete(std::move(recv.done), p.closed);
   p.posted.emplace(key, std::move(recv));
+  // A receive from a lower rank whose connection has not come (it connects up): waited for
+  // as a send would be, then connected to from here. Nothing is sent on it; a port that
+  // refuses to the end means that rank is gone, and the receive fails naming it rather than
+  // waiting on a connection that will never come.
+  const std::shared_ptr<OutConn>& o = out_conns_[peer];
+  if (connect_up_ && peer < options_.rank && !p.conn && o->state == OutState::kIdle) {
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (!peers_set_) return;
+      o->target = peer_targets_[peer];
+    }
+    AwaitPeerConnection(o);
+  }
 }
 
 void TcpTransport::Impl::CancelOnIo(uint64_t seq, const Status& reason) {
@@ -2437,8 +2450,10 @@ void TcpTransport::Impl::AttemptFailed(const std::shared_ptr<OutConn>& o, uint64
                                "its communicator"
                          : "last error: " + error));
     FailOut(o, gave_up);
-    // Refused to the end: the peer is gone.
-    if (o->last_refused) ClosePairReceives(o, gave_up);
+    // Refused to the end: nothing listens at the peer's address, so it is gone, and nothing
+    // will come from it on any connection but one it made already.
+    RecvPeer& p = recv_peers_[o->peer];
+    if (o->last_refused && !p.conn && p.closed.ok()) CloseReceives(&p, gave_up);
     return;
   }
   // The last attempt is made right at the deadline rather than giving up early.
