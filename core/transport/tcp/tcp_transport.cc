@@ -537,11 +537,6 @@ class TcpTransport::Impl {
   // Nothing more will come from this peer: its posted receives and any later ones fail with
   // `reason`.
   void CloseReceives(RecvPeer* p, const Status& reason);
-  // `o` was to carry the pair's messages both ways (this rank connects up, and no connection
-  // came from the peer) and failed for good: the peer is gone or refuses this rank, so
-  // nothing will come from it either. Its receives fail now, naming why, rather than at
-  // their deadline.
-  void ClosePairReceives(const std::shared_ptr<OutConn>& o, const Status& reason);
 
   const TcpTransportOptions options_;
   const auth::Credentials credentials_;
@@ -2081,14 +2076,6 @@ void TcpTransport::Impl::CloseIn(const std::shared_ptr<InConn>& c, const Status&
   if (c->shared) FailOut(out_conns_[c->peer], reason);
 }
 
-void TcpTransport::Impl::ClosePairReceives(const std::shared_ptr<OutConn>& o,
-                                           const Status& reason) {
-  RecvPeer& p = recv_peers_[o->peer];
-  if (connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
-    CloseReceives(&p, reason);
-  }
-}
-
 void TcpTransport::Impl::CloseReceives(RecvPeer* p, const Status& reason) {
   p->closed = reason;
   for (auto& [key, r] : p->posted) Complete(std::move(r.done), reason);
@@ -2201,7 +2188,14 @@ void TcpTransport::Impl::ReadHandshakeFrame(const std::shared_ptr<OutConn>& o, u
               "a different secret or a duplicate rank, and its log says which; or it exited): " +
               ec.message());
           FailOut(o, refused);
-          return ClosePairReceives(o, refused);
+          // That connection was to carry the pair's messages both ways (this rank connects
+          // up, and none came from the peer): nothing will come from it either, so its
+          // receives fail now, naming why, rather than at their deadline.
+          RecvPeer& p = recv_peers_[o->peer];
+          if (connect_up_ && o->peer > options_.rank && !p.conn && p.closed.ok()) {
+            CloseReceives(&p, refused);
+          }
+          return;
         }
         AttemptFailed(o, id, "no answer to the hello: " + ec.message());
       }));
@@ -2605,7 +2599,7 @@ void TcpTransport::Impl::WriteFailed(const std::shared_ptr<OutConn>& o,
         o, UnavailableError("write to " + DescribePeer(o->peer) + " failed: " + ec.message()));
   }
   const Status reason = UnavailableError(*goodbye);
-  LOG(WARNING) << "rank " << options_.rank << ": " << reason.message();
+  // (FailOut logs it, once: a failed write always has sends lost.)
   // On a shared connection nothing more will come either: the receives fail with it too.
   // (CloseIn resets the peer's conn: it gets a copy.)
   if (o->shared) {
