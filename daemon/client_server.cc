@@ -370,8 +370,11 @@ Status ClientServer::Authenticate(int fd) {
   }
   if (!s.ok()) {
     refusals_.Count(refusal);
-    LOG(WARNING) << prefix_ << "refused a client connection: " << s.message() << " ["
-                 << auth::RefusalName(refusal) << "]";
+    int64_t held_back = 0;
+    if (refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) {
+      LOG(WARNING) << prefix_ << "refused a client connection: " << s.message() << " ["
+                   << auth::RefusalName(refusal) << "]" << refusal_log_.HeldBackNote(held_back);
+    }
   }
   return s;
 }
@@ -425,9 +428,13 @@ void ClientServer::Serve(bool until_first_client_leaves) {
     ReapFinishedThreads();
     if (live_fds_.size() >= kMaxConnections) {
       refusals_.Count(auth::Refusal::kOverCap);
-      LOG(WARNING) << prefix_ << "refused a client connection: already " << live_fds_.size()
-                   << " connections, " << handshaking_.size() << " of them in the handshake ["
-                   << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+      int64_t held_back = 0;
+      if (refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) {
+        LOG(WARNING) << prefix_ << "refused a client connection: already " << live_fds_.size()
+                     << " connections, " << handshaking_.size() << " of them in the handshake ["
+                     << auth::RefusalName(auth::Refusal::kOverCap) << "]"
+                     << refusal_log_.HeldBackNote(held_back);
+      }
       ::close(fd);
       continue;
     }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/auth/handshake.h"
+#include "core/base/log_budget.h"
 #include "core/comm/communicator.h"
 #include "core/ipc/doorbell.h"
 #include "core/ipc/ipc.h"
@@ -121,6 +122,8 @@ class ClientServer {
   Duration handshake_timeout_ = Seconds(5);
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
+  // Refusals are logged at most this often: anyone who can reach the socket can cause one.
+  LogBudget refusal_log_{20, Seconds(60)};
   // Connections still in the handshake, oldest first (guarded by threads_mu_): each is open
   // until its thread, having left this list, closes it.
   std::deque<int> handshaking_;

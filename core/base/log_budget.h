@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 #include "core/base/clock.h"
 
@@ -31,6 +32,15 @@ class LogBudget {
     *held_back = held_back_;
     held_back_ = 0;
     return true;
+  }
+
+  // The words a let-through line ends with when `held_back` events before it got none;
+  // empty when none were held back.
+  std::string HeldBackNote(int64_t held_back) const {
+    if (held_back <= 0) return "";
+    return " (" + std::to_string(held_back) +
+           " refusals before this one were not logged: at most " + std::to_string(per_window_) +
+           " lines per " + FormatDuration(window_) + ")";
   }
 
  private:

@@ -111,14 +111,28 @@ std::string FormatOversizeRemedy(const OpDesc& d) {
                                      static_cast<Algorithm>(d.algorithm));
 }
 
+// "1st", "2nd", "3rd", "11th", "22nd".
+std::string Ordinal(uint64_t n) {
+  const uint64_t last_two = n % 100;
+  const char* suffix = "th";
+  if (last_two < 11 || last_two > 13) {
+    if (n % 10 == 1) suffix = "st";
+    if (n % 10 == 2) suffix = "nd";
+    if (n % 10 == 3) suffix = "rd";
+  }
+  return std::to_string(n) + suffix;
+}
+
 // The transport's seq/tag text (DescribeSeqTag): a point-to-point message's fields as
-// PointToPointSeq packs them; a collective's step as its schedule names it.
+// PointToPointSeq packs them (its number counts the pair's messages with that tag, from 0, so
+// it is said as an ordinal of that tag: "message 0 with tag 63" read as a count of all); a
+// collective's step as its schedule names it.
 std::string FormatSeqTag(uint64_t seq, uint64_t tag) {
   if ((seq >> 63) != 0) {
-    return "point-to-point message " + std::to_string(seq & ((uint64_t{1} << 23) - 1)) +
-           " from rank " + std::to_string((seq >> 51) & 0xfff) + " to rank " +
+    return "point-to-point message from rank " + std::to_string((seq >> 51) & 0xfff) + " to rank " +
            std::to_string((seq >> 39) & 0xfff) + " with tag " +
-           std::to_string((seq >> 23) & 0xffff);
+           std::to_string((seq >> 23) & 0xffff) + " (the " +
+           Ordinal((seq & ((uint64_t{1} << 23) - 1)) + 1) + " with that tag)";
   }
   return "seq " + std::to_string(seq) + ", step " + algo::FormatTag(tag);
 }

@@ -202,12 +202,16 @@ void ControlServer::Handle(int fd) {
     comm_->recorder()->Record("control_refused", 0, auth::RefusalName(refusal));
     // A connection its connector closed before proving anything is most often another rank's
     // or gyrectl's query that gave up while this process was slow: not a warning.
-    (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
-        << "rank " << info_.rank << " refused a control connection from " << PeerAddress(fd) << ": "
-        << handshake.message() << " [" << auth::RefusalName(refusal) << "]"
-        << (refusal == auth::Refusal::kAbandoned
-                ? " (its connector closed it first: a query that gave up waiting, or a scan)"
-                : "");
+    int64_t held_back = 0;
+    if (refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) {
+      (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
+          << "rank " << info_.rank << " refused a control connection from " << PeerAddress(fd)
+          << ": " << handshake.message() << " [" << auth::RefusalName(refusal) << "]"
+          << (refusal == auth::Refusal::kAbandoned
+                  ? " (its connector closed it first: a query that gave up waiting, or a scan)"
+                  : "")
+          << refusal_log_.HeldBackNote(held_back);
+    }
     ::close(fd);
     return;
   }

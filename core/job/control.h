@@ -14,6 +14,7 @@
 #include "core/auth/handshake.h"
 #include "core/auth/handshake_queue.h"
 #include "core/base/clock.h"
+#include "core/base/log_budget.h"
 #include "core/base/status.h"
 #include "core/comm/communicator.h"
 #include "proto/control.pb.h"
@@ -83,6 +84,8 @@ class ControlServer {
   auth::ReplayGuard replay_guard_;
   std::atomic<int64_t> refused_{0};
   std::atomic<int64_t> over_cap_{0};
+  // Refusals are logged at most this often: anyone who can reach the port can cause one.
+  LogBudget refusal_log_{20, Seconds(60)};
   std::atomic<int64_t> program_pid_{0};
   mutable std::mutex heard_mu_;
   HeardProbes heard_;

@@ -502,11 +502,7 @@ void TcpStoreServer::Impl::LogRefusal(const std::string& what, auth::Refusal ref
   if (!refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) return;
   (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
       << "store server " << address_ << ": " << what << " [" << auth::RefusalName(refusal) << "]"
-      << (held_back > 0 ? " (" + std::to_string(held_back) +
-                              " refusals before this one were not logged: at most " +
-                              std::to_string(kRefusalLinesPerMinute) +
-                              " lines a minute; refusals() counts every one by reason)"
-                        : "");
+      << refusal_log_.HeldBackNote(held_back);
 }
 
 void TcpStoreServer::Impl::Drop(const ConnectionPtr& c, const std::string& reason) {

@@ -522,6 +522,57 @@ TEST(TcpFaultsTest, FrameTrickledOneByteAtATimeIsReassembled) {
   EXPECT_EQ(got, payload);
 }
 
+// Anyone who can reach the data port can make the rank refuse a connection: one WARNING line
+// each let a loop of garbage connections write 57,000 lines in 6 s. At most 20 lines a minute
+// are written; every refusal is still counted by reason, and the rank still works.
+TEST(TcpFaultsTest, RefusalsOfStrangersAreLoggedWithinABudgetAndAllCounted) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  std::vector<uint8_t> garbage(64, 0x5a);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 60; ++i) {
+    auto stranger = RawSocket::Connect(world[0]->address());
+    ASSERT_TRUE(stranger);
+    ASSERT_TRUE(stranger->SendAll(garbage));
+    EXPECT_TRUE(stranger->WaitClosed(Seconds(2))) << "garbage #" << i;
+  }
+  const bool counted = WaitUntil([&] { return world[0]->refusals().total() == 60; });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(counted) << world[0]->refusals().total();
+  size_t lines = 0;
+  for (size_t at = err.find("refused the connection from"); at != std::string::npos;
+       at = err.find("refused the connection from", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 20u) << err;
+  ExpectRoundTrip(world, 1);
+}
+
+// A connector that closes before sending a byte (a rank that exited while connecting, or a
+// port scan) was counted and logged as [malformed], the class of garbage. It is [abandoned],
+// at INFO; a frame cut off in its middle is still malformed.
+TEST(TcpFaultsTest, AConnectionClosedBeforeItsHelloIsAbandonedNotMalformed) {
+  auto world = World(2);
+  ASSERT_EQ(world.size(), 2u);
+  {
+    auto quitter = RawSocket::Connect(world[0]->address());
+    ASSERT_TRUE(quitter);
+  }
+  EXPECT_TRUE(
+      WaitUntil([&] { return world[0]->refusals().count(auth::Refusal::kAbandoned) == 1; }));
+  EXPECT_EQ(world[0]->refusals().count(auth::Refusal::kMalformed), 0);
+  {
+    auto cut_short = RawSocket::Connect(world[0]->address());
+    ASSERT_TRUE(cut_short);
+    std::vector<uint8_t> hello = HelloFrame(kJob, 1, 2);
+    ASSERT_TRUE(cut_short->SendAll(hello.data(), 10));
+  }
+  EXPECT_TRUE(
+      WaitUntil([&] { return world[0]->refusals().count(auth::Refusal::kMalformed) == 1; }));
+  EXPECT_EQ(world[0]->refusals().count(auth::Refusal::kAbandoned), 1);
+  ExpectRoundTrip(world, 1);
+}
+
 // Each kind of garbage on the listening port is dropped without harming the real ranks; a
 // receive posted before the garbage still completes afterwards.
 TEST(TcpFaultsTest, GarbageOnTheListeningPortIsDropped) {

@@ -106,6 +106,33 @@ TEST(ControlServerTest, GarbageIsDroppedWithALoggedReason) {
   server.Stop();
 }
 
+// Anyone who can reach the control port can make it refuse a connection; at most 20 of the
+// refusals a minute are logged, and the first line after a held-back run says how many were.
+TEST(ControlServerTest, RefusalsAreLoggedWithinABudgetAndAllCounted) {
+  Rank0 rank0("control-budget");
+  ASSERT_TRUE(rank0.server.Start("127.0.0.1").ok());
+  ControlServer& server = rank0.server;
+  ::testing::internal::CaptureStderr();
+  const std::string garbage(64, '\x7f');
+  for (int i = 0; i < 40; ++i) {
+    const int fd = ConnectIdle(server.address());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
+    for (int j = 0; j < 300 && server.refused() <= i; ++j) ::usleep(1000);
+    ::close(fd);
+  }
+  ::usleep(50 * 1000);  // the last log line follows the count
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(server.refused(), 40);
+  size_t lines = 0;
+  for (size_t at = err.find("refused a control connection"); at != std::string::npos;
+       at = err.find("refused a control connection", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 20u) << err;
+  server.Stop();
+}
+
 // A query that gave up and closed its connection before the handshake was through (another
 // rank's, or gyrectl's, while this process was stopped or slow) was logged as a [malformed]
 // refusal at WARNING, the class of garbage and attacks. It is [abandoned], at INFO; a message

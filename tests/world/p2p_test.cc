@@ -264,6 +264,24 @@ TEST_P(P2PTest, MismatchedCountNamesBothSides) {
   EXPECT_EQ(b, std::vector<float>(12, 0.0f));
 }
 
+// A point-to-point message is named by its pair, its tag and its place among that pair's
+// messages with that tag: "message 0 with tag 63" read as if it counted every message.
+TEST(PointToPointSeqTest, IsNamedAsTheNthMessageWithItsTag) {
+  Communicator comm(std::move(LoopbackHub::CreateWorld(1)[0]), CommOptions());  // installs it
+  EXPECT_EQ(DescribeSeqTag(PointToPointSeq(0, 1, 63, 0), 0),
+            "point-to-point message from rank 0 to rank 1 with tag 63 (the 1st with that tag)");
+  EXPECT_EQ(DescribeSeqTag(PointToPointSeq(5, 2, 7, 1), 0),
+            "point-to-point message from rank 5 to rank 2 with tag 7 (the 2nd with that tag)");
+  EXPECT_NE(DescribeSeqTag(PointToPointSeq(0, 1, 1, 2), 0).find("(the 3rd with"),
+            std::string::npos);
+  EXPECT_NE(DescribeSeqTag(PointToPointSeq(0, 1, 1, 10), 0).find("(the 11th with"),
+            std::string::npos);
+  EXPECT_NE(DescribeSeqTag(PointToPointSeq(0, 1, 1, 20), 0).find("(the 21st with"),
+            std::string::npos);
+  EXPECT_NE(DescribeSeqTag(PointToPointSeq(0, 1, 1, 111), 0).find("(the 112th with"),
+            std::string::npos);
+}
+
 // A receive nobody sends to (here: the sender used another tag) ends at the progress
 // timeout, naming the peer and the tag it waited under.
 TEST_P(P2PTest, MissingMessageTimesOutNamingThePeer) {

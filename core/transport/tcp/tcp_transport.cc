@@ -27,6 +27,7 @@
 
 #include "core/auth/handshake_queue.h"
 #include "core/base/large_memory.h"
+#include "core/base/log_budget.h"
 #include "core/base/thread.h"
 #include "core/transport/tcp/buffer_pool.h"
 #include "core/transport/tcp/frame.h"
@@ -628,6 +629,9 @@ class TcpTransport::Impl {
   auth::HandshakeQueue<std::shared_ptr<InConn>> handshaking_;
   auth::ReplayGuard replay_guard_;
   auth::RefusalCounters refusals_;
+  // Refusals of strangers are logged at most this often: anyone who can reach the port can
+  // cause one, and should not be able to grow the log without bound.
+  LogBudget refusal_log_{20, Seconds(60)};
   size_t unexpected_bytes_ = 0;
   BufferPool early_pool_;  // payload buffers of early messages (buffer_pool.h)
   std::map<uint64_t, Status> cancelled_;
@@ -1603,9 +1607,14 @@ void TcpTransport::Impl::OnAccepted(tcp::socket socket) {
       });
   if (!room) {
     refusals_.Count(auth::Refusal::kOverCap);
-    LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who << ": already "
-                 << handshaking_.size() << " connections in the handshake (the cap) ["
-                 << auth::RefusalName(auth::Refusal::kOverCap) << "]";
+    int64_t held_back = 0;
+    if (refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) {
+      LOG(WARNING) << "rank " << options_.rank << " refused a connection from " << who
+                   << ": already " << handshaking_.size()
+                   << " connections in the handshake (the cap) ["
+                   << auth::RefusalName(auth::Refusal::kOverCap) << "]"
+                   << refusal_log_.HeldBackNote(held_back);
+    }
     socket.close(ec);
     return;
   }
@@ -1747,8 +1756,12 @@ void TcpTransport::Impl::OnReadable(const std::shared_ptr<InConn>& c, bool drive
     }
     if (ec) {
       if (!c->handshake_done) {
-        return RefuseStranger(c, auth::Refusal::kMalformed,
-                              "closed during the handshake: " + ec.message());
+        // Closed between frames: its connector went away (a rank that exited or gave up
+        // while connecting, or a scan), which is no garbage; in a frame's middle it is.
+        const bool between = c->phase == ReadPhase::kHeader && c->header_got == 0;
+        return RefuseStranger(c, between ? auth::Refusal::kAbandoned : auth::Refusal::kMalformed,
+                              std::string("closed during the handshake") +
+                                  (between ? ", between messages" : "") + ": " + ec.message());
       }
       Status reason =
           UnavailableError("connection from " + DescribePeer(c->peer) + " closed: " + ec.message());
@@ -2009,8 +2022,12 @@ void TcpTransport::Impl::RefuseStranger(const std::shared_ptr<InConn>& c, auth::
                                         const std::string& why) {
   if (c->closed) return;
   refusals_.Count(refusal);
-  LOG(WARNING) << "rank " << options_.rank << " refused the connection from " << c->remote << ": "
-               << why << " [" << auth::RefusalName(refusal) << "]";
+  int64_t held_back = 0;
+  if (refusal_log_.Allow(SteadyClock::Get()->Now(), &held_back)) {
+    (refusal == auth::Refusal::kAbandoned ? LOG(INFO) : LOG(WARNING))
+        << "rank " << options_.rank << " refused the connection from " << c->remote << ": " << why
+        << " [" << auth::RefusalName(refusal) << "]" << refusal_log_.HeldBackNote(held_back);
+  }
   CloseIn(c, UnavailableError("refused"));
 }
 
