@@ -14,6 +14,7 @@
 #include "core/auth/fd_handshake.h"
 #include "core/base/thread.h"
 #include "core/ipc/ipc.h"
+#include "core/job/verdict.h"
 #include "core/transport/tcp/socket_options.h"
 #include "glog/logging.h"
 
@@ -223,7 +224,9 @@ void ControlServer::Handle(int fd) {
       const auto& a = req.abort();
       const bool known = a.code() != 0 && IsKnownStatusCode(a.code());
       Status reason(known ? static_cast<StatusCode>(a.code()) : StatusCode::kAborted,
-                    a.verdict() + " [verdict from rank " + std::to_string(a.from_rank()) +
+                    (a.from_rank() == info_.rank ? a.verdict()
+                                                 : VerdictAsRelayed(a.verdict(), a.from_rank())) +
+                        " [verdict from rank " + std::to_string(a.from_rank()) +
                         ", received on rank " + std::to_string(info_.rank) + "]");
       comm_->recorder()->Record("abort_received", a.seq(),
                                 "from rank " + std::to_string(a.from_rank()) + ": " + a.verdict());

@@ -61,6 +61,8 @@ const char* RankClassName(RankClass c) {
       return "refused the call";
     case RankClass::kExhausted:
       return "out of memory";
+    case RankClass::kDropped:
+      return "dropped a connection";
     case RankClass::kSlow:
       return "slow";
     case RankClass::kWaiting:
@@ -80,6 +82,18 @@ std::string ExhaustedResource(const std::string& error) {
   if (has("cannot start a thread")) return "threads";
   if (has("No space left on device") || has("Disk quota exceeded")) return "disk space";
   return "memory";
+}
+
+std::string VerdictAsRelayed(const std::string& text, int from_rank) {
+  const std::string mine = "rank " + std::to_string(from_rank) + " (this rank)";
+  std::string out = text;
+  for (size_t at = out.find(mine); at != std::string::npos; at = out.find(mine, at)) {
+    const std::string theirs =
+        "rank " + std::to_string(from_rank) + " (the rank that sent this verdict)";
+    out.replace(at, mine.size(), theirs);
+    at += theirs.size();
+  }
+  return out;
 }
 
 bool NotRunningLongEnoughToBlameOthers(const LocalFailure& me) {
@@ -250,6 +264,20 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
     if (v.classes[q] == RankClass::kExhausted) {
       v.root = q;
       v.root_class = RankClass::kExhausted;
+    }
+  }
+
+  // A connection one rank dropped for what its sender did fails every later call over that
+  // pair at once: a call that ended on it ended there, not on a rank that had not entered it
+  // yet (the rank named before, while the drop's reason showed only on the two ranks).
+  std::string dropped_text;
+  if (v.root < 0 && S != 0) {
+    int dropper = -1;
+    if (FindDroppedConnection(me.status.message(), &dropper, &dropped_text) && dropper >= 0 &&
+        dropper < p) {
+      v.root = dropper;
+      v.root_class = RankClass::kDropped;
+      v.classes[dropper] = RankClass::kDropped;
     }
   }
 
@@ -440,6 +468,13 @@ Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers) {
       os << "its seq=" << S << " failed for want of its own " << ExhaustedResource(exhausted_error)
          << ": " << exhausted_error;
       break;
+    case RankClass::kDropped: {
+      // "rank 1 dropped a connection (...): the connection from rank 0 ...: <why>".
+      const size_t words = dropped_text.find(" dropped ");
+      os << (words == std::string::npos ? dropped_text : dropped_text.substr(words + 9))
+         << "; every call over that pair fails on it from then on";
+      break;
+    }
     case RankClass::kSlow:
       os << "still progressing, behind: in seq=" << st.seq() << " step " << st.steps_done() << "/"
          << st.steps_total() << ", received " << FormatBytes(st.bytes_received()) << "/"

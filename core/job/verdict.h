@@ -26,6 +26,8 @@ enum class RankClass {
   kDiverged,
   kRefused,    // it refused this call before running it: it sent nothing in it and never will
   kExhausted,  // this call failed there for want of its own memory, descriptors or threads
+  kDropped,    // it dropped a connection for what its sender did (over max_unexpected_bytes, a
+               // protocol violation): every call over that pair fails on it from then on
   kSlow,
   kWaiting,
   kDone,
@@ -94,6 +96,11 @@ std::string ExhaustedResource(const std::string& error);
 
 // `peers` has one entry per rank (this rank's own entry is ignored).
 Verdict Classify(const LocalFailure& me, const std::vector<PeerView>& peers);
+
+// A verdict's text as read on another rank than `from_rank`, the one that wrote it: a
+// verdict that names its own writer says "rank F (this rank)", which on the reader would
+// point at the wrong process; there it says "rank F (the rank that sent this verdict)".
+std::string VerdictAsRelayed(const std::string& text, int from_rank);
 
 // A verdict that names a rank is also kept in the flight record as a "blame" event whose
 // detail is "<rank> <pid> <class>" ("2 31927 stalled"): gyrerun reads it to mark that rank as the

@@ -36,6 +36,29 @@ void SetOversizeRemedyFormatter(OversizeRemedyFormatter f) {
   g_oversize.store(f ? f : &DefaultOversizeRemedy);
 }
 
+namespace {
+constexpr char kDroppedWords[] = " dropped the connection from ";
+}  // namespace
+
+std::string DroppedConnectionText(int dropper, const std::string& sender, const std::string& why) {
+  return "rank " + std::to_string(dropper) + kDroppedWords + sender + ": " + why;
+}
+
+bool FindDroppedConnection(const std::string& message, int* dropper, std::string* text) {
+  for (size_t at = message.find(kDroppedWords); at != std::string::npos;
+       at = message.find(kDroppedWords, at + 1)) {
+    // "rank <digits>" right before the words.
+    size_t digits = at;
+    while (digits > 0 && message[digits - 1] >= '0' && message[digits - 1] <= '9') --digits;
+    if (digits == at || digits < 5 || message.compare(digits - 5, 5, "rank ") != 0) continue;
+    if (at - digits > 9) continue;
+    *dropper = std::stoi(message.substr(digits, at - digits));
+    *text = message.substr(digits - 5);
+    return true;
+  }
+  return false;
+}
+
 std::string Transport::DescribePeer(int peer) const { return "rank " + std::to_string(peer); }
 
 }  // namespace gyre

@@ -64,6 +64,15 @@ std::string DescribeOversizeRemedy(const OpDesc& d);
 using OversizeRemedyFormatter = std::string (*)(const OpDesc&);
 void SetOversizeRemedyFormatter(OversizeRemedyFormatter f);
 
+// A connection a rank dropped for what its sender did (a protocol violation, going over
+// max_unexpected_bytes, a message it cannot hold): "rank D dropped the connection from
+// <sender>: <why>". The same words reach the sender (its goodbye) and fail both sides' calls
+// over that pair from then on, so a verdict can find the cause in either side's error.
+std::string DroppedConnectionText(int dropper, const std::string& sender, const std::string& why);
+// Finds those words in an error message: the dropping rank and the text from "rank D
+// dropped" on. False when the message holds none.
+bool FindDroppedConnection(const std::string& message, int* dropper, std::string* text);
+
 struct MessageHeader {
   uint64_t seq = 0;  // operation sequence number within the communicator
   uint64_t tag = 0;  // message tag within the operation's schedule

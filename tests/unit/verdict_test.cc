@@ -167,6 +167,54 @@ TEST(VerdictTest, ARankWhoseMemoryRanOutIsNamedByItselfAndByTheOthers) {
   EXPECT_NE(Classify(me1, views).root_class, RankClass::kExhausted);
 }
 
+// After rank 1 dropped rank 0's connection (rank 0 sent more than rank 1's
+// max_unexpected_bytes before its receives were posted), every call over that pair fails at
+// once on both. The verdict named whichever rank had not entered the call yet ("rank 2 not
+// entered ... idle"), even rank 0 itself, and the drop's reason showed only on the two ranks.
+TEST(VerdictTest, ACallThatFailedOnADroppedConnectionNamesTheRankThatDroppedIt) {
+  const std::string dropped = DroppedConnectionText(
+      1, "rank 0 (127.0.0.1:4000)",
+      "sent 16777216 bytes for a point-to-point message before the receive was posted, over "
+      "max_unexpected_bytes (1056968640 of 1073741824 bytes in use)");
+  std::vector<PeerView> views(3);
+  for (int q = 0; q < 3; ++q) {
+    views[q] = Waiting(q, 41, -1);
+    IdleAfterSeq40(&views[q]);  // none has entered seq=41 but this rank
+  }
+  for (int me_rank : {0, 1}) {
+    LocalFailure me = Me(me_rank, -1);
+    me.status = UnavailableError(me_rank == 0 ? "send to rank 1 failed: " + dropped : dropped);
+    me.elapsed = Millis(1);
+    const Verdict v = Classify(me, views);
+    EXPECT_EQ(v.root, 1) << v.text;
+    EXPECT_EQ(v.root_class, RankClass::kDropped) << v.text;
+    EXPECT_EQ(v.text.find("not entered"), std::string::npos) << v.text;
+    EXPECT_NE(v.text.find(me_rank == 1 ? "rank 1 (this rank) dropped a connection: the connection "
+                                         "from rank 0 (127.0.0.1:4000): sent 16777216 bytes"
+                                       : "rank 1 dropped a connection (pid 1001 on host h"),
+              std::string::npos)
+        << v.text;
+    EXPECT_NE(v.text.find("over max_unexpected_bytes (1056968640 of 1073741824 bytes in use); "
+                          "every call over that pair fails on it from then on"),
+              std::string::npos)
+        << v.text;
+  }
+
+  int dropper = -1;
+  std::string text;
+  EXPECT_TRUE(FindDroppedConnection("x: " + dropped, &dropper, &text));
+  EXPECT_EQ(dropper, 1);
+  EXPECT_EQ(text, dropped);
+  EXPECT_FALSE(FindDroppedConnection("connection from rank 0 closed: EOF", &dropper, &text));
+  EXPECT_FALSE(FindDroppedConnection("it dropped the connection from rank 0", &dropper, &text));
+
+  // A failure that is not on a dropped connection is classified as before.
+  LocalFailure other = Me(0, -1);
+  other.status = UnavailableError("connection from rank 1 closed: End of file");
+  other.elapsed = Millis(1);
+  EXPECT_NE(Classify(other, views).root_class, RankClass::kDropped);
+}
+
 // A ResourceExhausted failure is named for what ran out: descriptors (EMFILE) or threads are
 // not memory, and "out of memory" sent the reader to the wrong limit.
 TEST(VerdictTest, ARankOutOfDescriptorsOrThreadsIsNamedForThatNotForMemory) {
@@ -729,6 +777,21 @@ TEST(VerdictTest, SurvivorsWaitTheirTurnOnlyInLargerJobs) {
   EXPECT_EQ(VerdictTurnWait(8, p, t), q * 2);
   EXPECT_EQ(VerdictTurnWait(16, p, t), q * 4);
   EXPECT_EQ(VerdictTurnWait(511, 512, t), q * 4);
+}
+
+// A verdict that names its own writer ("rank 1 (this rank) diverged") is sent to every rank
+// as written; read on rank 2, "this rank" pointed at rank 2. The reader's copy names the
+// sender instead; other ranks' numbers, and a verdict naming another rank, are untouched.
+TEST(VerdictTest, ARelayedVerdictDoesNotCallItsWriterThisRank) {
+  const std::string text =
+      "allreduce seq=2 failed after 243 us on rank 1: rank 1 (this rank) diverged: called "
+      "allreduce(count=65) where rank 11 (this rank) is not rank 1";
+  EXPECT_EQ(
+      VerdictAsRelayed(text, 1),
+      "allreduce seq=2 failed after 243 us on rank 1: rank 1 (the rank that sent this "
+      "verdict) diverged: called allreduce(count=65) where rank 11 (this rank) is not rank 1");
+  const std::string other = "barrier seq=3 failed on rank 0: rank 2 stalled (pid 7): in seq=3";
+  EXPECT_EQ(VerdictAsRelayed(other, 0), other);
 }
 
 }  // namespace

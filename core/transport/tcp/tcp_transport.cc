@@ -2036,8 +2036,7 @@ void TcpTransport::Impl::Drop(const std::shared_ptr<InConn>& c, const std::strin
   if (c->closed) return;
   LOG(WARNING) << "rank " << options_.rank << " dropped the connection from " << DescribeIn(*c)
                << ": " << why;
-  const Status reason(code, "rank " + std::to_string(options_.rank) +
-                                " dropped the connection from " + DescribeIn(*c) + ": " + why);
+  const Status reason(code, DroppedConnectionText(options_.rank, DescribeIn(*c), why));
   if (code == StatusCode::kResourceExhausted && seq != 0) {
     exhausted_ = Exhaustion{seq, reason.ToString()};
   }
