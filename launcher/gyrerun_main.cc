@@ -153,6 +153,67 @@ std::string RandomJobId() {
   return os.str();
 }
 
+// Marks in the job's store the ranks whose program exited 0 on its own (store::MarkExit), so
+// that ranks still waiting for one at the rendezvous stop at once, naming it, where they
+// waited out the rendezvous timeout (60 s by default) before. Opens the store at its first
+// mark; a store it cannot reach costs at most about a second per mark, and the ranks then
+// wait out their timeout as before.
+class ExitMarker {
+ public:
+  ExitMarker(std::string store_url, std::string job_id, std::string launch_id,
+             gyre::auth::Credentials credentials)
+      : store_url_(std::move(store_url)),
+        job_id_(std::move(job_id)),
+        launch_id_(std::move(launch_id)),
+        credentials_(std::move(credentials)) {}
+
+  void Mark(int rank, const gyre::launcher::ProcessResult& r) {
+    using namespace gyre;
+    std::lock_guard<std::mutex> lock(mu_);
+    const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(1));
+    if (!store_ && !unreachable_) {
+      auto opened = store::OpenStore(store_url_, deadline, credentials_);
+      if (opened.ok()) {
+        store_ = std::move(*opened);
+      } else {
+        unreachable_ = true;
+        LOG(WARNING) << "gyrerun: cannot mark rank exits in the store: " << opened.status();
+      }
+    }
+    if (!store_) return;
+    const Status marked = store::MarkExit(store_.get(), job_id_, launch_id_, rank,
+                                          "its process (pid " + std::to_string(r.pid) +
+                                              ") exited with status 0 after " +
+                                              FormatDuration(r.run_time) + " (seen by gyrerun)",
+                                          deadline);
+    if (!marked.ok()) {
+      LOG(WARNING) << "gyrerun: " << marked;
+      return;
+    }
+    marked_.push_back(rank);
+  }
+
+  // Once every process of the run has ended: the marks go, so that a run that ended cleanly
+  // leaves nothing in the store.
+  void Clear() {
+    using namespace gyre;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!store_ || marked_.empty()) return;
+    const Status cleared = store::ClearExitMarks(store_.get(), job_id_, marked_,
+                                                 Deadline::After(*SteadyClock::Get(), Seconds(2)));
+    if (!cleared.ok()) LOG(WARNING) << "gyrerun: " << cleared;
+    marked_.clear();
+  }
+
+ private:
+  const std::string store_url_, job_id_, launch_id_;
+  const gyre::auth::Credentials credentials_;
+  std::mutex mu_;
+  std::unique_ptr<gyre::store::Store> store_;
+  bool unreachable_ = false;
+  std::vector<int> marked_;
+};
+
 // The flight records a failed job left in its run folder, by rank, read once: the summary's
 // blame and the merged view below both use them.
 class RunRecords {
@@ -1314,10 +1375,14 @@ int main(int argc, char** argv) {
       {"GYRE_TUNE", FLAGS_tune ? "1" : "0"}};
   // Which attempt this is (--max_restarts), for the program to resume from its checkpoint.
   int attempt = 0;
+  // This gyrerun's id of the attempt, under which it marks the exits of ranks in the store
+  // (ExitMarker): a new one each attempt, so that no rank reads an earlier one's marks.
+  std::string launch_id;
   auto restart_env = [&] {
     return std::vector<std::pair<std::string, std::string>>{
         {"GYRE_RESTART_COUNT", std::to_string(attempt)},
-        {"GYRE_MAX_RESTARTS", std::to_string(FLAGS_max_restarts)}};
+        {"GYRE_MAX_RESTARTS", std::to_string(FLAGS_max_restarts)},
+        {"GYRE_LAUNCH_ID", launch_id}};
   };
   auto common_env = [&](int rank) {
     auto env = std::vector<std::pair<std::string, std::string>>{
@@ -1430,6 +1495,12 @@ int main(int argc, char** argv) {
   // From here a signal between two attempts is recorded, not fatal: gyrerun ends in order.
   if (FLAGS_max_restarts > 0) CatchStopSignals();
   for (;; ++attempt) {
+    launch_id = RandomJobId() + "-" + std::to_string(attempt);
+    auth::Credentials marker_credentials;
+    marker_credentials.secret = secret;
+    marker_credentials.job_id = job_id;
+    const auto exit_marker =
+        std::make_shared<ExitMarker>(store_url, job_id, launch_id, marker_credentials);
     std::vector<launcher::ProcessSpec> specs;
     for (const Placement& placement : placements) {
       placing = &placement;
@@ -1476,6 +1547,11 @@ int main(int argc, char** argv) {
         p.argv = program;
         p.env = common_env(r);
         p.env.push_back({"GYRE_MODE", "embedded"});
+        // A rank whose program ends before it joins leaves the others waiting for it at the
+        // rendezvous: its exit is marked in the store for them.
+        p.on_exit_zero = [exit_marker, r](const launcher::ProcessResult& res) {
+          exit_marker->Mark(r, res);
+        };
         specs.push_back(std::move(p));
       }
     }
@@ -1594,6 +1670,7 @@ int main(int argc, char** argv) {
       if (!watching.ok()) std::cerr << "gyrerun: " << watching.message() << "; running unwatched\n";
     }
     const int code = supervisor.Wait();
+    exit_marker->Clear();
     // Pushed back by any time the job stood stopped: a next attempt, and the check below of
     // whether the deadline ended this one, see it as the job did.
     options.job_deadline = supervisor.job_deadline();

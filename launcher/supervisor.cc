@@ -670,6 +670,10 @@ void Supervisor::RecordExit(Child* child, int code, int status) {
   if (child->spec.check_exit_zero && r.exited && r.exit_code == 0 && !r.killed_by_launcher) {
     r.exit_zero_refused = child->spec.check_exit_zero();
   }
+  if (child->spec.on_exit_zero && r.exited && r.exit_code == 0 && !r.killed_by_launcher &&
+      r.exit_zero_refused.empty()) {
+    child->spec.on_exit_zero(r);
+  }
   if (shutting_down_ || !r.failed_on_its_own()) return;
   if (root_cause_ == nullptr) {
     r.root_cause = true;

@@ -128,6 +128,8 @@ bool IsJobControlStop(int sig);
 inline constexpr int kExitCannotExecute = 127;
 inline constexpr int kExitJobDeadline = 124;
 
+struct ProcessResult;
+
 struct ProcessSpec {
   int rank = 0;
   // Shown in the prefix and the summary: "rank 3", or "rank 3 program" when a rank has several
@@ -163,6 +165,11 @@ struct ProcessSpec {
   // summary's table). Then the exit fails the job (ProcessResult::exit_zero_refused).
   // Called on the thread that runs Wait(). Empty: not asked.
   std::function<std::string()> check_exit_zero;
+  // Told when the process exits 0 on its own (not stopped by the launcher; an exit
+  // check_exit_zero refused is a failure, not told): gyrerun marks a rank's exit in the job's
+  // store here, so that ranks still waiting for it at the rendezvous stop waiting. Called on
+  // the thread that runs Wait(), so it must be quick. Empty: not told.
+  std::function<void(const ProcessResult&)> on_exit_zero;
   // When set, every line the process writes to stdout is also written to
   // <log_prefix>.stdout, and every stderr line to <log_prefix>.stderr, without the "[name] "
   // prefix (files created, or emptied, at Start). A line that cannot be written there counts

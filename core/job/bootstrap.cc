@@ -165,12 +165,13 @@ StatusOr<Joined> JoinJob(const JoinOptions& o) {
   };
   if (o.before_rendezvous) o.before_rendezvous();
   auto peers = store::Rendezvous(joined.store.get(), id.job_id, me, deadline, publish_control,
-                                 o.stop_requested);
+                                 o.stop_requested, id.launch_id);
   if (!peers.ok()) {
     // As a rendezvous that timed out or was stopped gives the slot back: a retry must not read
     // this address.
     const StatusCode code = peers.status().code();
-    if (published && (code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted)) {
+    if (published && (code == StatusCode::kDeadlineExceeded || code == StatusCode::kAborted ||
+                      code == StatusCode::kUnavailable)) {
       joined.store
           ->Delete(ControlKey(id.job_id, id.rank), Deadline::After(*SteadyClock::Get(), Seconds(1)))
           .IgnoreError();

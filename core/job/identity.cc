@@ -306,6 +306,14 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
   } else {
     id.job_id = "default";
   }
+  if (auto l = env("GYRE_LAUNCH_ID")) {
+    if (l->empty() || l->size() > 128 || l->find('\n') != std::string::npos) {
+      return InvalidArgumentError(
+          "GYRE_LAUNCH_ID must be one line of 1 to 128 characters (gyrerun "
+          "sets it; unset it to run without)");
+    }
+    id.launch_id = *l;
+  }
   if (o.secret_file && !o.secret_file->empty()) {
     id.secret_file = *o.secret_file;
   } else if (auto f = env("GYRE_SECRET_FILE")) {

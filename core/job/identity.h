@@ -34,6 +34,10 @@ struct Identity {
   std::string ifaces;
   // A multi-host job may use loopback addresses only when this is set (GYRE_ALLOW_LOOPBACK=1).
   bool allow_loopback = false;
+  // gyrerun's id of this run (GYRE_LAUNCH_ID): the ranks it saw exit are marked in the store
+  // under it, so that the others stop waiting for them at the rendezvous
+  // (store::MarkExit). Empty outside gyrerun.
+  std::string launch_id;
 };
 
 // Values given explicitly (e.g. by flags); unset fields fall through to the environment.

@@ -149,6 +149,75 @@ std::vector<std::string> SlotKeys(int world_size) {
   return keys;
 }
 
+// A launcher's marks of ranks whose process exited on its own (MarkExit), under the job's
+// prefix: one per rank ("<launch id>\n<order>\n<what>"), the order its exits were marked in,
+// and a count the waiting ranks poll, one key whatever the world size, raised once the mark
+// is there.
+std::string ExitMarkKey(int rank) { return "exited/" + std::to_string(rank); }
+constexpr char kExitOrderKey[] = "exit_order";
+constexpr char kExitCountKey[] = "exits";
+
+// What a rank waiting at the rendezvous learns of the launcher's marks: asked between the
+// slices of its wait, it reads the count (one key) and, only when that grew, the slots and
+// the marks of the ranks still missing. A missing rank marked by this run's launcher will
+// never come; its text is kept in `found`.
+class ExitWatch {
+ public:
+  ExitWatch(Store* job, const std::string& launch_id, const std::vector<std::string>& slots)
+      : job_(job), launch_id_(launch_id), slots_(slots) {}
+
+  bool Found(Deadline deadline) {
+    if (launch_id_.empty()) return false;
+    StatusOr<std::optional<std::string>> count = job_->TryGet(kExitCountKey, deadline);
+    if (!count.ok() || !count->has_value() || **count == seen_count_) return false;
+    seen_count_ = **count;
+    const std::vector<StatusOr<std::optional<std::string>>> slots =
+        TryGetEach(job_, slots_, deadline);
+    std::vector<std::string> marks;
+    std::vector<int> ranks;
+    for (size_t rank = 0; rank < slots.size(); ++rank) {
+      if (slots[rank].ok() && !slots[rank]->has_value()) {
+        marks.push_back(ExitMarkKey(static_cast<int>(rank)));
+        ranks.push_back(static_cast<int>(rank));
+      }
+    }
+    if (marks.empty()) return false;
+    const std::vector<StatusOr<std::optional<std::string>>> found =
+        TryGetEach(job_, marks, deadline);
+    // The first exit of those: a rank that gave up waiting for it gives its slot back and may
+    // exit too, and every rank must name the one they all waited for, not that one.
+    const std::string ours = launch_id_ + "\n";
+    int64_t first_order = 0;
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (!found[i].ok() || !found[i]->has_value()) continue;
+      const std::string& mark = **found[i];
+      if (mark.compare(0, ours.size(), ours) != 0) continue;  // an earlier run's
+      const size_t end = mark.find('\n', ours.size());
+      if (end == std::string::npos) continue;
+      int64_t order = 0;
+      try {
+        order = std::stoll(mark.substr(ours.size(), end - ours.size()));
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (rank >= 0 && order >= first_order) continue;
+      first_order = order;
+      rank = ranks[i];
+      what = mark.substr(end + 1);
+    }
+    return rank >= 0;
+  }
+
+  int rank = -1;
+  std::string what;
+
+ private:
+  Store* job_;
+  const std::string launch_id_;
+  const std::vector<std::string>& slots_;
+  std::string seen_count_;
+};
+
 Status CheckRank(const std::string& where, int rank, int world_size) {
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return InvalidArgumentError(where + ": world size " + std::to_string(world_size) +
@@ -189,7 +258,8 @@ Status WaitUnlessStopped(Store* store, const std::vector<std::string>& keys, Dea
 // and names them; ranks that turn up during that check count as arrived.
 Status WaitForRanks(Store* store, const std::string& where, const std::vector<std::string>& keys,
                     Deadline deadline, const CallTimer& timer,
-                    const std::function<bool()>& stop_requested = {}, bool* stopped = nullptr) {
+                    const std::function<bool()>& stop_requested = {}, bool* stopped = nullptr,
+                    ExitWatch* exits = nullptr) {
   Deadline wait_deadline = deadline;
   if (!deadline.infinite()) {
     Duration remaining = deadline.Remaining(*SteadyClock::Get());
@@ -197,7 +267,14 @@ Status WaitForRanks(Store* store, const std::string& where, const std::vector<st
     wait_deadline = Deadline::At(deadline.when() - reserve);
   }
   bool stopped_here = false;
-  Status status = WaitUnlessStopped(store, keys, wait_deadline, stop_requested, &stopped_here);
+  std::function<bool()> stop = stop_requested;
+  if (exits != nullptr) {
+    stop = [&] {
+      return (stop_requested && stop_requested()) ||
+             exits->Found(Deadline::After(*SteadyClock::Get(), Seconds(1)).Min(wait_deadline));
+    };
+  }
+  Status status = WaitUnlessStopped(store, keys, wait_deadline, stop, &stopped_here);
   if (stopped_here) {
     if (stopped != nullptr) *stopped = true;
     return status;
@@ -281,7 +358,8 @@ std::string FormatRankList(const std::vector<int>& ranks_in) {
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
                                              const std::function<Status()>& claimed,
-                                             const std::function<bool()>& stop_requested) {
+                                             const std::function<bool()>& stop_requested,
+                                             const std::string& launch_id) {
   CHECK(store != nullptr) << "Rendezvous needs a store";
   CallTimer timer(deadline);
   GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
@@ -390,8 +468,21 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
   bool stopped = false;
-  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer, stop_requested, &stopped);
-      stopped) {
+  ExitWatch exits(&job, launch_id, keys);
+  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer, stop_requested, &stopped,
+                                   launch_id.empty() ? nullptr : &exits);
+      stopped && exits.rank >= 0) {
+    // A rank the launcher saw exit before it claimed its slot will never come: every rank
+    // waiting for it says so at once, naming it, instead of at the rendezvous deadline.
+    Status left =
+        LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+    return UnavailableError(
+        where + ": rank " + std::to_string(exits.rank) + " will not join: " + exits.what +
+        ", before it claimed its rendezvous slot, so the job cannot start; " + rank_text +
+        " stopped waiting " + timer.AfterText() + " (" +
+        (left.ok() ? "it gave its slot back)"
+                   : "its slot could not be given back: " + left.message() + ")"));
+  } else if (stopped) {
     // The others cannot complete this rendezvous without this rank now; its slot is given
     // back at once, so that the job id can be used again. A rank still waiting names it
     // missing by its deadline, as it is.
@@ -463,6 +554,40 @@ StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id
 
 std::string RendezvousSlotKey(const std::string& job_id, int rank) {
   return PrefixStore::KeyUnder("gyre/rdzv/" + job_id, SlotKey(rank));
+}
+
+Status MarkExit(Store* store, const std::string& job_id, const std::string& launch_id, int rank,
+                const std::string& what, Deadline deadline) {
+  CHECK(store != nullptr) << "MarkExit needs a store";
+  GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
+  if (launch_id.empty() || launch_id.find('\n') != std::string::npos) {
+    return InvalidArgumentError("MarkExit: the launch id must be one non-empty line");
+  }
+  PrefixStore job(store, "gyre/rdzv/" + job_id);
+  const std::string where =
+      "marking the exit of rank " + std::to_string(rank) + " of job " + job_id;
+  StatusOr<int64_t> order = job.Add(kExitOrderKey, 1, deadline);
+  if (!order.ok()) return order.status().WithContext(where);
+  GYRE_RETURN_IF_ERROR(
+      job.Set(ExitMarkKey(rank), launch_id + "\n" + std::to_string(*order) + "\n" + what, deadline)
+          .WithContext(where));
+  return job.Add(kExitCountKey, 1, deadline).status().WithContext(where);
+}
+
+Status ClearExitMarks(Store* store, const std::string& job_id, const std::vector<int>& ranks,
+                      Deadline deadline) {
+  CHECK(store != nullptr) << "ClearExitMarks needs a store";
+  GYRE_RETURN_IF_ERROR(CheckName("rendezvous job id", job_id));
+  PrefixStore job(store, "gyre/rdzv/" + job_id);
+  std::vector<std::string> keys = {kExitCountKey, kExitOrderKey};
+  for (int rank : ranks) keys.push_back(ExitMarkKey(rank));
+  for (const std::string& key : keys) {
+    Status removed = job.Delete(key, deadline);
+    if (!removed.ok() && removed.code() != StatusCode::kNotFound) {
+      return removed.WithContext("clearing the exit marks of job " + job_id);
+    }
+  }
+  return Status::Ok();
 }
 
 Status LeaveRendezvous(Store* store, const std::string& job_id, const PeerRecord& me,

@@ -80,10 +80,29 @@ std::string FormatRankList(const std::vector<int>& ranks);
 // the rank gives its slot back (LeaveRendezvous) and the call fails with Aborted, saying
 // whether the slot could be given back. A process stopped there (a SIGTERM) otherwise kept
 // its slot, and the next run under the same job id was refused as an unfinished earlier run.
+// `launch_id`, if set, is the launcher's id of this run (gyrerun's GYRE_LAUNCH_ID): while
+// this rank waits, a rank that run's launcher marked as exited (MarkExit) before it claimed
+// its slot fails the rendezvous at once, naming it.
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
                                              const std::function<Status()>& claimed = {},
-                                             const std::function<bool()>& stop_requested = {});
+                                             const std::function<bool()>& stop_requested = {},
+                                             const std::string& launch_id = "");
+
+// A launcher's word that rank `rank`'s process exited on its own (`what`: "its process
+// (pid 4711) exited with status 0 (seen by gyrerun)"), for the run `launch_id` names. A
+// Rendezvous given the same `launch_id` that is waiting for that rank, whose slot is still
+// empty, fails at once (Unavailable, naming the rank and `what`) and gives its own slot back:
+// that rank will never claim it. Written for every exit, since the launcher cannot tell
+// whether the rank joined; marks of other launch ids (an earlier run under the same job id)
+// are ignored, as are marks of ranks that hold their slot.
+Status MarkExit(Store* store, const std::string& job_id, const std::string& launch_id, int rank,
+                const std::string& what, Deadline deadline);
+
+// Removes the marks MarkExit wrote for `ranks` in job `job_id`, and the counts beside them,
+// once the run they belong to is over: a run that ended cleanly leaves nothing in the store.
+Status ClearExitMarks(Store* store, const std::string& job_id, const std::vector<int>& ranks,
+                      Deadline deadline);
 
 // The store key of rank `rank`'s slot in the rendezvous of job `job_id`: its record is there
 // from the rank's claim until it leaves (LeaveRendezvous).

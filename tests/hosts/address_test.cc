@@ -296,6 +296,27 @@ TEST(IdentityTest, HostAndInterfacesFromGyreVariables) {
   EXPECT_TRUE(id->allow_loopback);
 }
 
+// gyrerun's id of its run (GYRE_LAUNCH_ID) is taken as given; one that is not one line of at
+// most 128 characters is refused, naming the variable.
+TEST(IdentityTest, TheLaunchIdComesFromGyrerunsVariable) {
+  auto id = ResolveIdentity(
+      {}, MapEnvironment(
+              {{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_LAUNCH_ID", "gyre-1f2e-0"}}));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->launch_id, "gyre-1f2e-0");
+  auto none = ResolveIdentity({}, MapEnvironment({{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}}));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->launch_id, "");
+  for (const std::string& bad : {std::string(129, 'x'), std::string("two\nlines")}) {
+    auto refused = ResolveIdentity(
+        {},
+        MapEnvironment({{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_LAUNCH_ID", bad}}));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("GYRE_LAUNCH_ID"), std::string::npos);
+  }
+}
+
 // torchrun's store address is MASTER_ADDR and MASTER_PORT: either one alone is named, where
 // MASTER_PORT alone used to end in "no store given", which hid the variable that was set.
 TEST(IdentityTest, HalfOfTorchrunsStoreAddressIsNamed) {

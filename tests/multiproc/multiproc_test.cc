@@ -573,13 +573,44 @@ TEST(GyrerunTest, ADaemonThatExitsBeforeItEverServedFailsTheJobAtOnce) {
   EXPECT_NE(r.err.find(".sock) after"), std::string::npos) << r.err;
 }
 
-TEST(GyrerunTest, EmbeddedRanksGetTheRendezvousTimeout) {
-  // Rank 0 never joins: rank 1 must give up after --rendezvous_timeout, not the 60 s default.
+// A rank whose program ends (exit 0) before it joins left the others waiting for it until the
+// rendezvous timeout (60 s by default), though gyrerun had seen it exit. gyrerun marks the
+// exit in the job's store, and every rank waiting for it fails at once, naming it.
+class ExitBeforeJoiningTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExitBeforeJoiningTest, TheOtherRanksFailAtOnceNamingIt) {
   CommandResult r = RunCommand(
-      {Gyrerun(), "-n", "2", "--mode", "embedded", "--rendezvous_timeout", "2", "--job_timeout",
-       "40", "--", "/bin/sh", "-c",
-       "[ \"$GYRE_RANK\" = 0 ] && exit 0; exec " + Client() + " --check=false --loop_iters 3"},
-      {}, 60);
+      {Gyrerun(), "-n", "3", "--mode", "embedded", "--store", GetParam(), "--rendezvous_timeout",
+       "60", "--", "/bin/sh", "-c",
+       "[ \"$GYRE_RANK\" = 1 ] && exit 0; exec " + Client() + " --check=false --loop_iters 3"},
+      {}, 90);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 20.0) << r.err;
+  for (int rank : {0, 2}) {
+    const std::string line = "[rank " + std::to_string(rank) + "] ";
+    const size_t at = r.err.find(line);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_TRUE(std::regex_search(
+        r.err, std::regex(R"(\[rank )" + std::to_string(rank) +
+                          R"(\] .*rank 1 will not join: its process \(pid \d+\) exited with )"
+                          R"(status 0 after .* \(seen by gyrerun\), before it claimed its )"
+                          R"(rendezvous slot)")))
+        << r.err;
+  }
+  EXPECT_EQ(r.err.find("missing: rank 1"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(GyrerunTest, ExitBeforeJoiningTest, ::testing::Values("file", "tcp"));
+
+TEST(GyrerunTest, EmbeddedRanksGetTheRendezvousTimeout) {
+  // Rank 0 never joins (it runs on without gyre): rank 1 must give up after
+  // --rendezvous_timeout, not the 60 s default.
+  CommandResult r = RunCommand({Gyrerun(), "-n", "2", "--mode", "embedded", "--rendezvous_timeout",
+                                "2", "--job_timeout", "40", "--", "/bin/sh", "-c",
+                                "[ \"$GYRE_RANK\" = 0 ] && exec sleep 30; exec " + Client() +
+                                    " --check=false --loop_iters 3"},
+                               {}, 60);
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_LT(r.seconds, 20.0);
   EXPECT_NE(r.err.find("rendezvous of job"), std::string::npos) << r.err;

@@ -551,6 +551,93 @@ TEST(RendezvousTest, ARankToldToStopWhileItWaitsGivesItsSlotBack) {
   }
 }
 
+// A rank whose program ended before it joined (gyrerun saw it exit 0) left the others
+// waiting for it until the rendezvous timeout, 60 s by default. The launcher marks the exit
+// in the store under its launch id; every rank waiting for that rank fails at once, naming it
+// and its exit, and gives its slot back. Marks of another launch id (an earlier run under
+// the same job id) and marks of a rank that holds its slot change nothing.
+TEST(RendezvousTest, ARankTheLauncherSawExitBeforeItJoinedFailsTheWaitersAtOnce) {
+  HashStore store;
+  const std::string exit_text = "its process (pid 4711) exited with status 0 after 0.10 s";
+  // An earlier run's mark of rank 1.
+  ASSERT_TRUE(MarkExit(&store, "J", "earlier-run", 1, "old", In(Seconds(1))).ok());
+  std::vector<Result> results(3, Result(InternalError("not run")));
+  std::atomic<int> finished{0};
+  std::vector<std::thread> waiters;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r : {0, 2}) {
+    waiters.emplace_back([&, r] {
+      results[r] = Rendezvous(&store, "J", Peer(r, 3), In(Seconds(30)), {}, {}, "this-run");
+      ++finished;
+    });
+  }
+  for (int r : {0, 2}) {
+    const std::string slot = "gyre/rdzv/J/rank/" + std::to_string(r);
+    while (!store.TryGet(slot, In(Seconds(1)))->has_value()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few slices of the wait
+  EXPECT_EQ(finished.load(), 0) << "an earlier run's mark ended the wait";
+  ASSERT_TRUE(MarkExit(&store, "J", "this-run", 1, exit_text, In(Seconds(1))).ok());
+  // Rank 0 may see it first, give its slot back and exit (marked too): rank 2 still names
+  // the rank whose exit came first, the one they both waited for.
+  while (finished.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(MarkExit(&store, "J", "this-run", 0, "rank 0 exited after", In(Seconds(1))).ok());
+  for (auto& w : waiters) w.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (int r : {0, 2}) {
+    ASSERT_EQ(results[r].status().code(), StatusCode::kUnavailable) << results[r].status();
+    EXPECT_THAT(
+        results[r].status().message(),
+        HasSubstr("rendezvous of job J: rank 1 will not join: " + exit_text +
+                  ", before it claimed its rendezvous slot, so the job cannot start; rank " +
+                  std::to_string(r) + " stopped waiting after"));
+    EXPECT_THAT(results[r].status().message(), HasSubstr("it gave its slot back"));
+    EXPECT_FALSE(
+        store.TryGet("gyre/rdzv/J/rank/" + std::to_string(r), In(Seconds(1)))->has_value());
+  }
+
+  // A next run under the same job id, with its own launch id, meets as if nothing happened.
+  std::vector<Result> next(3, Result(InternalError("not run")));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      next[r] = Rendezvous(&store, "J", Peer(r, 3), In(Seconds(10)), {}, {}, "next-run");
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (const Result& r : next) EXPECT_TRUE(r.ok()) << r.status();
+
+  // The launcher clears its marks once the run is over.
+  ASSERT_TRUE(ClearExitMarks(&store, "J", {0, 1}, In(Seconds(1))).ok());
+  for (const char* key : {"exits", "exit_order", "exited/0", "exited/1"}) {
+    EXPECT_FALSE(store.TryGet(std::string("gyre/rdzv/J/") + key, In(Seconds(1)))->has_value())
+        << key;
+  }
+}
+
+// A mark of a rank that holds its slot changes nothing: it came, so nobody waits for it.
+TEST(RendezvousTest, AnExitMarkOfARankThatHoldsItsSlotIsIgnored) {
+  HashStore store;
+  Result first(InternalError("not run"));
+  std::atomic<bool> finished{false};
+  std::thread rank0([&] {
+    first = Rendezvous(&store, "J", Peer(0, 2), In(Seconds(20)), {}, {}, "run");
+    finished = true;
+  });
+  while (!store.TryGet("gyre/rdzv/J/rank/0", In(Seconds(1)))->has_value()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(MarkExit(&store, "J", "run", 0, "marked while holding", In(Seconds(1))).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // a few slices of the wait
+  EXPECT_FALSE(finished.load());
+  Result second = Rendezvous(&store, "J", Peer(1, 2), In(Seconds(10)), {}, {}, "run");
+  rank0.join();
+  EXPECT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
 // Leaving removes only the leaver's own records: not another claimant's slot, not a world
 // size record another rank wrote.
 TEST(RendezvousTest, LeavingLeavesOtherClaimantsRecordsAlone) {
