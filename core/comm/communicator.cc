@@ -524,6 +524,10 @@ std::optional<std::string> Communicator::EarlierDivergence(uint64_t before) {
   // A message of another call is this rank's own evidence and comes first; a divergence that
   // another rank told about the same call is the same finding, and goes with it.
   std::optional<StaleMessage> stale = transport_->TakeStale(before);
+  // A message of a call whose divergence this rank has reported already (another rank told
+  // it, or an earlier message of it came) is no news: it made this rank refuse its next call
+  // too, so a Close after the reported divergence failed here and passed on the others.
+  while (stale && monitor_.DivergenceReported(stale->seq)) stale = transport_->TakeStale(before);
   const std::optional<OpDesc> mine = stale ? monitor_.CallAt(stale->seq) : std::optional<OpDesc>();
   // Without a stale message, or with one of the same call (left by a failure): what was told.
   if (!stale || (mine && *mine == stale->desc)) return LateDivergence();

@@ -156,16 +156,24 @@ std::optional<std::pair<uint64_t, Status>> OpMonitor::TakeLateDivergence() {
   if (late_divergence_ && !FailedHereLocked(late_divergence_->first)) {
     NoteFailedLocked(late_divergence_->first);
   }
+  if (late_divergence_) NoteDivergenceReportedLocked(late_divergence_->first);
   return std::exchange(late_divergence_, std::nullopt);
+}
+
+bool OpMonitor::DivergenceReported(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seq != 0 && std::find(reported_divergences_.begin(), reported_divergences_.end(), seq) !=
+                         reported_divergences_.end();
 }
 
 void OpMonitor::DivergedHere(uint64_t seq) {
   std::lock_guard<std::mutex> lock(mu_);
   diverged_here_seq_ = seq;
-  if (late_divergence_ && late_divergence_->first == seq) {
-    if (!FailedHereLocked(seq)) NoteFailedLocked(seq);  // as if taken
-    late_divergence_.reset();
-  }
+  NoteDivergenceReportedLocked(seq);
+  // Reported from here on as a failure of this rank's, as a taken late divergence is: a later
+  // verdict (a Close's stall probe) passes over it rather than failing that call on it again.
+  if (!FailedHereLocked(seq)) NoteFailedLocked(seq);
+  if (late_divergence_ && late_divergence_->first == seq) late_divergence_.reset();
 }
 
 std::optional<OpDesc> OpMonitor::CallAt(uint64_t seq) const {

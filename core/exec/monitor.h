@@ -113,6 +113,10 @@ class OpMonitor {
   // This rank found itself that the ranks' calls at `seq` differ, and reports it: a divergence
   // told about `seq` (kept, or still to come) is the same finding, not reported again.
   void DivergedHere(uint64_t seq);
+  // Whether a divergence at `seq` has been reported on this rank already: found here
+  // (DivergedHere), or told by another rank and reported by a call here (TakeLateDivergence).
+  // A message of that call that comes later is the same finding, not news.
+  bool DivergenceReported(uint64_t seq) const;
 
   // Any thread. Keeps what a peer's daemon told of its program's departure (one per rank,
   // the last told).
@@ -203,6 +207,12 @@ class OpMonitor {
   std::map<uint64_t, Status> pending_aborts_;
   std::optional<std::pair<uint64_t, Status>> late_divergence_;
   uint64_t diverged_here_seq_ = 0;  // DivergedHere
+  // The latest divergences reported here (DivergenceReported), a ring.
+  std::array<uint64_t, 8> reported_divergences_{};
+  size_t reported_next_ = 0;
+  void NoteDivergenceReportedLocked(uint64_t seq) {
+    reported_divergences_[reported_next_++ % reported_divergences_.size()] = seq;
+  }
   // A refusal told for a call running here or not started yet (AbortKind::kRefusal): a late
   // divergence if that call completes.
   std::optional<std::pair<uint64_t, Status>> told_refusal_;
