@@ -161,14 +161,19 @@ std::string RandomJobId() {
 class ExitMarker {
  public:
   ExitMarker(std::string store_url, std::string job_id, std::string launch_id,
-             gyre::auth::Credentials credentials)
+             gyre::auth::Credentials credentials, std::string run_dir)
       : store_url_(std::move(store_url)),
         job_id_(std::move(job_id)),
         launch_id_(std::move(launch_id)),
-        credentials_(std::move(credentials)) {}
+        credentials_(std::move(credentials)),
+        run_dir_(std::move(run_dir)) {}
 
   void Mark(int rank, const gyre::launcher::ProcessResult& r) {
     using namespace gyre;
+    // A rank that held its slot left its note (job::JoinedNotePath): nobody waits for it at
+    // the rendezvous, and a clean job's end costs no store writes.
+    struct stat note {};
+    if (::stat(job::JoinedNotePath(run_dir_, launch_id_, rank).c_str(), &note) == 0) return;
     std::lock_guard<std::mutex> lock(mu_);
     const Deadline deadline = Deadline::After(*SteadyClock::Get(), Seconds(1));
     if (!store_ && !unreachable_) {
@@ -208,6 +213,7 @@ class ExitMarker {
  private:
   const std::string store_url_, job_id_, launch_id_;
   const gyre::auth::Credentials credentials_;
+  const std::string run_dir_;
   std::mutex mu_;
   std::unique_ptr<gyre::store::Store> store_;
   bool unreachable_ = false;
@@ -1500,7 +1506,7 @@ int main(int argc, char** argv) {
     marker_credentials.secret = secret;
     marker_credentials.job_id = job_id;
     const auto exit_marker =
-        std::make_shared<ExitMarker>(store_url, job_id, launch_id, marker_credentials);
+        std::make_shared<ExitMarker>(store_url, job_id, launch_id, marker_credentials, run_dir);
     std::vector<launcher::ProcessSpec> specs;
     for (const Placement& placement : placements) {
       placing = &placement;

@@ -45,6 +45,12 @@ struct JoinOptions {
   std::function<void()> before_rendezvous;
 };
 
+// Under gyrerun: the file a rank creates in its flight folder once it holds its rendezvous
+// slot (JoinOptions::flight_dir, Identity::launch_id), so that gyrerun, seeing the rank's
+// program exit 0, marks the exit in the store (store::MarkExit) only for a rank that never
+// got that far; a store write and its fsync per rank at the end of every job bought nothing.
+std::string JoinedNotePath(const std::string& flight_dir, const std::string& launch_id, int rank);
+
 // Writes comm's flight recorder to <dir>/flight-rank<R>.json; returns the path.
 StatusOr<std::string> WriteFlightRecord(Communicator* comm, const std::string& dir);
 

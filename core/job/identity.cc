@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -307,10 +309,13 @@ StatusOr<Identity> ResolveIdentity(const IdentityOverrides& o, const EnvLookup& 
     id.job_id = "default";
   }
   if (auto l = env("GYRE_LAUNCH_ID")) {
-    if (l->empty() || l->size() > 128 || l->find('\n') != std::string::npos) {
+    const bool word = std::all_of(l->begin(), l->end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+    if (l->empty() || l->size() > 128 || !word) {
       return InvalidArgumentError(
-          "GYRE_LAUNCH_ID must be one line of 1 to 128 characters (gyrerun "
-          "sets it; unset it to run without)");
+          "GYRE_LAUNCH_ID must be 1 to 128 letters, digits, '-', '_' or '.' (gyrerun sets it; "
+          "unset it to run without)");
     }
     id.launch_id = *l;
   }

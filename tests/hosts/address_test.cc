@@ -307,7 +307,8 @@ TEST(IdentityTest, TheLaunchIdComesFromGyrerunsVariable) {
   auto none = ResolveIdentity({}, MapEnvironment({{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}}));
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_EQ(none->launch_id, "");
-  for (const std::string& bad : {std::string(129, 'x'), std::string("two\nlines")}) {
+  for (const std::string& bad :
+       {std::string(129, 'x'), std::string("two\nlines"), std::string("a/b")}) {
     auto refused = ResolveIdentity(
         {},
         MapEnvironment({{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_LAUNCH_ID", bad}}));
