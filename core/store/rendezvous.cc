@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -355,6 +358,35 @@ std::string FormatRankList(const std::vector<int>& ranks_in) {
   return out;
 }
 
+namespace {
+
+// The nonces of the records this process's last completed rendezvous of each job (in each
+// store), as each rank, returned; see Rendezvous. (Per rank: tests run a job's ranks as
+// threads of one process.)
+std::mutex g_used_mu;
+std::map<std::string, std::set<std::string>>& UsedRecordsMap() {
+  static auto* used = new std::map<std::string, std::set<std::string>>();
+  return *used;
+}
+std::set<std::string> UsedRecords(const std::string& store, const std::string& job_id, int rank) {
+  std::lock_guard<std::mutex> lock(g_used_mu);
+  auto it = UsedRecordsMap().find(store + "\n" + job_id + "\n" + std::to_string(rank));
+  return it == UsedRecordsMap().end() ? std::set<std::string>() : it->second;
+}
+void RememberRecords(const std::string& store, const std::string& job_id, int rank,
+                     const std::vector<PeerRecord>& records) {
+  std::set<std::string> nonces;
+  for (const PeerRecord& r : records) {
+    if (!r.nonce.empty()) nonces.insert(r.nonce);
+  }
+  std::lock_guard<std::mutex> lock(g_used_mu);
+  UsedRecordsMap()[store + "\n" + job_id + "\n" + std::to_string(rank)] = std::move(nonces);
+}
+// How often a rank whose slots still hold an earlier communicator's records reads them again.
+constexpr std::chrono::milliseconds kBehindPoll{10};
+
+}  // namespace
+
 StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& job_id,
                                              const PeerRecord& me, Deadline deadline,
                                              const std::function<Status()>& claimed,
@@ -467,63 +499,93 @@ StatusOr<std::vector<PeerRecord>> Rendezvous(Store* store, const std::string& jo
   }
   if (claimed) GYRE_RETURN_IF_ERROR(claimed());
 
-  bool stopped = false;
-  ExitWatch exits(&job, launch_id, keys);
-  if (Status waited = WaitForRanks(&job, where, keys, deadline, timer, stop_requested, &stopped,
-                                   launch_id.empty() ? nullptr : &exits);
-      stopped && exits.rank >= 0) {
-    // A rank the launcher saw exit before it claimed its slot will never come: every rank
-    // waiting for it says so at once, naming it, instead of at the rendezvous deadline.
-    Status left =
-        LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
-    return UnavailableError(
-        where + ": rank " + std::to_string(exits.rank) + " will not join: " + exits.what +
-        ", before it claimed its rendezvous slot, so the job cannot start; " + rank_text +
-        " stopped waiting " + timer.AfterText() + " (" +
-        (left.ok() ? "it gave its slot back)"
-                   : "its slot could not be given back: " + left.message() + ")"));
-  } else if (stopped) {
-    // The others cannot complete this rendezvous without this rank now; its slot is given
-    // back at once, so that the job id can be used again. A rank still waiting names it
-    // missing by its deadline, as it is.
-    Status left =
-        LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
-    return AbortedError(where + ": " + rank_text + " was stopped while it waited for the other " +
-                        "ranks " + timer.AfterText() + "; " +
-                        (left.ok() ? "it gave its slot back"
-                                   : "its slot could not be given back (" + left.message() +
-                                         "): start the next run with a new job id or an empty "
-                                         "store"));
-  } else if (!waited.ok()) {
-    // A rank that gave up waiting gives its slot back (and the world size record, if it
-    // wrote that), so that a retry under the same job id finds it free rather than taken.
-    // Only once its deadline has passed: every rank sharing it has named the missing ranks
-    // by then, and must not count this one among them. A rank that comes later finds it
-    // missing, as it is. Other failures keep the slot: they need the user, and the next run
-    // names the exited process that holds it.
-    if (waited.code() == StatusCode::kDeadlineExceeded) {
-      const Duration left = deadline.Remaining(*SteadyClock::Get());
-      if (left > Duration::zero()) std::this_thread::sleep_for(left);
-      LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(1)))
-          .IgnoreError();
+  // This process's last rendezvous under this job id, if any, and the records it returned: a
+  // slot that still holds one of them belongs to a rank that has not finished closing that
+  // communicator (its Close removes its records after the others' Closes may have returned),
+  // and must not be taken for its record in this one: its address is the old one.
+  const std::set<std::string> used = UsedRecords(store->Describe(), job_id, mine.rank);
+  std::vector<int> behind;
+  for (;;) {
+    bool stopped = false;
+    ExitWatch exits(&job, launch_id, keys);
+    if (Status waited = WaitForRanks(&job, where, keys, deadline, timer, stop_requested, &stopped,
+                                     launch_id.empty() ? nullptr : &exits);
+        stopped && exits.rank >= 0) {
+      // A rank the launcher saw exit before it claimed its slot will never come: every rank
+      // waiting for it says so at once, naming it, instead of at the rendezvous deadline.
+      Status left =
+          LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+      return UnavailableError(
+          where + ": rank " + std::to_string(exits.rank) + " will not join: " + exits.what +
+          ", before it claimed its rendezvous slot, so the job cannot start; " + rank_text +
+          " stopped waiting " + timer.AfterText() + " (" +
+          (left.ok() ? "it gave its slot back)"
+                     : "its slot could not be given back: " + left.message() + ")"));
+    } else if (stopped) {
+      // The others cannot complete this rendezvous without this rank now; its slot is given
+      // back at once, so that the job id can be used again. A rank still waiting names it
+      // missing by its deadline, as it is.
+      Status left =
+          LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(2)));
+      return AbortedError(where + ": " + rank_text + " was stopped while it waited for the other " +
+                          "ranks " + timer.AfterText() + "; " +
+                          (left.ok() ? "it gave its slot back"
+                                     : "its slot could not be given back (" + left.message() +
+                                           "): start the next run with a new job id or an empty "
+                                           "store"));
+    } else if (!waited.ok()) {
+      // A rank that gave up waiting gives its slot back (and the world size record, if it
+      // wrote that), so that a retry under the same job id finds it free rather than taken.
+      // Only once its deadline has passed: every rank sharing it has named the missing ranks
+      // by then, and must not count this one among them. A rank that comes later finds it
+      // missing, as it is. Other failures keep the slot: they need the user, and the next run
+      // names the exited process that holds it.
+      if (waited.code() == StatusCode::kDeadlineExceeded) {
+        const Duration left = deadline.Remaining(*SteadyClock::Get());
+        if (left > Duration::zero()) std::this_thread::sleep_for(left);
+        LeaveRendezvous(store, job_id, mine, Deadline::After(*SteadyClock::Get(), Seconds(1)))
+            .IgnoreError();
+      }
+      return waited;
     }
-    return waited;
-  }
 
-  auto values = ReadPublished(&job, keys, deadline, [](size_t rank) {
-    return "the record of rank " + std::to_string(rank);
-  });
-  if (!values.ok()) return values.status().WithContext(where + ": reading the ranks' records");
-  std::vector<PeerRecord> records(mine.world_size);
-  for (int rank = 0; rank < mine.world_size; ++rank) {
-    const std::string& value = (*values)[rank];
-    if (!Decode(value, &records[rank]) || records[rank].rank != rank) {
-      return InternalError(where + ": the slot of rank " + std::to_string(rank) +
-                           " holds an unreadable or misplaced record");
+    auto values = ReadPublished(&job, keys, deadline, [](size_t rank) {
+      return "the record of rank " + std::to_string(rank);
+    });
+    if (!values.ok() && !behind.empty() && !deadline.Expired(*SteadyClock::Get())) {
+      // A record of the earlier communicator went between the wait and the read.
+      std::this_thread::sleep_for(kBehindPoll);
+      continue;
     }
-    if (records[rank].world_size != mine.world_size) return mismatch(records[rank]);
+    if (!values.ok()) return values.status().WithContext(where + ": reading the ranks' records");
+    std::vector<PeerRecord> records(mine.world_size);
+    for (int rank = 0; rank < mine.world_size; ++rank) {
+      const std::string& value = (*values)[rank];
+      if (!Decode(value, &records[rank]) || records[rank].rank != rank) {
+        return InternalError(where + ": the slot of rank " + std::to_string(rank) +
+                             " holds an unreadable or misplaced record");
+      }
+      if (records[rank].world_size != mine.world_size) return mismatch(records[rank]);
+    }
+    behind.clear();
+    for (int rank = 0; rank < mine.world_size; ++rank) {
+      if (rank != mine.rank && used.count(records[rank].nonce) != 0) behind.push_back(rank);
+    }
+    if (behind.empty()) {
+      RememberRecords(store->Describe(), job_id, mine.rank, records);
+      return records;
+    }
+    if (deadline.Expired(*SteadyClock::Get())) {
+      return DeadlineExceededError(
+          where + ": the slot of " + FormatRankList(behind) + " still holds " +
+          (behind.size() == 1 ? "its record" : "their records") +
+          " from this process's earlier communicator under this job id " + timer.AfterText() +
+          ": " + (behind.size() == 1 ? "that rank has" : "those ranks have") +
+          " not finished closing it, or never made this communicator (store " + store->Describe() +
+          ")");
+    }
+    std::this_thread::sleep_for(kBehindPoll);
   }
-  return records;
 }
 
 StatusOr<RendezvousState> ReadRendezvous(Store* store, const std::string& job_id,

@@ -617,6 +617,36 @@ TEST(RendezvousTest, ARankTheLauncherSawExitBeforeItJoinedFailsTheWaitersAtOnce)
   }
 }
 
+// A process's next communicator under the same job id (after a Close): its rendezvous can
+// start while another rank is still closing the first one, whose record is then still in its
+// slot. Rank 0 took that record, with its old address, for rank 1's new one, and its first
+// connection went to rank 1's earlier communicator ("rank 0 already connected to rank 1"). A
+// slot holding a record this process's last rendezvous of the job returned is waited out.
+TEST(RendezvousTest, ARecordLeftFromTheLastCommunicatorIsWaitedOutNotTaken) {
+  HashStore store;
+  std::vector<Result> first =
+      RunAll(&store, "J", {Peer(0, 2, "first"), Peer(1, 2, "first")}, Seconds(10));
+  for (const Result& r : first) ASSERT_TRUE(r.ok()) << r.status();
+  // Rank 0 has closed (its records are gone); rank 1 has not yet removed its own.
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", (*first[0])[0], In(Seconds(1))).ok());
+  Result second0(InternalError("not run"));
+  std::atomic<bool> finished{false};
+  std::thread rank0([&] {
+    second0 = Rendezvous(&store, "J", Peer(0, 2, "second"), In(Seconds(20)));
+    finished = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(finished.load()) << "rank 0 took rank 1's record of the first communicator";
+  // Rank 1 finishes closing, then joins the second.
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", (*first[1])[1], In(Seconds(1))).ok());
+  Result second1 = Rendezvous(&store, "J", Peer(1, 2, "second"), In(Seconds(10)));
+  rank0.join();
+  ASSERT_TRUE(second0.ok()) << second0.status();
+  ASSERT_TRUE(second1.ok()) << second1.status();
+  EXPECT_EQ((*second0)[1].address, "second-addr-1");
+  EXPECT_EQ((*second1)[0].address, "second-addr-0");
+}
+
 // A mark of a rank that holds its slot changes nothing: it came, so nobody waits for it.
 TEST(RendezvousTest, AnExitMarkOfARankThatHoldsItsSlotIsIgnored) {
   HashStore store;
