@@ -163,7 +163,7 @@ constexpr char kExitCountKey[] = "exits";
 // What a rank waiting at the rendezvous learns of the launcher's marks: asked between the
 // slices of its wait, it reads the count (one key) and, only when that grew, the slots and
 // the marks of the ranks still missing. A missing rank marked by this run's launcher will
-// never come; its text is kept in `found`.
+// never come: Found says so, and `rank` and `what` name the first such exit.
 class ExitWatch {
  public:
   ExitWatch(Store* job, const std::string& launch_id, const std::vector<std::string>& slots)
