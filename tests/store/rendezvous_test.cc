@@ -647,6 +647,22 @@ TEST(RendezvousTest, ARecordLeftFromTheLastCommunicatorIsWaitedOutNotTaken) {
   EXPECT_EQ((*second1)[0].address, "second-addr-0");
 }
 
+// A rank that never removes its record of the last communicator (it never makes the new
+// one) is named at the deadline, with why it is waited for.
+TEST(RendezvousTest, ARankThatNeverLeavesTheLastCommunicatorIsNamedAtTheDeadline) {
+  HashStore store;
+  std::vector<Result> first =
+      RunAll(&store, "J", {Peer(0, 2, "first"), Peer(1, 2, "first")}, Seconds(10));
+  for (const Result& r : first) ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(LeaveRendezvous(&store, "J", (*first[0])[0], In(Seconds(1))).ok());
+  Result second = Rendezvous(&store, "J", Peer(0, 2, "second"), In(Seconds(1)));
+  ASSERT_EQ(second.status().code(), StatusCode::kDeadlineExceeded) << second.status();
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("the slot of rank 1 still holds its record from this process's earlier "
+                        "communicator under this job id"));
+  EXPECT_THAT(second.status().message(), HasSubstr("that rank has not finished closing it"));
+}
+
 // A mark of a rank that holds its slot changes nothing: it came, so nobody waits for it.
 TEST(RendezvousTest, AnExitMarkOfARankThatHoldsItsSlotIsIgnored) {
   HashStore store;
